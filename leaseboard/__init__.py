@@ -1,0 +1,1 @@
+"""Leaseboard: renewable, fenced leases on work for autonomous agents."""

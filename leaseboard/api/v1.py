@@ -1,0 +1,265 @@
+"""The v1 agent and recipient API (DESIGN §13). Thin: parse, call a service, shape JSON."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.http import Http404, HttpRequest
+from ninja import NinjaAPI
+from ninja.errors import AuthenticationError, HttpError, ValidationError
+from ninja.security import HttpBearer
+
+from leaseboard.api import schemas as s
+from leaseboard.api.errors import problem, problem_from_error
+from leaseboard.core.models import Executor
+from leaseboard.core.selectors import work_item_state
+from leaseboard.core.services import effects as effect_services
+from leaseboard.core.services import leases as lease_services
+from leaseboard.core.services.executors import executor_for_token
+from leaseboard.core.services.fencing import fencing_public_keys
+from leaseboard.core.services.work import work_admit, work_complete
+from leaseboard.domain import fencing
+from leaseboard.domain.errors import LeaseboardError
+
+log = logging.getLogger(__name__)
+
+
+class AgentBearer(HttpBearer):
+    def authenticate(self, request: HttpRequest, token: str) -> Executor | None:
+        executor = executor_for_token(token)
+        if executor is None or executor.kind != Executor.Kind.AGENT:
+            return None
+        return executor
+
+
+api = NinjaAPI(
+    title="Leaseboard API",
+    version="1",
+    urls_namespace="api-v1",
+    auth=AgentBearer(),
+    openapi_url="/openapi.json",
+    docs_url="/docs",
+    description="Renewable, fenced leases on work. Errors are RFC 9457 problem details "
+    "with a stable `code`.",
+)
+
+ERRORS = {400: s.Problem, 401: s.Problem, 403: s.Problem, 404: s.Problem, 409: s.Problem}
+
+
+@api.exception_handler(LeaseboardError)
+def _leaseboard_error(request: HttpRequest, exc: LeaseboardError):  # type: ignore[no-untyped-def]
+    return problem_from_error(request, exc)
+
+
+@api.exception_handler(ValidationError)
+def _validation_error(request: HttpRequest, exc: ValidationError):  # type: ignore[no-untyped-def]
+    errors = [
+        {"loc": [str(p) for p in e.get("loc", [])], "msg": str(e.get("msg", ""))}
+        for e in exc.errors
+    ]
+    first = errors[0] if errors else {"loc": [], "msg": "invalid"}
+    return problem(
+        request,
+        code="validation_error",
+        title="The request is not valid",
+        detail=f"{'.'.join(first['loc'])}: {first['msg']}",
+        status=400,
+        errors=errors,
+    )
+
+
+@api.exception_handler(AuthenticationError)
+def _auth_error(request: HttpRequest, exc: AuthenticationError):  # type: ignore[no-untyped-def]
+    return problem(
+        request,
+        code="unauthenticated",
+        title="Missing or invalid credentials",
+        detail="send an agent token as 'Authorization: Bearer <token>'",
+        status=401,
+    )
+
+
+@api.exception_handler(HttpError)
+def _http_error(request: HttpRequest, exc: HttpError):  # type: ignore[no-untyped-def]
+    codes = {
+        400: "validation_error",
+        401: "unauthenticated",
+        403: "forbidden",
+        404: "not_found",
+        429: "rate_limited",
+    }
+    code = codes.get(exc.status_code, "validation_error")
+    return problem(request, code=code, title=str(exc), detail=str(exc), status=exc.status_code)
+
+
+@api.exception_handler(Http404)
+def _not_found(request: HttpRequest, exc: Http404):  # type: ignore[no-untyped-def]
+    return problem(
+        request, code="not_found", title="No such object", detail=str(exc) or "not found"
+    )
+
+
+def _executor(request: HttpRequest) -> Executor:
+    return request.auth  # type: ignore[attr-defined,no-any-return]
+
+
+@api.post("/work-items", response={200: s.WorkItemCreated, 201: s.WorkItemCreated, **ERRORS})
+def admit(request: HttpRequest, body: s.WorkItemIn) -> tuple[int, dict[str, Any]]:
+    item, created = work_admit(
+        key=body.key, queue_name=body.queue, title=body.title, scope=body.scope, timing=body.policy
+    )
+    out: dict[str, Any] = {"key": item.key, "admission": item.admission, "epoch": item.epoch}
+    if item.admission == "rejected":
+        out["code"] = "capacity_exhausted"
+    return (201 if created else 200), out
+
+
+@api.get("/work-items/{key}", response={200: s.WorkItemOut, **ERRORS})
+def work_item(request: HttpRequest, key: str) -> dict[str, Any]:
+    state = work_item_state(key=key)
+    lease = state.lease
+    return {
+        "key": state.item.key,
+        "queue": state.item.queue.name,
+        "title": state.item.title,
+        "admission": state.item.admission,
+        "status": state.item.status,
+        "epoch": state.item.epoch,
+        "holder": lease.holder.name if lease else None,
+        "holder_kind": lease.holder.kind if lease else None,
+        "lease_id": str(lease.id) if lease else None,
+        "certainty": state.certainty,
+        "expires_in_ms": state.expires_in_ms,
+    }
+
+
+@api.post("/work-items/{key}/lease", response={201: s.LeaseGranted, **ERRORS})
+def acquire(request: HttpRequest, key: str, body: s.AcquireIn | None = None):  # type: ignore[no-untyped-def]
+    grant = lease_services.lease_acquire(
+        work_key=key, executor=_executor(request), ttl_ms=body.ttl_ms if body else None
+    )
+    lease = grant.lease
+    checkpoint = grant.checkpoint
+    return 201, {
+        "lease_id": str(lease.id),
+        "work_key": key,
+        "epoch": lease.epoch,
+        "ttl_ms": lease.ttl_ms,
+        "renew_after_ms": lease.renew_after_ms,
+        "jeopardy_after_ms": lease.jeopardy_after_ms,
+        "expires_in_ms": grant.expires_in_ms,
+        "fencing_token": grant.fencing_token,
+        "checkpoint": (
+            {"seq": checkpoint.seq, "epoch": checkpoint.epoch, "data": checkpoint.data}
+            if checkpoint
+            else None
+        ),
+    }
+
+
+@api.post("/work-items/{key}/complete", response={200: s.CompleteOut, **ERRORS})
+def complete(request: HttpRequest, key: str, body: s.CompleteIn) -> dict[str, Any]:
+    item = work_complete(lease_id=body.lease_id, executor=_executor(request), epoch=body.epoch)
+    if item.key != key:
+        raise LeaseboardError("the lease belongs to another work item")
+    return {"key": item.key, "status": item.status, "epoch": item.epoch}
+
+
+@api.post("/leases/renew", response={200: s.BatchRenewOut, **ERRORS})
+def renew_many(request: HttpRequest, body: s.BatchRenewIn) -> dict[str, Any]:
+    results = lease_services.lease_renew_many(
+        executor=_executor(request), items=[(i.lease_id, i.epoch) for i in body.leases]
+    )
+    return {"results": [r.__dict__ for r in results]}
+
+
+@api.post("/leases/{lease_id}/renew", response={200: s.RenewOut, **ERRORS})
+def renew(request: HttpRequest, lease_id: str, body: s.EpochIn) -> dict[str, Any]:
+    r = lease_services.lease_renew(lease_id=lease_id, executor=_executor(request), epoch=body.epoch)
+    return {
+        "lease_id": str(r.lease_id),
+        "epoch": r.epoch,
+        "certainty": r.certainty,
+        "expires_in_ms": r.expires_in_ms,
+    }
+
+
+@api.post("/leases/{lease_id}/release", response={200: s.ReleaseOut, **ERRORS})
+def release(request: HttpRequest, lease_id: str, body: s.EpochIn) -> dict[str, Any]:
+    lease = lease_services.lease_release(
+        lease_id=lease_id, executor=_executor(request), epoch=body.epoch
+    )
+    return {"lease_id": str(lease.id), "epoch": lease.epoch, "state": lease.state}
+
+
+@api.post("/leases/{lease_id}/checkpoints", response={201: s.CheckpointCreated, **ERRORS})
+def checkpoint(request: HttpRequest, lease_id: str, body: s.CheckpointIn):  # type: ignore[no-untyped-def]
+    cp = lease_services.lease_checkpoint(
+        lease_id=lease_id, executor=_executor(request), epoch=body.epoch, data=body.data
+    )
+    return 201, {"seq": cp.seq, "epoch": cp.epoch}
+
+
+@api.post("/effects", response={201: s.EffectOut, 202: s.EffectOut, **ERRORS})
+def propose_effect(request: HttpRequest, body: s.EffectIn):  # type: ignore[no-untyped-def]
+    effect = effect_services.effect_propose(
+        lease_id=body.lease_id,
+        executor=_executor(request),
+        epoch=body.epoch,
+        kind=body.kind,
+        target=body.target,
+        idempotency_key=body.idempotency_key,
+        payload=body.payload,
+    )
+    out = {"effect_id": str(effect.id), "decision": effect.decision, "epoch": effect.epoch}
+    if effect.decision == "authorized":
+        return 201, {**out, "fencing_token": effect.fencing_token}
+    return 202, out
+
+
+@api.post("/effects/{effect_id}/outcome", response={200: s.OutcomeOut, **ERRORS})
+def report_outcome(request: HttpRequest, effect_id: str, body: s.OutcomeIn) -> dict[str, Any]:
+    effect = effect_services.effect_report_outcome(
+        effect_id=effect_id, executor=_executor(request), outcome=body.outcome, detail=body.detail
+    )
+    return {"effect_id": str(effect.id), "outcome": effect.outcome}
+
+
+@api.post("/effects/{effect_id}/reconcile", response={200: s.ReconcileOut, **ERRORS})
+def reconcile(request: HttpRequest, effect_id: str, body: s.ReconcileIn) -> dict[str, Any]:
+    effect = effect_services.effect_reconcile(
+        effect_id=effect_id,
+        actor=_executor(request),
+        resolution=body.resolution,
+        note=body.note,
+        lease_id=body.lease_id,
+        epoch=body.epoch,
+        request_id=request.META.get("HTTP_X_REQUEST_ID", ""),
+    )
+    return {"effect_id": str(effect.id), "resolution": effect.resolution}
+
+
+@api.get("/fencing/keys", auth=None)
+def fencing_keys(request: HttpRequest) -> dict[str, Any]:
+    """The Ed25519 public keys (JWKS) that verify fencing tokens offline."""
+    return fencing.jwks(fencing_public_keys())
+
+
+@api.post("/recipient-reports", response={201: s.RecipientReportOut, **ERRORS})
+def recipient_report(request: HttpRequest, body: s.RecipientReportIn):  # type: ignore[no-untyped-def]
+    effect = effect_services.recipient_report_record(
+        executor=_executor(request),
+        work_key=body.work_key,
+        reason=body.reason,
+        recipient=body.recipient,
+        epoch=body.epoch,
+        high_water=body.high_water,
+        detail=body.detail,
+        token=body.token,
+    )
+    return 201, {
+        "report_id": str(effect.id),
+        "work_key": body.work_key,
+        "current_epoch": effect.current_epoch,
+    }

@@ -1,0 +1,1 @@
+"""The lease runtime: models, services (writes) and selectors (reads)."""

@@ -1,0 +1,23 @@
+"""Models of the lease runtime, one subject per module."""
+
+from leaseboard.core.models.alerts import Alert
+from leaseboard.core.models.audit import AuditEntry, AuditHead
+from leaseboard.core.models.effects import Effect
+from leaseboard.core.models.executors import Executor
+from leaseboard.core.models.leases import Checkpoint, FencingKey, Lease, LeaseEvent
+from leaseboard.core.models.work import EffectPolicy, Queue, WorkItem
+
+__all__ = [
+    "Alert",
+    "AuditEntry",
+    "AuditHead",
+    "Checkpoint",
+    "Effect",
+    "EffectPolicy",
+    "Executor",
+    "FencingKey",
+    "Lease",
+    "LeaseEvent",
+    "Queue",
+    "WorkItem",
+]

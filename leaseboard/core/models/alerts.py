@@ -1,0 +1,55 @@
+"""Alerts for humans: jeopardy, expiry, lapsed standing, refused stale effects, outages.
+
+`dedupe_key` is unique: one alert per (kind, lease, epoch) or per event, however many
+sweeps race to open it.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from leaseboard.core.models.leases import Lease
+from leaseboard.core.models.work import WorkItem
+
+
+class Alert(models.Model):
+    class Kind(models.TextChoices):
+        JEOPARDY = "jeopardy"
+        EXPIRED = "expired"
+        STANDING_LAPSED = "standing_lapsed"
+        STALE_EFFECT = "stale_effect"
+        RECIPIENT_REFUSAL = "recipient_refusal"
+        RECOVERY = "recovery"
+        TAKEOVER_EXPIRED = "takeover_expired"
+
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    dedupe_key = models.CharField(max_length=200, unique=True)
+    lease = models.ForeignKey(
+        Lease, null=True, blank=True, on_delete=models.PROTECT, related_name="alerts"
+    )
+    work_item = models.ForeignKey(
+        WorkItem, null=True, blank=True, on_delete=models.PROTECT, related_name="alerts"
+    )
+    epoch = models.BigIntegerField(null=True, blank=True)
+    message = models.CharField(max_length=500)
+    detail = models.JSONField(default=dict, blank=True)
+    due_at_ms = models.BigIntegerField(null=True, blank=True)  # when the event became due
+    opened_at_ms = models.BigIntegerField()
+    resolved_at_ms = models.BigIntegerField(null=True, blank=True)
+    acknowledged_at_ms = models.BigIntegerField(null=True, blank=True)
+    acknowledged_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    acknowledge_note = models.CharField(max_length=1000, blank=True, default="")
+
+    class Meta:
+        indexes = [
+            models.Index(
+                fields=["-opened_at_ms"],
+                condition=Q(resolved_at_ms__isnull=True),
+                name="alert_open_idx",
+            ),
+            models.Index(fields=["work_item", "-opened_at_ms"], name="alert_work_idx"),
+        ]

@@ -1,0 +1,171 @@
+"""Leases, their append-only event history, checkpoints, and fencing keys.
+
+Renewal history is kept bounded *on the lease row*: aggregates (count, largest gap) plus a
+fixed-width window of the last RENEWAL_WINDOW renewal times, rewritten by the renew
+UPDATE itself. Thousands of agents renewing every few seconds add no rows anywhere; the
+hot path stays one statement. Lease *events* (grant, jeopardy, expiry, release, revoke)
+are rows, a handful per lease, pruned by the retention task.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db import models
+from django.db.models import Q
+
+from leaseboard.core.models.executors import Executor
+from leaseboard.core.models.work import WorkItem
+
+LIVE_STATES = ("active", "jeopardy")
+RENEWAL_WINDOW = 20
+RENEWAL_SLOT = 14  # 13 digits of milliseconds and a comma
+
+
+class Lease(models.Model):
+    class State(models.TextChoices):
+        ACTIVE = "active"
+        JEOPARDY = "jeopardy"
+        EXPIRED = "expired"
+        RELEASED = "released"
+        REVOKED = "revoked"
+
+    class GrantKind(models.TextChoices):
+        ACQUIRE = "acquire"
+        TAKEOVER = "takeover"
+        HANDBACK = "handback"
+        ASSIGN = "assign"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    work_item = models.ForeignKey(WorkItem, on_delete=models.PROTECT, related_name="leases")
+    holder = models.ForeignKey(Executor, on_delete=models.PROTECT, related_name="leases")
+    epoch = models.BigIntegerField()
+    state = models.CharField(max_length=10, choices=State.choices, default=State.ACTIVE)
+    grant_kind = models.CharField(max_length=10, choices=GrantKind.choices)
+
+    # Times: database-clock milliseconds (leaseboard.core.clock).
+    granted_at_ms = models.BigIntegerField()
+    renewed_at_ms = models.BigIntegerField()
+    jeopardy_at_ms = models.BigIntegerField()
+    expires_at_ms = models.BigIntegerField()
+    # The lifetime cap: no renewal moves expires_at past this.
+    max_expires_at_ms = models.BigIntegerField()
+    # Next time a sweep has something to do: jeopardy_at while active, expires_at after.
+    due_at_ms = models.BigIntegerField()
+    ended_at_ms = models.BigIntegerField(null=True, blank=True)
+
+    # Expiry policy lives on the row; a sweeper never applies its own configuration.
+    ttl_ms = models.PositiveIntegerField()
+    renew_after_ms = models.PositiveIntegerField()
+    jeopardy_after_ms = models.PositiveIntegerField()
+    lock_delay_ms = models.PositiveIntegerField(default=0)
+
+    end_reason = models.CharField(max_length=300, blank=True, default="")
+    takeover_reason = models.CharField(max_length=1000, blank=True, default="")
+    ended_by = models.ForeignKey(
+        Executor, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+
+    # Bounded renewal history: aggregates plus a fixed-width window of recent renewal times.
+    renew_count = models.PositiveIntegerField(default=0)
+    max_gap_ms = models.PositiveIntegerField(default=0)
+    recent_renewals = models.CharField(
+        max_length=RENEWAL_WINDOW * RENEWAL_SLOT, blank=True, default=""
+    )
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["work_item"],
+                condition=Q(state__in=LIVE_STATES),
+                name="lease_one_live_per_work_item",
+            ),
+            models.UniqueConstraint(fields=["work_item", "epoch"], name="lease_epoch_unique"),
+            models.CheckConstraint(
+                condition=Q(state__in=["active", "jeopardy", "expired", "released", "revoked"]),
+                name="lease_state_valid",
+            ),
+            models.CheckConstraint(
+                condition=Q(grant_kind__in=["acquire", "takeover", "handback", "assign"]),
+                name="lease_grant_kind_valid",
+            ),
+            models.CheckConstraint(
+                condition=Q(state__in=LIVE_STATES) | Q(ended_at_ms__isnull=False),
+                name="lease_ended_has_time",
+            ),
+            models.CheckConstraint(condition=Q(epoch__gte=1), name="lease_epoch_positive"),
+        ]
+        indexes = [
+            models.Index(
+                fields=["due_at_ms"], condition=Q(state__in=LIVE_STATES), name="lease_due_idx"
+            ),
+            models.Index(fields=["holder", "state"], name="lease_holder_state_idx"),
+            models.Index(fields=["work_item", "-epoch"], name="lease_work_epoch_idx"),
+            models.Index(fields=["-ended_at_ms"], name="lease_ended_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.work_item_id}@{self.epoch}"
+
+    @property
+    def is_live(self) -> bool:
+        return self.state in LIVE_STATES
+
+    def recent_renewal_times(self) -> list[int]:
+        return [int(part) for part in self.recent_renewals.split(",") if part]
+
+
+class LeaseEvent(models.Model):
+    """Append-only history of a lease's grant and state changes, written with the change."""
+
+    class Kind(models.TextChoices):
+        GRANTED = "granted"
+        JEOPARDY = "jeopardy"
+        RECOVERED = "recovered"  # renewed back to active from jeopardy
+        EXPIRED = "expired"
+        RELEASED = "released"
+        REVOKED = "revoked"
+        EXTENDED = "extended"  # human standing extended
+
+    lease = models.ForeignKey(Lease, on_delete=models.PROTECT, related_name="events")
+    work_item = models.ForeignKey(WorkItem, on_delete=models.PROTECT, related_name="lease_events")
+    epoch = models.BigIntegerField()
+    kind = models.CharField(max_length=12, choices=Kind.choices)
+    at_ms = models.BigIntegerField()
+    actor = models.ForeignKey(
+        Executor, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    detail = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["work_item", "at_ms"], name="lease_event_work_idx"),
+            models.Index(fields=["at_ms"], name="lease_event_at_idx"),
+        ]
+
+
+class Checkpoint(models.Model):
+    """An opaque, size-bounded JSON document the holder saves under its epoch."""
+
+    work_item = models.ForeignKey(WorkItem, on_delete=models.PROTECT, related_name="checkpoints")
+    lease = models.ForeignKey(Lease, on_delete=models.PROTECT, related_name="checkpoints")
+    epoch = models.BigIntegerField()
+    seq = models.PositiveIntegerField()
+    data = models.JSONField()
+    size_bytes = models.PositiveIntegerField()
+    at_ms = models.BigIntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["work_item", "seq"], name="checkpoint_seq_unique"),
+        ]
+
+
+class FencingKey(models.Model):
+    """Ed25519 signing keys for fencing tokens; the newest active one signs, all verify."""
+
+    kid = models.CharField(max_length=64, unique=True)
+    private_key = models.BinaryField()
+    public_key = models.BinaryField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    retired_at = models.DateTimeField(null=True, blank=True)

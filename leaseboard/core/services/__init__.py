@@ -1,0 +1,2 @@
+"""Services own every write. Public ones are the outermost transaction (durable=True);
+`*_locked` helpers run inside a caller's transaction with the rows already locked."""

@@ -1,0 +1,68 @@
+"""Create executors: agents get a bearer token shown once; humans map to a Django user."""
+
+from __future__ import annotations
+
+import secrets
+
+from django.db import IntegrityError, transaction
+
+from leaseboard.core.clock import db_now_ms
+from leaseboard.core.models import Executor
+from leaseboard.core.models.executors import hash_token
+from leaseboard.core.services.audit import audit_record
+from leaseboard.domain.errors import ValidationFailed
+
+TOKEN_PREFIX = "lb_"
+
+
+@transaction.atomic(durable=True)
+def agent_create(*, name: str, actor_name: str = "cli") -> tuple[Executor, str]:
+    """Create an agent and return (executor, token). Only the token's hash is stored."""
+    name = name.strip()
+    if not name or len(name) > 150:
+        raise ValidationFailed("an agent name is 1 to 150 characters")
+    token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    try:
+        with transaction.atomic():
+            executor = Executor.objects.create(
+                name=name, kind=Executor.Kind.AGENT, token_hash=hash_token(token)
+            )
+    except IntegrityError:
+        raise ValidationFailed(f"an executor named {name!r} already exists") from None
+    audit_record(
+        at_ms=db_now_ms(),
+        actor_name=actor_name,
+        actor_role="admin",
+        action="agent.create",
+        object_type="executor",
+        object_id=str(executor.id),
+        after={"name": name, "kind": "agent"},
+    )
+    return executor, token
+
+
+def agent_rotate_token_locked(executor: Executor) -> str:
+    token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    executor.token_hash = hash_token(token)
+    executor.save(update_fields=["token_hash"])
+    return token
+
+
+def human_executor_for(user) -> Executor:  # type: ignore[no-untyped-def]
+    """The executor a human acts as under standing; created on first need."""
+    executor = Executor.objects.filter(user=user).first()
+    if executor:
+        return executor
+    try:
+        with transaction.atomic():
+            return Executor.objects.create(
+                name=f"human:{user.get_username()}", kind=Executor.Kind.HUMAN, user=user
+            )
+    except IntegrityError:
+        return Executor.objects.get(user=user)
+
+
+def executor_for_token(token: str) -> Executor | None:
+    if not token or len(token) > 200:
+        return None
+    return Executor.objects.filter(token_hash=hash_token(token), is_active=True).first()

@@ -1,0 +1,542 @@
+"""Lease services: acquire (grant), renew, batch renew, release, checkpoint, revoke.
+
+Lock order everywhere: work item, then lease. Epochs change only inside a grant's
+transaction, so a rolled-back grant uses up no epoch. Renew is a single compare-and-set
+UPDATE that sets an *absolute* expiry from the database clock.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.db import connection, transaction
+
+from leaseboard.core.clock import db_now_ms, now_ms_sql
+from leaseboard.core.models import Alert, Checkpoint, Executor, Lease, LeaseEvent, WorkItem
+from leaseboard.core.models.leases import LIVE_STATES, RENEWAL_SLOT, RENEWAL_WINDOW
+from leaseboard.core.services.fencing import fencing_token_issue
+from leaseboard.domain.certainty import Certainty, LeaseTimes, state_at
+from leaseboard.domain.errors import (
+    ENDED_STATE_ERRORS,
+    LeaseboardError,
+    LeaseExpired,
+    LockDelay,
+    NeedsReconciliation,
+    NotFound,
+    NotHolder,
+    StaleEpoch,
+    ValidationFailed,
+    WorkLeased,
+    WorkNotAdmitted,
+)
+from leaseboard.domain.timing import TimingPolicy, TimingPolicyError
+
+
+@dataclass(frozen=True)
+class Grant:
+    lease: Lease
+    fencing_token: str
+    checkpoint: Checkpoint | None
+    now_ms: int
+
+    @property
+    def expires_in_ms(self) -> int:
+        return max(0, self.lease.expires_at_ms - self.now_ms)
+
+
+@dataclass(frozen=True)
+class Renewal:
+    lease_id: uuid.UUID
+    epoch: int
+    certainty: str
+    expires_in_ms: int
+
+
+def parse_lease_id(raw: Any) -> uuid.UUID:
+    try:
+        return raw if isinstance(raw, uuid.UUID) else uuid.UUID(str(raw))
+    except (ValueError, AttributeError, TypeError):
+        raise NotFound(f"no lease {str(raw)[:60]!r}") from None
+
+
+def timing_for(item: WorkItem, ttl_ms: int | None = None) -> TimingPolicy:
+    """Defaults, then the queue's overrides, then the item's, then the request's ttl."""
+    try:
+        policy = settings.LEASE_DEFAULTS
+        if item.queue.timing:
+            policy = policy.with_overrides(item.queue.timing)
+        if item.timing:
+            policy = policy.with_overrides(item.timing)
+        if ttl_ms is not None:
+            policy = policy.with_overrides({"ttl_ms": ttl_ms})
+        return policy
+    except TimingPolicyError as exc:
+        raise ValidationFailed(f"lease timing: {exc}", param=exc.param) from None
+
+
+def unreconciled_effects_exist(item: WorkItem, *, exclude_lease: Lease | None = None) -> bool:
+    from leaseboard.core.models import Effect
+
+    qs = Effect.objects.filter(
+        work_item=item, decision="authorized", resolution="", outcome__in=["", "unknown"]
+    )
+    if exclude_lease is not None:
+        qs = qs.exclude(lease=exclude_lease)
+    return qs.exists()
+
+
+def lease_end_locked(
+    *,
+    lease: Lease,
+    state: str,
+    now_ms: int,
+    reason: str,
+    actor: Executor | None = None,
+    detail: dict[str, Any] | None = None,
+) -> Lease:
+    """End a live lease (already locked by the caller) and record the event."""
+    if lease.state not in LIVE_STATES:
+        raise RuntimeError(f"lease {lease.id} is already {lease.state}")
+    # An expiry is dated at the moment validity ended, whenever it is materialized.
+    ended_at = min(now_ms, lease.expires_at_ms) if state == Lease.State.EXPIRED else now_ms
+    lease.state = state
+    lease.ended_at_ms = ended_at
+    lease.end_reason = reason[:300]
+    lease.ended_by = actor
+    lease.save(update_fields=["state", "ended_at_ms", "end_reason", "ended_by"])
+    LeaseEvent.objects.create(
+        lease=lease,
+        work_item_id=lease.work_item_id,
+        epoch=lease.epoch,
+        kind=state,
+        at_ms=ended_at,
+        actor=actor,
+        detail={"reason": reason[:300], **(detail or {})},
+    )
+    if state == Lease.State.EXPIRED and lease.lock_delay_ms:
+        WorkItem.objects.filter(id=lease.work_item_id).update(
+            lock_delay_until_ms=lease.expires_at_ms + lease.lock_delay_ms
+        )
+    return lease
+
+
+def lease_expire_if_due_locked(lease: Lease, now_ms: int) -> bool:
+    """Materialize an expiry that time has already decided. True if the lease ended now."""
+    times = LeaseTimes(Certainty(lease.state), lease.jeopardy_at_ms, lease.expires_at_ms)
+    if lease.state in LIVE_STATES and state_at(times, now_ms) is Certainty.EXPIRED:
+        lease_end_locked(
+            lease=lease, state=Lease.State.EXPIRED, now_ms=now_ms, reason="ttl elapsed"
+        )
+        return True
+    return False
+
+
+def lease_grant_locked(
+    *,
+    item: WorkItem,
+    holder: Executor,
+    now_ms: int,
+    grant_kind: str = Lease.GrantKind.ACQUIRE,
+    ttl_ms: int | None = None,
+    jeopardy_after_ms: int | None = None,
+    max_lifetime_ms: int | None = None,
+    takeover_reason: str = "",
+    actor: Executor | None = None,
+) -> Lease:
+    """Raise the epoch and create the lease. The caller holds the work item's row lock and
+    has ended any live lease; the partial unique constraint backs that up."""
+    policy = timing_for(item, ttl_ms)
+    jeopardy_after = (
+        jeopardy_after_ms if jeopardy_after_ms is not None else policy.jeopardy_after_ms
+    )
+    lifetime = max_lifetime_ms if max_lifetime_ms is not None else policy.max_lifetime_ms
+    assert policy.renew_after_ms is not None and jeopardy_after is not None
+    max_expires = now_ms + max(lifetime, policy.ttl_ms)
+    expires = min(now_ms + policy.ttl_ms, max_expires)
+    jeopardy_at = min(now_ms + jeopardy_after, expires)
+    item.epoch += 1
+    WorkItem.objects.filter(id=item.id).update(epoch=item.epoch)
+    lease = Lease.objects.create(
+        work_item=item,
+        holder=holder,
+        epoch=item.epoch,
+        state=Lease.State.ACTIVE,
+        grant_kind=grant_kind,
+        granted_at_ms=now_ms,
+        renewed_at_ms=now_ms,
+        jeopardy_at_ms=jeopardy_at,
+        expires_at_ms=expires,
+        max_expires_at_ms=max_expires,
+        due_at_ms=jeopardy_at,
+        ttl_ms=policy.ttl_ms,
+        renew_after_ms=policy.renew_after_ms,
+        jeopardy_after_ms=jeopardy_after,
+        lock_delay_ms=policy.lock_delay_ms,
+        takeover_reason=takeover_reason[:1000],
+    )
+    LeaseEvent.objects.create(
+        lease=lease,
+        work_item=item,
+        epoch=lease.epoch,
+        kind=LeaseEvent.Kind.GRANTED,
+        at_ms=now_ms,
+        actor=actor or holder,
+        detail={"grant_kind": grant_kind, "holder": holder.name, "ttl_ms": policy.ttl_ms},
+    )
+    return lease
+
+
+def live_lease_locked(item: WorkItem) -> Lease | None:
+    return (
+        Lease.objects.select_for_update(no_key=True)
+        .filter(work_item=item, state__in=LIVE_STATES)
+        .first()
+    )
+
+
+@transaction.atomic(durable=True)
+def lease_acquire(*, work_key: str, executor: Executor, ttl_ms: int | None = None) -> Grant:
+    now = db_now_ms()
+    item = (
+        WorkItem.objects.select_for_update(no_key=True)
+        .select_related("queue")
+        .filter(key=work_key)
+        .first()
+    )
+    if item is None:
+        raise NotFound(f"no work item {work_key!r}")
+    if item.admission != WorkItem.Admission.ADMITTED:
+        raise WorkNotAdmitted(
+            f"work item {work_key!r} is {item.admission}", admission=item.admission
+        )
+    if item.status != WorkItem.Status.OPEN:
+        raise WorkNotAdmitted(f"work item {work_key!r} is {item.status}", status=item.status)
+    live = live_lease_locked(item)
+    if live is not None and not lease_expire_if_due_locked(live, now):
+        mine = live.holder_id == executor.id
+        raise WorkLeased(
+            "you already hold this work item under lease " + str(live.id)
+            if mine
+            else "another executor holds this work item",
+            current_epoch=item.epoch,
+            holder_kind=live.holder.kind,
+            **({"lease_id": str(live.id)} if mine else {}),
+        )
+    if live is not None:
+        item.refresh_from_db(fields=["lock_delay_until_ms"])
+    if item.lock_delay_until_ms > now:
+        raise LockDelay(
+            "the previous holder's lease expired; grants resume after the lock delay",
+            retry_after_ms=item.lock_delay_until_ms - now,
+        )
+    if (
+        executor.kind == Executor.Kind.AGENT
+        and item.queue.agent_acquire_needs_reconciliation
+        and unreconciled_effects_exist(item)
+    ):
+        raise NeedsReconciliation(
+            "effects attempted under an earlier lease have no known outcome; a human must "
+            "reconcile them before an agent may take this work again"
+        )
+    lease = lease_grant_locked(item=item, holder=executor, now_ms=now, ttl_ms=ttl_ms)
+    checkpoint = Checkpoint.objects.filter(work_item=item).order_by("-seq").first()
+    token = fencing_token_issue(
+        work_key=item.key,
+        epoch=lease.epoch,
+        lease_id=str(lease.id),
+        holder=executor.name,
+        now_ms=now,
+        expires_at_ms=lease.max_expires_at_ms,
+    )
+    return Grant(lease=lease, fencing_token=token, checkpoint=checkpoint, now_ms=now)
+
+
+def _renew_sql(vendor: str, n_rows: int) -> str:
+    """One compare-and-set UPDATE for n leases. Fast path: stored state 'active' only; a
+    lease the sweep moved to jeopardy renews through the slow path, which records the
+    recovery event and resolves the alert."""
+    now = now_ms_sql(vendor)
+    window = RENEWAL_WINDOW * RENEWAL_SLOT
+    table = Lease._meta.db_table
+    if vendor == "postgresql":
+        recent = f"right(l.recent_renewals || lpad(c.n::text, 13, '0') || ',', {window})"
+        least, greatest = "LEAST", "GREATEST"
+        values = ", ".join(["(%s::uuid, %s::bigint)"] * n_rows)
+        returning = "l.id, l.epoch, l.expires_at_ms - c.n"
+    else:
+        recent = f"substr(l.recent_renewals || printf('%%013d', c.n) || ',', -{window})"
+        least, greatest = "min", "max"
+        values = ", ".join(["(%s, %s)"] * n_rows)
+        # SQLite's RETURNING cannot name FROM tables; renewed_at_ms is the same clock read.
+        returning = "id, epoch, expires_at_ms - renewed_at_ms"
+    lease_id_col = "l.id" if vendor == "postgresql" else "l.id"
+    sql = (
+        f"UPDATE {table} AS l SET "
+        f"renewed_at_ms = c.n, "
+        f"expires_at_ms = {least}(c.n + l.ttl_ms, l.max_expires_at_ms), "
+        f"jeopardy_at_ms = {least}(c.n + l.jeopardy_after_ms, l.max_expires_at_ms), "
+        f"due_at_ms = {least}(c.n + l.jeopardy_after_ms, l.max_expires_at_ms), "
+        f"renew_count = l.renew_count + 1, "
+        f"max_gap_ms = {greatest}(l.max_gap_ms, c.n - l.renewed_at_ms), "
+        f"recent_renewals = {recent} "
+        f"FROM (SELECT {now} AS n) AS c, (VALUES {values}) AS v(lid, ep) "
+        f"WHERE {lease_id_col} = v.lid AND l.holder_id = %s AND l.epoch = v.ep "
+        f"AND l.state = 'active' AND l.expires_at_ms > c.n "
+        f"RETURNING {returning}"
+    )
+    return sql
+
+
+def _sqlite_values_fix(sql: str) -> str:
+    # SQLite names VALUES columns column1, column2 and has no column-alias list.
+    return (
+        sql.replace(" AS v(lid, ep)", " AS v")
+        .replace("v.lid", "v.column1")
+        .replace("v.ep", "v.column2")
+    )
+
+
+def _renew_fast(pairs: list[tuple[uuid.UUID, int]], executor_id: int) -> dict[uuid.UUID, tuple]:
+    vendor = connection.vendor
+    sql = _renew_sql(vendor, len(pairs))
+    params: list[Any] = []
+    for lease_id, epoch in pairs:
+        params.extend([str(lease_id) if vendor == "postgresql" else lease_id.hex, epoch])
+    params.append(executor_id)
+    if vendor == "sqlite":
+        sql = _sqlite_values_fix(sql)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    out = {}
+    for raw_id, epoch, expires_in in rows:
+        lease_id = raw_id if isinstance(raw_id, uuid.UUID) else uuid.UUID(str(raw_id))
+        out[lease_id] = (int(epoch), int(expires_in))
+    return out
+
+
+@transaction.atomic(durable=True)
+def _renew_slow(*, lease_id: uuid.UUID, executor: Executor, epoch: int) -> Renewal:
+    """Explain a refused renew, or renew a lease the sweep had moved to jeopardy."""
+    now = db_now_ms()
+    lease = (
+        Lease.objects.select_for_update(no_key=True)
+        .select_related("work_item")
+        .filter(id=lease_id)
+        .first()
+    )
+    if lease is None:
+        raise NotFound(f"no lease {lease_id}")
+    if lease.holder_id != executor.id:
+        raise NotHolder("this lease is held by another executor")
+    current = lease.work_item.epoch
+    if epoch != lease.epoch:
+        raise StaleEpoch(
+            f"lease {lease_id} has epoch {lease.epoch}", current_epoch=current, your_epoch=epoch
+        )
+    if lease.state not in LIVE_STATES or lease_expire_if_due_locked(lease, now):
+        err = ENDED_STATE_ERRORS[lease.state]
+        raise err(
+            lease.end_reason or f"the lease is {lease.state}",
+            current_epoch=current,
+            your_epoch=epoch,
+            reason=lease.end_reason,
+        )
+    was_jeopardy = lease.state == Lease.State.JEOPARDY
+    expires = min(now + lease.ttl_ms, lease.max_expires_at_ms)
+    jeopardy_at = min(now + lease.jeopardy_after_ms, lease.max_expires_at_ms)
+    gap = now - lease.renewed_at_ms
+    recent = (lease.recent_renewals + f"{now:013d},")[-RENEWAL_WINDOW * RENEWAL_SLOT :]
+    Lease.objects.filter(id=lease.id).update(
+        state=Lease.State.ACTIVE,
+        renewed_at_ms=now,
+        expires_at_ms=expires,
+        jeopardy_at_ms=jeopardy_at,
+        due_at_ms=jeopardy_at,
+        renew_count=lease.renew_count + 1,
+        max_gap_ms=max(lease.max_gap_ms, gap),
+        recent_renewals=recent,
+    )
+    if was_jeopardy:
+        LeaseEvent.objects.create(
+            lease=lease,
+            work_item_id=lease.work_item_id,
+            epoch=lease.epoch,
+            kind=LeaseEvent.Kind.RECOVERED,
+            at_ms=now,
+            actor=executor,
+            detail={"gap_ms": gap},
+        )
+        Alert.objects.filter(
+            lease=lease, kind=Alert.Kind.JEOPARDY, resolved_at_ms__isnull=True
+        ).update(resolved_at_ms=now)
+    return Renewal(lease.id, lease.epoch, Certainty.ACTIVE.value, expires - now)
+
+
+def lease_renew(*, lease_id: Any, executor: Executor, epoch: int) -> Renewal:
+    """Renew as a compare-and-set on (lease, holder, epoch, live state)."""
+    lid = parse_lease_id(lease_id)
+    # A single autocommit statement is already atomic; no BEGIN/COMMIT round trips needed.
+    hit = _renew_fast([(lid, epoch)], executor.id)
+    if lid in hit:
+        got_epoch, expires_in = hit[lid]
+        return Renewal(lid, got_epoch, Certainty.ACTIVE.value, expires_in)
+    return _renew_slow(lease_id=lid, executor=executor, epoch=epoch)
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    lease_id: str
+    ok: bool
+    code: str | None = None
+    epoch: int | None = None
+    expires_in_ms: int | None = None
+    detail: str | None = None
+
+
+def lease_renew_many(*, executor: Executor, items: list[tuple[Any, int]]) -> list[BatchResult]:
+    """Renew many leases in one statement; refusals are explained per lease."""
+    if len(items) > settings.LEASEBOARD_MAX_BATCH_RENEW:
+        raise ValidationFailed(f"at most {settings.LEASEBOARD_MAX_BATCH_RENEW} leases per batch")
+    parsed: list[tuple[str, uuid.UUID | None, int]] = []
+    for raw, epoch in items:
+        try:
+            parsed.append((str(raw), parse_lease_id(raw), epoch))
+        except NotFound:
+            parsed.append((str(raw), None, epoch))
+    unique: dict[uuid.UUID, int] = {}
+    for _, lid, epoch in parsed:
+        if lid is not None and lid not in unique:
+            unique[lid] = epoch
+    hits = _renew_fast(list(unique.items()), executor.id) if unique else {}
+    results: list[BatchResult] = []
+    for raw, lid, epoch in parsed:
+        if lid is not None and lid in hits:
+            got_epoch, expires_in = hits[lid]
+            results.append(BatchResult(raw, True, epoch=got_epoch, expires_in_ms=expires_in))
+            continue
+        if lid is None:
+            results.append(BatchResult(raw, False, code="not_found", detail="not a lease id"))
+            continue
+        try:
+            renewal = _renew_slow(lease_id=lid, executor=executor, epoch=epoch)
+            hits[lid] = (renewal.epoch, renewal.expires_in_ms)
+            results.append(
+                BatchResult(raw, True, epoch=renewal.epoch, expires_in_ms=renewal.expires_in_ms)
+            )
+        except LeaseboardError as exc:
+            results.append(BatchResult(raw, False, code=exc.code, detail=exc.detail))
+    return results
+
+
+def held_lease_locked(*, lease_id: Any, executor: Executor, epoch: int, now_ms: int) -> Lease:
+    """Lock a lease the caller claims to hold at `epoch` and check it is still live.
+    Jeopardy is allowed: the holder may still checkpoint and report."""
+    lid = parse_lease_id(lease_id)
+    lease = (
+        Lease.objects.select_for_update(no_key=True)
+        .select_related("work_item", "work_item__queue", "holder")
+        .filter(id=lid)
+        .first()
+    )
+    if lease is None:
+        raise NotFound(f"no lease {lid}")
+    if lease.holder_id != executor.id:
+        raise NotHolder("this lease is held by another executor")
+    current = lease.work_item.epoch
+    if epoch != lease.epoch or current != lease.epoch:
+        raise StaleEpoch(
+            f"the work item is at epoch {current}", current_epoch=current, your_epoch=epoch
+        )
+    if lease.state not in LIVE_STATES:
+        raise ENDED_STATE_ERRORS[lease.state](
+            lease.end_reason or f"the lease is {lease.state}",
+            current_epoch=current,
+            your_epoch=epoch,
+        )
+    if lease_expire_if_due_locked(lease, now_ms):
+        raise LeaseExpired("the lease's ttl elapsed", current_epoch=current, your_epoch=epoch)
+    return lease
+
+
+def lease_release(*, lease_id: Any, executor: Executor, epoch: int) -> Lease:
+    """Idempotent compare-and-set: releases exactly this lease at this epoch, never a newer
+    grant. Releasing an already-released lease answers as a success."""
+    try:
+        return _lease_release(lease_id=lease_id, executor=executor, epoch=epoch)
+    except LeaseExpired:
+        raise
+    except LeaseboardError as exc:
+        if exc.code == "lease_released":
+            lease = Lease.objects.get(id=parse_lease_id(lease_id))
+            if lease.holder_id == executor.id and lease.epoch == epoch:
+                return lease
+        raise
+
+
+@transaction.atomic(durable=True)
+def _lease_release(*, lease_id: Any, executor: Executor, epoch: int) -> Lease:
+    now = db_now_ms()
+    lid = parse_lease_id(lease_id)
+    lease = Lease.objects.select_for_update(no_key=True).filter(id=lid).first()
+    if lease is None:
+        raise NotFound(f"no lease {lid}")
+    if lease.holder_id != executor.id:
+        raise NotHolder("this lease is held by another executor")
+    if epoch != lease.epoch:
+        raise StaleEpoch(
+            f"lease {lid} has epoch {lease.epoch}",
+            your_epoch=epoch,
+            current_epoch=WorkItem.objects.get(id=lease.work_item_id).epoch,
+        )
+    if lease.state == Lease.State.RELEASED:
+        raise ENDED_STATE_ERRORS["released"]("already released")
+    if lease.state not in LIVE_STATES or lease_expire_if_due_locked(lease, now):
+        raise ENDED_STATE_ERRORS[lease.state](lease.end_reason or f"the lease is {lease.state}")
+    return lease_end_locked(
+        lease=lease,
+        state=Lease.State.RELEASED,
+        now_ms=now,
+        reason="released by holder",
+        actor=executor,
+    )
+
+
+@transaction.atomic(durable=True)
+def lease_checkpoint(*, lease_id: Any, executor: Executor, epoch: int, data: Any) -> Checkpoint:
+    encoded = json.dumps(data, separators=(",", ":"))
+    size = len(encoded.encode())
+    if size > settings.LEASEBOARD_MAX_CHECKPOINT_BYTES:
+        raise ValidationFailed(
+            f"checkpoint is {size} bytes; the limit is {settings.LEASEBOARD_MAX_CHECKPOINT_BYTES}"
+        )
+    now = db_now_ms()
+    lease = held_lease_locked(lease_id=lease_id, executor=executor, epoch=epoch, now_ms=now)
+    last = Checkpoint.objects.filter(work_item_id=lease.work_item_id).order_by("-seq").first()
+    return Checkpoint.objects.create(
+        work_item_id=lease.work_item_id,
+        lease=lease,
+        epoch=lease.epoch,
+        seq=(last.seq + 1) if last else 1,
+        data=data,
+        size_bytes=size,
+        at_ms=now,
+    )
+
+
+def lease_revoke_locked(
+    *, lease: Lease, now_ms: int, reason: str, actor: Executor | None = None
+) -> Lease:
+    """Revoke a live lease inside a caller's transaction (takeover, operator revoke).
+    Old-epoch effects are refused from the moment the caller commits."""
+    if not reason.strip():
+        raise ValidationFailed("a revocation needs a reason")
+    lease_end_locked(
+        lease=lease, state=Lease.State.REVOKED, now_ms=now_ms, reason=reason, actor=actor
+    )
+    Alert.objects.filter(lease=lease, resolved_at_ms__isnull=True).update(resolved_at_ms=now_ms)
+    return lease

@@ -1,0 +1,122 @@
+"""Work admission and completion."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django.db import IntegrityError, transaction
+
+from leaseboard.core.clock import db_now_ms
+from leaseboard.core.models import Executor, Lease, Queue, WorkItem
+from leaseboard.core.services.leases import (
+    held_lease_locked,
+    lease_end_locked,
+    timing_for,
+    unreconciled_effects_exist,
+)
+from leaseboard.domain.certainty import Certainty, LeaseTimes, state_at
+from leaseboard.domain.errors import (
+    InJeopardy,
+    NeedsReconciliation,
+    NotFound,
+    ValidationFailed,
+)
+
+KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,199}$")
+
+
+def _open_count(queue: Queue) -> int:
+    return WorkItem.objects.filter(
+        queue=queue, admission=WorkItem.Admission.ADMITTED, status=WorkItem.Status.OPEN
+    ).count()
+
+
+@transaction.atomic(durable=True)
+def work_admit(
+    *,
+    key: str,
+    queue_name: str = "default",
+    title: str = "",
+    scope: dict[str, Any] | None = None,
+    timing: dict[str, Any] | None = None,
+) -> tuple[WorkItem, bool]:
+    """Admit (or queue, or reject) a work item. Returns (item, created); an existing key
+    answers with its current state so a retried admit is harmless."""
+    if not KEY_RE.match(key or ""):
+        raise ValidationFailed(
+            "key must be 1-200 characters of letters, digits and . _ : / @ -", param="key"
+        )
+    queue = Queue.objects.select_for_update(no_key=True).filter(name=queue_name).first()
+    if queue is None:
+        raise NotFound(f"no queue {queue_name!r}")
+    existing = WorkItem.objects.filter(key=key).first()
+    if existing is not None:
+        if existing.queue_id != queue.id:
+            raise ValidationFailed(f"work item {key!r} exists in another queue", param="queue")
+        return existing, False
+    item = WorkItem(key=key, queue=queue, title=title[:300], scope=scope or {}, timing=timing or {})
+    timing_for(item)  # refuse unsafe timing overrides now, not at the first grant
+    now = db_now_ms()
+    item.created_at_ms = now
+    # The queue row lock serializes admissions, so the capacity count cannot be raced.
+    if queue.capacity is None or _open_count(queue) < queue.capacity:
+        item.admission = WorkItem.Admission.ADMITTED
+        item.admitted_at_ms = now
+    elif queue.overflow == Queue.Overflow.WAIT:
+        item.admission = WorkItem.Admission.WAITING
+    else:
+        item.admission = WorkItem.Admission.REJECTED
+    try:
+        with transaction.atomic():
+            item.save()
+    except IntegrityError:
+        return WorkItem.objects.get(key=key), False
+    return item, True
+
+
+def work_admit_waiting_locked(queue: Queue, now_ms: int) -> WorkItem | None:
+    """Admit the oldest waiting item of a queue if capacity allows (queue row locked)."""
+    if queue.capacity is not None and _open_count(queue) >= queue.capacity:
+        return None
+    nxt = (
+        WorkItem.objects.select_for_update(skip_locked=True)
+        .filter(queue=queue, admission=WorkItem.Admission.WAITING)
+        .order_by("created_at_ms", "id")
+        .first()
+    )
+    if nxt is None:
+        return None
+    nxt.admission = WorkItem.Admission.ADMITTED
+    nxt.admitted_at_ms = now_ms
+    nxt.save(update_fields=["admission", "admitted_at_ms"])
+    return nxt
+
+
+def work_complete_locked(*, lease: Lease, executor: Executor, now_ms: int, reason: str) -> WorkItem:
+    item = lease.work_item
+    if unreconciled_effects_exist(item):
+        raise NeedsReconciliation(
+            "effects without a known outcome must be reported or reconciled before completion"
+        )
+    lease_end_locked(
+        lease=lease, state=Lease.State.RELEASED, now_ms=now_ms, reason=reason, actor=executor
+    )
+    item.status = WorkItem.Status.COMPLETED
+    item.completed_at_ms = now_ms
+    item.save(update_fields=["status", "completed_at_ms"])
+    queue = type(item.queue).objects.select_for_update(no_key=True).get(id=item.queue_id)
+    work_admit_waiting_locked(queue, now_ms)
+    return item
+
+
+@transaction.atomic(durable=True)
+def work_complete(*, lease_id: Any, executor: Executor, epoch: int) -> WorkItem:
+    """Complete the work under a live, active lease; refused while effects are unreconciled.
+    A holder in jeopardy may not claim completion (quiescence)."""
+    now = db_now_ms()
+    lease = held_lease_locked(lease_id=lease_id, executor=executor, epoch=epoch, now_ms=now)
+    times = LeaseTimes(Certainty(lease.state), lease.jeopardy_at_ms, lease.expires_at_ms)
+    if state_at(times, now) is Certainty.JEOPARDY:
+        raise InJeopardy("renew before completing", current_epoch=lease.epoch, your_epoch=epoch)
+    return work_complete_locked(lease=lease, executor=executor, now_ms=now, reason="completed")

@@ -1,0 +1,162 @@
+"""Typed refusals, each with one stable machine-readable code (DESIGN §12).
+
+The API maps `code` to an HTTP status in one place (leaseboard/api/errors.py); the
+dashboard shows `detail`. `decision` says which of the three decisions refused.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class LeaseboardError(Exception):
+    code = "validation_error"
+    title = "Request refused"
+    decision = "request"  # admission | lease | authorization | request
+
+    def __init__(self, detail: str = "", **extra: Any) -> None:
+        super().__init__(detail or self.title)
+        self.detail = detail or self.title
+        self.extra = extra
+
+
+class ValidationFailed(LeaseboardError):
+    code = "validation_error"
+    title = "The request is not valid"
+
+
+class NotFound(LeaseboardError):
+    code = "not_found"
+    title = "No such object"
+
+
+class Unauthenticated(LeaseboardError):
+    code = "unauthenticated"
+    title = "Missing or invalid credentials"
+
+
+class Forbidden(LeaseboardError):
+    code = "forbidden"
+    title = "Not allowed for this role"
+
+
+class RateLimited(LeaseboardError):
+    code = "rate_limited"
+    title = "Too many requests"
+
+
+class WorkNotAdmitted(LeaseboardError):
+    code = "work_not_admitted"
+    title = "The work item is not admitted"
+    decision = "admission"
+
+
+class CapacityExhausted(LeaseboardError):
+    code = "capacity_exhausted"
+    title = "The queue has no free capacity"
+    decision = "admission"
+
+
+class WorkLeased(LeaseboardError):
+    code = "work_leased"
+    title = "Another executor holds this work item"
+    decision = "lease"
+
+
+class LockDelay(LeaseboardError):
+    code = "lock_delay"
+    title = "The work item is in its lock delay after an expiry"
+    decision = "lease"
+
+
+class NeedsReconciliation(LeaseboardError):
+    code = "needs_reconciliation"
+    title = "Effects under an earlier lease must be reconciled first"
+    decision = "lease"
+
+
+class StaleEpoch(LeaseboardError):
+    code = "stale_epoch"
+    title = "The epoch is older than the work item's current epoch"
+    decision = "lease"
+
+
+class LeaseExpired(LeaseboardError):
+    code = "lease_expired"
+    title = "The lease has expired"
+    decision = "lease"
+
+
+class LeaseRevoked(LeaseboardError):
+    code = "lease_revoked"
+    title = "The lease was revoked"
+    decision = "lease"
+
+
+class LeaseReleased(LeaseboardError):
+    code = "lease_released"
+    title = "The lease was released"
+    decision = "lease"
+
+
+class NotHolder(LeaseboardError):
+    code = "not_holder"
+    title = "The caller does not hold this lease"
+    decision = "lease"
+
+
+class InJeopardy(LeaseboardError):
+    code = "in_jeopardy"
+    title = "The lease is in jeopardy: no new effects until it renews"
+    decision = "authorization"
+
+
+class PolicyDenied(LeaseboardError):
+    code = "policy_denied"
+    title = "The effect policy denies this effect"
+    decision = "authorization"
+
+
+class ApprovalRequired(LeaseboardError):
+    code = "approval_required"
+    title = "The effect waits for an approver"
+    decision = "authorization"
+
+
+class TakeoverConflict(LeaseboardError):
+    code = "takeover_conflict"
+    title = "The work item changed since the takeover was requested"
+    decision = "lease"
+
+
+ALL_CODES = frozenset(
+    cls.code
+    for cls in (
+        ValidationFailed,
+        NotFound,
+        Unauthenticated,
+        Forbidden,
+        RateLimited,
+        WorkNotAdmitted,
+        CapacityExhausted,
+        WorkLeased,
+        LockDelay,
+        NeedsReconciliation,
+        StaleEpoch,
+        LeaseExpired,
+        LeaseRevoked,
+        LeaseReleased,
+        NotHolder,
+        InJeopardy,
+        PolicyDenied,
+        ApprovalRequired,
+        TakeoverConflict,
+    )
+)
+
+# Terminal lease state -> the refusal a caller gets for acting under it.
+ENDED_STATE_ERRORS: dict[str, type[LeaseboardError]] = {
+    "expired": LeaseExpired,
+    "released": LeaseReleased,
+    "revoked": LeaseRevoked,
+}

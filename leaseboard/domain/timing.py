@@ -1,0 +1,94 @@
+"""Lease timing policy and its start-up validation (DESIGN §4 and §11)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+
+class TimingPolicyError(ValueError):
+    """A timing parameter is unsafe; `param` names it."""
+
+    def __init__(self, param: str, message: str) -> None:
+        super().__init__(f"{param}: {message}")
+        self.param = param
+
+
+@dataclass(frozen=True)
+class TimingPolicy:
+    ttl_ms: int = 15_000
+    renew_after_ms: int | None = None  # default ttl/3
+    jeopardy_after_ms: int | None = None  # default 2/3 of ttl without renewal
+    lock_delay_ms: int = 0
+    max_lifetime_ms: int = 24 * 3600 * 1000
+    request_timeout_ms: int | None = None  # client-side; default renew_after/2
+
+    def resolved(self) -> TimingPolicy:
+        """Fill defaults from the ttl and validate; raises TimingPolicyError naming the field."""
+        if self.ttl_ms <= 0:
+            raise TimingPolicyError("ttl_ms", "must be positive")
+        renew = self.renew_after_ms if self.renew_after_ms is not None else self.ttl_ms // 3
+        jeopardy = (
+            self.jeopardy_after_ms if self.jeopardy_after_ms is not None else (self.ttl_ms * 2) // 3
+        )
+        timeout = self.request_timeout_ms if self.request_timeout_ms is not None else renew // 2
+        policy = replace(
+            self, renew_after_ms=renew, jeopardy_after_ms=jeopardy, request_timeout_ms=timeout
+        )
+        policy.validate()
+        return policy
+
+    def validate(self) -> None:
+        renew = self.renew_after_ms
+        jeopardy = self.jeopardy_after_ms
+        if renew is None or jeopardy is None:
+            raise TimingPolicyError("renew_after_ms", "resolve the policy before validating")
+        if renew <= 0:
+            raise TimingPolicyError("renew_after_ms", "must be positive")
+        if self.ttl_ms < 3 * renew:
+            raise TimingPolicyError(
+                "ttl_ms", f"must be at least 3 x renew_after_ms ({3 * renew}), got {self.ttl_ms}"
+            )
+        if jeopardy <= 0 or jeopardy >= self.ttl_ms:
+            raise TimingPolicyError(
+                "jeopardy_after_ms", f"must be between 0 and ttl_ms ({self.ttl_ms}), got {jeopardy}"
+            )
+        if jeopardy < renew:
+            raise TimingPolicyError(
+                "jeopardy_after_ms",
+                f"must not be shorter than renew_after_ms ({renew}): a healthy holder "
+                "would fall into jeopardy between renewals",
+            )
+        if self.lock_delay_ms < 0:
+            raise TimingPolicyError("lock_delay_ms", "must not be negative")
+        if self.max_lifetime_ms < self.ttl_ms:
+            raise TimingPolicyError("max_lifetime_ms", "must be at least ttl_ms")
+        if self.request_timeout_ms is not None and self.request_timeout_ms * 2 > renew:
+            raise TimingPolicyError(
+                "request_timeout_ms",
+                f"must be at most half of renew_after_ms ({renew // 2}), "
+                f"got {self.request_timeout_ms}",
+            )
+
+    def with_overrides(self, overrides: dict[str, int | None]) -> TimingPolicy:
+        """A policy with per-queue or per-item overrides; derived fields re-defaulted from ttl."""
+        known = {
+            "ttl_ms",
+            "renew_after_ms",
+            "jeopardy_after_ms",
+            "lock_delay_ms",
+            "max_lifetime_ms",
+        }
+        unknown = set(overrides) - known
+        if unknown:
+            raise TimingPolicyError(sorted(unknown)[0], "is not a lease timing parameter")
+        base = self
+        if "ttl_ms" in overrides and overrides["ttl_ms"] is not None:
+            # A new ttl re-derives renew/jeopardy unless they are given too.
+            base = replace(
+                base, renew_after_ms=None, jeopardy_after_ms=None, request_timeout_ms=None
+            )
+        values = {k: v for k, v in overrides.items() if v is not None}
+        for key, value in values.items():
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise TimingPolicyError(key, "must be an integer number of milliseconds")
+        return replace(base, request_timeout_ms=None, **values).resolved()
