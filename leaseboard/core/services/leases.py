@@ -273,7 +273,6 @@ def _renew_sql(vendor: str, n_rows: int) -> str:
         values = ", ".join(["(%s, %s)"] * n_rows)
         # SQLite's RETURNING cannot name FROM tables; renewed_at_ms is the same clock read.
         returning = "id, epoch, expires_at_ms - renewed_at_ms"
-    lease_id_col = "l.id" if vendor == "postgresql" else "l.id"
     sql = (
         f"UPDATE {table} AS l SET "
         f"renewed_at_ms = c.n, "
@@ -284,7 +283,7 @@ def _renew_sql(vendor: str, n_rows: int) -> str:
         f"max_gap_ms = {greatest}(l.max_gap_ms, c.n - l.renewed_at_ms), "
         f"recent_renewals = {recent} "
         f"FROM (SELECT {now} AS n) AS c, (VALUES {values}) AS v(lid, ep) "
-        f"WHERE {lease_id_col} = v.lid AND l.holder_id = %s AND l.epoch = v.ep "
+        f"WHERE l.id = v.lid AND l.holder_id = %s AND l.epoch = v.ep "
         f"AND l.state = 'active' AND l.expires_at_ms > c.n "
         f"RETURNING {returning}"
     )
@@ -415,7 +414,7 @@ def lease_renew_many(*, executor: Executor, items: list[tuple[Any, int]]) -> lis
     hits = _renew_fast(list(unique.items()), executor.id) if unique else {}
     results: list[BatchResult] = []
     for raw, lid, epoch in parsed:
-        if lid is not None and lid in hits:
+        if lid is not None and lid in hits and hits[lid][0] == epoch:
             got_epoch, expires_in = hits[lid]
             results.append(BatchResult(raw, True, epoch=got_epoch, expires_in_ms=expires_in))
             continue

@@ -1,0 +1,121 @@
+"""Test set-up: real PostgreSQL and Redis.
+
+With CI=true a missing PostgreSQL or Redis fails the run. Elsewhere, tests that need them
+are skipped with the reason. Fixtures here are shared by every test module.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import pytest
+
+from tests.pg_env import IN_CI, PG_OK, PG_URL, REDIS_OK, REDIS_URL
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    missing = [name for name, ok in (("PostgreSQL", PG_OK), ("Redis", REDIS_OK)) if not ok]
+    if IN_CI and missing:
+        raise pytest.UsageError(
+            f"CI=true but {' and '.join(missing)} is not reachable "
+            f"(DATABASE_URL={PG_URL}, TEST_REDIS_URL={REDIS_URL}); .ci/run starts them"
+        )
+
+
+DB_FIXTURES = {"db", "transactional_db", "live_server", "django_db_setup"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        needs_db = bool(fixtures & DB_FIXTURES) or item.get_closest_marker("django_db")
+        if (needs_db or item.get_closest_marker("postgres")) and not PG_OK:
+            item.add_marker(pytest.mark.skip(reason=f"PostgreSQL not reachable at {PG_URL}"))
+        if (item.get_closest_marker("redis") or "redis_url" in fixtures) and not REDIS_OK:
+            item.add_marker(pytest.mark.skip(reason=f"Redis not reachable at {REDIS_URL}"))
+
+
+@pytest.fixture
+def redis_url() -> str:
+    return REDIS_URL
+
+
+@pytest.fixture(autouse=True)
+def _default_rows(request: pytest.FixtureRequest) -> None:
+    """Transactional tests truncate every table; put back what migrations seed."""
+    marker = request.node.get_closest_marker("django_db")
+    transactional = (marker is not None and marker.kwargs.get("transaction")) or bool(
+        {"transactional_db", "live_server"} & set(request.fixturenames)
+    )
+    if transactional and PG_OK:
+        request.getfixturevalue("transactional_db")
+        from leaseboard.core.models import Queue
+
+        Queue.objects.get_or_create(name="default")
+
+
+@pytest.fixture
+def agent(db):  # type: ignore[no-untyped-def]
+    """Factory: agent(name=None) -> (Executor, token)."""
+    from leaseboard.core.services.executors import agent_create
+
+    counter = {"n": 0}
+
+    def make(name: str | None = None):  # type: ignore[no-untyped-def]
+        counter["n"] += 1
+        return agent_create(name=name or f"agent-{os.getpid()}-{counter['n']}")
+
+    return make
+
+
+class ApiClient:
+    """Django's test client speaking JSON with a bearer token."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    def call(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        token: str | None = None,
+        raw: bytes | str | None = None,
+    ) -> Any:
+        headers = {"HTTP_AUTHORIZATION": f"Bearer {token}"} if token else {}
+        data = raw if raw is not None else (json.dumps(body) if body is not None else None)
+        fn = getattr(self.client, method.lower())
+        if data is None:
+            response = fn(path, **headers)
+        else:
+            response = fn(path, data=data, content_type="application/json", **headers)
+        try:
+            response.json_body = json.loads(response.content or b"null")
+        except ValueError:
+            response.json_body = None
+        return response
+
+    def post(self, path: str, body: Any = None, token: str | None = None, **kw: Any) -> Any:
+        return self.call("POST", path, body, token, **kw)
+
+    def get(self, path: str, token: str | None = None) -> Any:
+        return self.call("GET", path, None, token)
+
+
+@pytest.fixture
+def api(client):  # type: ignore[no-untyped-def]
+    return ApiClient(client)
+
+
+@pytest.fixture
+def db_clock(settings):  # type: ignore[no-untyped-def]
+    """Move the database clock (in SQL) for this process: db_clock.advance(ms)."""
+
+    class Clock:
+        def advance(self, ms: int) -> None:
+            settings.LEASEBOARD_DB_CLOCK_OFFSET_MS += ms
+
+    settings.LEASEBOARD_DB_CLOCK_OFFSET_MS = 0
+    return Clock()
