@@ -6,7 +6,7 @@ import logging
 from typing import Any
 
 from django.http import Http404, HttpRequest
-from ninja import NinjaAPI
+from ninja import NinjaAPI, Status
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.security import HttpBearer
 
@@ -112,7 +112,7 @@ def admit(request: HttpRequest, body: s.WorkItemIn) -> tuple[int, dict[str, Any]
     out: dict[str, Any] = {"key": item.key, "admission": item.admission, "epoch": item.epoch}
     if item.admission == "rejected":
         out["code"] = "capacity_exhausted"
-    return (201 if created else 200), out
+    return Status(201 if created else 200, out)
 
 
 @api.get("/work-items/{key}", response={200: s.WorkItemOut, **ERRORS})
@@ -141,21 +141,24 @@ def acquire(request: HttpRequest, key: str, body: s.AcquireIn | None = None):  #
     )
     lease = grant.lease
     checkpoint = grant.checkpoint
-    return 201, {
-        "lease_id": str(lease.id),
-        "work_key": key,
-        "epoch": lease.epoch,
-        "ttl_ms": lease.ttl_ms,
-        "renew_after_ms": lease.renew_after_ms,
-        "jeopardy_after_ms": lease.jeopardy_after_ms,
-        "expires_in_ms": grant.expires_in_ms,
-        "fencing_token": grant.fencing_token,
-        "checkpoint": (
-            {"seq": checkpoint.seq, "epoch": checkpoint.epoch, "data": checkpoint.data}
-            if checkpoint
-            else None
-        ),
-    }
+    return Status(
+        201,
+        {
+            "lease_id": str(lease.id),
+            "work_key": key,
+            "epoch": lease.epoch,
+            "ttl_ms": lease.ttl_ms,
+            "renew_after_ms": lease.renew_after_ms,
+            "jeopardy_after_ms": lease.jeopardy_after_ms,
+            "expires_in_ms": grant.expires_in_ms,
+            "fencing_token": grant.fencing_token,
+            "checkpoint": (
+                {"seq": checkpoint.seq, "epoch": checkpoint.epoch, "data": checkpoint.data}
+                if checkpoint
+                else None
+            ),
+        },
+    )
 
 
 @api.post("/work-items/{key}/complete", response={200: s.CompleteOut, **ERRORS})
@@ -198,7 +201,7 @@ def checkpoint(request: HttpRequest, lease_id: str, body: s.CheckpointIn):  # ty
     cp = lease_services.lease_checkpoint(
         lease_id=lease_id, executor=_executor(request), epoch=body.epoch, data=body.data
     )
-    return 201, {"seq": cp.seq, "epoch": cp.epoch}
+    return Status(201, {"seq": cp.seq, "epoch": cp.epoch})
 
 
 @api.post("/effects", response={201: s.EffectOut, 202: s.EffectOut, **ERRORS})
@@ -214,8 +217,8 @@ def propose_effect(request: HttpRequest, body: s.EffectIn):  # type: ignore[no-u
     )
     out = {"effect_id": str(effect.id), "decision": effect.decision, "epoch": effect.epoch}
     if effect.decision == "authorized":
-        return 201, {**out, "fencing_token": effect.fencing_token}
-    return 202, out
+        return Status(201, {**out, "fencing_token": effect.fencing_token})
+    return Status(202, out)
 
 
 @api.post("/effects/{effect_id}/outcome", response={200: s.OutcomeOut, **ERRORS})
@@ -258,8 +261,11 @@ def recipient_report(request: HttpRequest, body: s.RecipientReportIn):  # type: 
         detail=body.detail,
         token=body.token,
     )
-    return 201, {
-        "report_id": str(effect.id),
-        "work_key": body.work_key,
-        "current_epoch": effect.current_epoch,
-    }
+    return Status(
+        201,
+        {
+            "report_id": str(effect.id),
+            "work_key": body.work_key,
+            "current_epoch": effect.current_epoch,
+        },
+    )

@@ -7,7 +7,6 @@ survives the error the caller sees.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django.conf import settings
@@ -18,6 +17,7 @@ from leaseboard.core.models import Alert, Effect, EffectPolicy, Executor, Lease
 from leaseboard.core.models.leases import LIVE_STATES
 from leaseboard.core.services.audit import audit_record
 from leaseboard.core.services.fencing import fencing_token_issue
+from leaseboard.core.services.jsondocs import json_size_checked
 from leaseboard.core.services.leases import lease_expire_if_due_locked, parse_lease_id
 from leaseboard.domain.certainty import Certainty, LeaseTimes, state_at
 from leaseboard.domain.errors import (
@@ -65,12 +65,7 @@ def _validate(kind: str, target: str, idempotency_key: str, payload: Any) -> Non
         raise ValidationFailed("target is 1 to 500 characters", param="target")
     if not idempotency_key or len(idempotency_key) > 200:
         raise ValidationFailed("idempotency_key is 1 to 200 characters", param="idempotency_key")
-    size = len(json.dumps(payload, separators=(",", ":")).encode())
-    if size > settings.LEASEBOARD_MAX_EFFECT_PAYLOAD_BYTES:
-        raise ValidationFailed(
-            f"payload is {size} bytes; the limit is {settings.LEASEBOARD_MAX_EFFECT_PAYLOAD_BYTES}",
-            param="payload",
-        )
+    json_size_checked(payload, param="payload", limit=settings.LEASEBOARD_MAX_EFFECT_PAYLOAD_BYTES)
 
 
 def effect_propose(

@@ -7,7 +7,6 @@ UPDATE that sets an *absolute* expiry from the database clock.
 
 from __future__ import annotations
 
-import json
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +18,7 @@ from leaseboard.core.clock import db_now_ms, now_ms_sql
 from leaseboard.core.models import Alert, Checkpoint, Executor, Lease, LeaseEvent, WorkItem
 from leaseboard.core.models.leases import LIVE_STATES, RENEWAL_SLOT, RENEWAL_WINDOW
 from leaseboard.core.services.fencing import fencing_token_issue
+from leaseboard.core.services.jsondocs import json_size_checked
 from leaseboard.domain.certainty import Certainty, LeaseTimes, state_at
 from leaseboard.domain.errors import (
     ENDED_STATE_ERRORS,
@@ -507,12 +507,7 @@ def _lease_release(*, lease_id: Any, executor: Executor, epoch: int) -> Lease:
 
 @transaction.atomic(durable=True)
 def lease_checkpoint(*, lease_id: Any, executor: Executor, epoch: int, data: Any) -> Checkpoint:
-    encoded = json.dumps(data, separators=(",", ":"))
-    size = len(encoded.encode())
-    if size > settings.LEASEBOARD_MAX_CHECKPOINT_BYTES:
-        raise ValidationFailed(
-            f"checkpoint is {size} bytes; the limit is {settings.LEASEBOARD_MAX_CHECKPOINT_BYTES}"
-        )
+    size = json_size_checked(data, param="data", limit=settings.LEASEBOARD_MAX_CHECKPOINT_BYTES)
     now = db_now_ms()
     lease = held_lease_locked(lease_id=lease_id, executor=executor, epoch=epoch, now_ms=now)
     last = Checkpoint.objects.filter(work_item_id=lease.work_item_id).order_by("-seq").first()

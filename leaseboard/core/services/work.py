@@ -9,6 +9,7 @@ from django.db import IntegrityError, transaction
 
 from leaseboard.core.clock import db_now_ms
 from leaseboard.core.models import Executor, Lease, Queue, WorkItem
+from leaseboard.core.services.jsondocs import json_size_checked
 from leaseboard.core.services.leases import (
     held_lease_locked,
     lease_end_locked,
@@ -47,6 +48,7 @@ def work_admit(
         raise ValidationFailed(
             "key must be 1-200 characters of letters, digits and . _ : / @ -", param="key"
         )
+    json_size_checked(scope or {}, param="scope", limit=64 * 1024)
     queue = Queue.objects.select_for_update(no_key=True).filter(name=queue_name).first()
     if queue is None:
         raise NotFound(f"no queue {queue_name!r}")
