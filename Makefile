@@ -1,0 +1,10 @@
+# Shortcuts; each calls dev.py, which needs only Python 3.11+.
+.PHONY: demo test bench lint
+demo:
+	python3 dev.py demo
+test:
+	python3 dev.py test
+lint:
+	.venv/bin/ruff check . && .venv/bin/ruff format --check .
+bench:
+	.venv/bin/python bench/run_all.py

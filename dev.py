@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""Leaseboard's two entry points, needing only Python 3.11+:
+
+    python3 dev.py demo    # the whole system, embedded: web, worker + beat, simulated agents
+    python3 dev.py test    # lint, migration check and the full test suite
+
+Both create ./.venv and install the pinned requirements on first use (and again when the
+requirements change). Extra arguments after `test` go to pytest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import time
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+PY = VENV / "bin" / "python"
+
+
+def say(msg: str) -> None:
+    print(f"[dev] {msg}", flush=True)
+
+
+def ensure_venv(requirements: str) -> None:
+    if sys.version_info < (3, 11):
+        sys.exit("Leaseboard needs Python 3.11 or newer")
+    if not PY.exists():
+        say(f"creating virtual environment in {VENV}")
+        venv.EnvBuilder(with_pip=True).create(VENV)
+    req = ROOT / requirements
+    digest = hashlib.sha256(
+        b"".join((ROOT / f).read_bytes() for f in ("requirements.txt", requirements))
+    ).hexdigest()
+    stamp = VENV / f".installed-{req.stem}"
+    if stamp.exists() and stamp.read_text() == digest:
+        return
+    say(f"installing {requirements} (first run takes a minute)")
+    subprocess.run(
+        [str(PY), "-m", "pip", "install", "--disable-pip-version-check", "-q", "-r", str(req)],
+        check=True,
+        cwd=ROOT,
+    )
+    stamp.write_text(digest)
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> int:
+    say(" ".join(args))
+    return subprocess.call(list(args), cwd=ROOT, env=env)
+
+
+def cmd_test(extra: list[str]) -> int:
+    ensure_venv("requirements-dev.txt")
+    bin_ = VENV / "bin"
+    checks = [
+        (str(bin_ / "ruff"), "check", "."),
+        (str(bin_ / "ruff"), "format", "--check", "."),
+    ]
+    for check in checks:
+        if run(*check) != 0:
+            say("lint failed")
+            return 1
+    env = dict(os.environ)
+    env["DATABASE_URL"] = "sqlite:///" + str(ROOT / "var" / "migrations-check.sqlite3")
+    if run(str(PY), "manage.py", "makemigrations", "--check", "--dry-run", env=env) != 0:
+        say("models changed without a migration")
+        return 1
+    code = run(str(PY), "-m", "pytest", *extra)
+    if code == 5:
+        say("pytest ran no test: that is a failure")
+        return 1
+    return code
+
+
+def cmd_demo(extra: list[str]) -> int:
+    ensure_venv("requirements.txt")
+    env = dict(os.environ)
+    env.setdefault("DEBUG", "true")
+    port = env.get("PORT", "8000")
+    py = str(PY)
+    if run(py, "manage.py", "migrate", "--noinput", env=env) != 0:
+        return 1
+    run(py, "manage.py", "demo_setup", env=env)
+    procs: list[subprocess.Popen] = []
+
+    def start(*args: str) -> None:
+        say("starting " + " ".join(args))
+        procs.append(subprocess.Popen(list(args), cwd=ROOT, env=env, start_new_session=True))
+
+    start(py, "manage.py", "runserver", "--noreload", f"127.0.0.1:{port}")
+    start(
+        py, "-m", "celery", "-A", "leaseboard", "worker", "-B", "--loglevel", "WARNING",
+        "--concurrency", "2", "--schedule", str(ROOT / "var" / "celerybeat-schedule"),
+    )
+    time.sleep(2)
+    start(py, "manage.py", "simulate_agents", "--base-url", f"http://127.0.0.1:{port}")
+    say(f"Leaseboard is running: http://127.0.0.1:{port}/  (Ctrl-C stops everything)")
+    try:
+        while all(p.poll() is None for p in procs):
+            time.sleep(0.5)
+        say("a process exited; stopping the rest")
+    except KeyboardInterrupt:
+        say("stopping")
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+        deadline = time.time() + 10
+        for p in procs:
+            try:
+                p.wait(max(0.1, deadline - time.time()))
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+    return 0
+
+
+def main() -> int:
+    if len(sys.argv) < 2 or sys.argv[1] not in {"demo", "test"}:
+        print(__doc__)
+        return 2
+    return {"demo": cmd_demo, "test": cmd_test}[sys.argv[1]](sys.argv[2:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
