@@ -132,6 +132,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_htmx",
     "leaseboard.core",
+    "leaseboard.dashboard",
 ]
 
 MIDDLEWARE = [

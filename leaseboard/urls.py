@@ -1,6 +1,6 @@
 """URL map: the v1 API, health, and (added by their apps) dashboard and metrics."""
 
-from django.urls import path
+from django.urls import include, path
 
 from leaseboard.api.v1 import api
 from leaseboard.core.views import healthz
@@ -8,4 +8,5 @@ from leaseboard.core.views import healthz
 urlpatterns = [
     path("api/v1/", api.urls),
     path("healthz", healthz, name="healthz"),
+    path("", include("leaseboard.dashboard.urls")),
 ]

@@ -1,0 +1,22 @@
+"""Dashboard URLs, mounted at the site root."""
+
+from __future__ import annotations
+
+from django.contrib.auth import views as auth_views
+from django.urls import path
+
+from leaseboard.dashboard import views
+
+app_name = "dashboard"
+
+urlpatterns = [
+    path("", views.live_leases, name="live"),
+    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(next_page="dashboard:login"), name="logout"),
+    path("alerts/", views.alerts, name="alerts"),
+    path("alerts/badge", views.alert_badge, name="alert_badge"),
+    path("alerts/<int:pk>/acknowledge", views.alert_acknowledge, name="alert_acknowledge"),
+    path("work/<path:key>", views.work_item, name="work_item"),
+    path("executors/<int:pk>", views.executor, name="executor"),
+    path("audit/", views.audit, name="audit"),
+]
