@@ -61,6 +61,7 @@ def cmd_test(extra: list[str]) -> int:
     checks = [
         (str(bin_ / "ruff"), "check", "."),
         (str(bin_ / "ruff"), "format", "--check", "."),
+        (str(bin_ / "mypy"),),  # files and strictness from pyproject.toml
     ]
     for check in checks:
         if run(*check) != 0:
