@@ -1,0 +1,181 @@
+"""Typed SDK errors: every problem-details `code` of DESIGN §12 becomes one exception class.
+
+`LeaseLost` subclasses are authoritative (the lease is gone for good); `TransientError`
+means "try again"; `LocalJeopardy` is the client's own conservative verdict.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class LeaseError(Exception):
+    """A refusal or failure with a stable `code` (problem-details body kept in `problem`)."""
+
+    code = "lease_error"
+
+    def __init__(
+        self,
+        detail: str = "",
+        *,
+        code: str | None = None,
+        status: int | None = None,
+        problem: dict[str, Any] | None = None,
+    ) -> None:
+        if code is not None:
+            self.code = code
+        self.detail = detail or self.code
+        self.status = status
+        self.problem = problem or {}
+        super().__init__(f"{self.code}: {self.detail}")
+
+    @property
+    def current_epoch(self) -> int | None:
+        return self.problem.get("current_epoch")
+
+    @property
+    def your_epoch(self) -> int | None:
+        return self.problem.get("your_epoch")
+
+
+class TransientError(LeaseError):
+    """Network failure, timeout or 5xx: the outcome is unknown, retrying may succeed."""
+
+    code = "transient"
+
+
+class RateLimited(TransientError):
+    code = "rate_limited"
+
+
+class LeaseLost(LeaseError):
+    """Authoritative: the lease no longer gives standing; stop guarded work at once."""
+
+
+class StaleEpoch(LeaseLost):
+    code = "stale_epoch"
+
+
+class LeaseRevoked(LeaseLost):
+    code = "lease_revoked"
+
+
+class LeaseReleased(LeaseLost):
+    code = "lease_released"
+
+
+class LeaseExpired(LeaseLost):
+    code = "lease_expired"
+
+
+class NotHolder(LeaseLost):
+    code = "not_holder"
+
+
+class LocalJeopardy(LeaseError):
+    """The local deadline passed: the server may already consider the lease expired."""
+
+    code = "local_jeopardy"
+
+
+class InJeopardy(LeaseError):
+    code = "in_jeopardy"
+
+
+class WorkLeased(LeaseError):
+    code = "work_leased"
+
+
+class LockDelay(LeaseError):
+    code = "lock_delay"
+
+
+class NeedsReconciliation(LeaseError):
+    code = "needs_reconciliation"
+
+
+class WorkNotAdmitted(LeaseError):
+    code = "work_not_admitted"
+
+
+class CapacityExhausted(LeaseError):
+    code = "capacity_exhausted"
+
+
+class PolicyDenied(LeaseError):
+    code = "policy_denied"
+
+
+class ApprovalRequired(LeaseError):
+    code = "approval_required"
+
+
+class TakeoverConflict(LeaseError):
+    code = "takeover_conflict"
+
+
+class NotFound(LeaseError):
+    code = "not_found"
+
+
+class ValidationError(LeaseError):
+    code = "validation_error"
+
+
+class Unauthenticated(LeaseError):
+    code = "unauthenticated"
+
+
+class Forbidden(LeaseError):
+    code = "forbidden"
+
+
+class ProtocolError(LeaseError):
+    """The server answered something this SDK does not understand."""
+
+    code = "protocol_error"
+
+
+ERRORS_BY_CODE: dict[str, type[LeaseError]] = {
+    cls.code: cls
+    for cls in (
+        RateLimited,
+        StaleEpoch,
+        LeaseRevoked,
+        LeaseReleased,
+        LeaseExpired,
+        NotHolder,
+        InJeopardy,
+        WorkLeased,
+        LockDelay,
+        NeedsReconciliation,
+        WorkNotAdmitted,
+        CapacityExhausted,
+        PolicyDenied,
+        ApprovalRequired,
+        TakeoverConflict,
+        NotFound,
+        ValidationError,
+        Unauthenticated,
+        Forbidden,
+    )
+}
+
+# Codes that end a holding at once (DESIGN §11: stop guarded work on an authoritative answer).
+TERMINAL_CODES = frozenset(
+    {"lease_revoked", "stale_epoch", "not_holder", "lease_expired", "lease_released"}
+)
+
+
+def error_for(
+    code: str | None, *, status: int | None, problem: dict[str, Any] | None
+) -> LeaseError:
+    """The typed exception for a code; 5xx without a known code is transient."""
+    detail = str((problem or {}).get("detail") or (problem or {}).get("title") or "")
+    cls = ERRORS_BY_CODE.get(code or "")
+    if cls is None:
+        if status is not None and status >= 500:
+            cls = TransientError
+        else:
+            return LeaseError(detail, code=code or f"http_{status}", status=status, problem=problem)
+    return cls(detail, status=status, problem=problem)

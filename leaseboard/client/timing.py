@@ -1,0 +1,100 @@
+"""Client-side timing: start-up validation and the conservative local deadline (DESIGN §3).
+
+The deadline is measured from when the last acknowledged renewal was SENT (not when its
+answer or a later failure arrived): the server started the new ttl no earlier than that.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class TimingError(ValueError):
+    """An unsafe client timing parameter; `param` names it."""
+
+    def __init__(self, param: str, message: str) -> None:
+        super().__init__(f"{param}: {message}")
+        self.param = param
+
+
+@dataclass(frozen=True)
+class ClientTiming:
+    request_timeout_s: float = 2.0
+    renew_interval_s: float = 5.0  # upper bound; a lease's renew_after_ms may make it shorter
+    safety_margin_s: float = 1.0  # subtracted from every local deadline
+    drift_rate: float = 0.01  # bound on how much faster our clock may run slow vs the server's
+    retry_interval_s: float | None = None  # after a transient renew failure; default interval/4
+
+    def validate(self) -> ClientTiming:
+        """Refuse unsafe values at start-up, naming the parameter; returns self."""
+        if not self.renew_interval_s > 0:
+            raise TimingError("renew_interval_s", f"must be positive, got {self.renew_interval_s}")
+        if not self.request_timeout_s > 0:
+            raise TimingError(
+                "request_timeout_s", f"must be positive, got {self.request_timeout_s}"
+            )
+        if self.request_timeout_s > self.renew_interval_s / 2:
+            raise TimingError(
+                "request_timeout_s",
+                f"must be at most half the renew interval ({self.renew_interval_s / 2:g} s), "
+                f"got {self.request_timeout_s:g} s: a hung renew would eat the next one's slot",
+            )
+        if self.safety_margin_s < 0:
+            raise TimingError("safety_margin_s", "must not be negative")
+        if not 0 <= self.drift_rate < 0.5:
+            raise TimingError("drift_rate", f"must be in [0, 0.5), got {self.drift_rate}")
+        if self.retry_interval_s is not None and not 0 < self.retry_interval_s:
+            raise TimingError("retry_interval_s", "must be positive")
+        return self
+
+    @property
+    def retry_s(self) -> float:
+        return (
+            self.retry_interval_s
+            if self.retry_interval_s is not None
+            else self.renew_interval_s / 4
+        )
+
+    def interval_for(self, renew_after_ms: int | None) -> float:
+        """Renew interval for one lease: ours, or the server's hint if that is shorter."""
+        if renew_after_ms is None or renew_after_ms <= 0:
+            return self.renew_interval_s
+        return min(self.renew_interval_s, renew_after_ms / 1000)
+
+    def validate_lease(self, *, ttl_ms: int, renew_after_ms: int | None) -> None:
+        """Refuse a lease this client could not keep: a renew must fit before the deadline."""
+        interval = self.interval_for(renew_after_ms)
+        if self.request_timeout_s > interval / 2:
+            raise TimingError(
+                "request_timeout_s",
+                f"must be at most half the lease's renew interval ({interval / 2:g} s), "
+                f"got {self.request_timeout_s:g} s",
+            )
+        usable = ttl_ms / 1000 * (1 - self.drift_rate) - self.safety_margin_s
+        needed = interval + self.request_timeout_s
+        if usable <= needed:
+            raise TimingError(
+                "ttl_ms",
+                f"ttl {ttl_ms} ms leaves {usable:.3f} s after safety_margin_s and drift_rate; "
+                f"needs more than renew interval + request timeout ({needed:.3f} s)",
+            )
+
+    def local_deadline(self, *, sent_at: float, expires_in_ms: int) -> float:
+        """Monotonic time after which the holder must consider itself in jeopardy."""
+        return local_deadline(
+            sent_at=sent_at,
+            expires_in_ms=expires_in_ms,
+            safety_margin_s=self.safety_margin_s,
+            drift_rate=self.drift_rate,
+        )
+
+
+def local_deadline(
+    *, sent_at: float, expires_in_ms: int, safety_margin_s: float, drift_rate: float
+) -> float:
+    """sent_at + expires_in × (1 − drift_rate) − safety_margin (Chubby's conservative rule).
+
+    `sent_at` is the monotonic time the acknowledged request left this process; the server
+    computed `expires_in_ms` no earlier than that, so the lease lives at least this long.
+    """
+    return sent_at + (expires_in_ms / 1000) * (1 - drift_rate) - safety_margin_s

@@ -1,0 +1,41 @@
+"""Recipient-side fencing: verify Leaseboard's signed tokens and refuse stale epochs.
+
+No Django import at module level; `leaseboard.recipient.django_guard` holds the Django forms.
+"""
+
+from __future__ import annotations
+
+from leaseboard.recipient.guard import (
+    DEFAULT_TABLE,
+    EpochGuard,
+    GuardResult,
+    InMemoryEpochGuard,
+    PostgresEpochGuard,
+    RedisEpochGuard,
+    check_in,
+    schema_sql,
+)
+from leaseboard.recipient.reporter import MemoryReporter, RecipientReporter, Refusal, Reporter
+from leaseboard.recipient.verifier import Decision, TokenVerifier, fetch_jwks, problem_for
+from leaseboard.recipient.wsgi import FencingMiddleware, decide_from_headers
+
+__all__ = [
+    "DEFAULT_TABLE",
+    "Decision",
+    "EpochGuard",
+    "FencingMiddleware",
+    "GuardResult",
+    "InMemoryEpochGuard",
+    "MemoryReporter",
+    "PostgresEpochGuard",
+    "RecipientReporter",
+    "RedisEpochGuard",
+    "Refusal",
+    "Reporter",
+    "TokenVerifier",
+    "check_in",
+    "decide_from_headers",
+    "fetch_jwks",
+    "problem_for",
+    "schema_sql",
+]

@@ -1,0 +1,280 @@
+"""Offline verification of fencing tokens, then the epoch guard, then a report on refusal.
+
+`TokenVerifier.check()` is what a recipient calls before an effect; `check_in()` does the
+same inside the recipient's own PostgreSQL transaction (the safe form, DESIGN §11).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+import urllib.request
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from leaseboard.domain.fencing import (
+    FencingClaims,
+    InvalidToken,
+    public_keys_from_jwks,
+    unverified_claims,
+    verify_token,
+)
+from leaseboard.recipient.guard import EpochGuard, GuardResult
+from leaseboard.recipient.reporter import Refusal, Reporter
+
+log = logging.getLogger(__name__)
+
+KEYS_PATH = "/api/v1/fencing/keys"
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The recipient's answer to one effect: accepted with claims, or refused with a code."""
+
+    accepted: bool
+    code: str | None = None  # stale_epoch | forged | expired | unknown_key | wrong_work | malformed
+    claims: FencingClaims | None = None
+    work_key: str | None = None
+    epoch: int | None = None  # the epoch the caller presented (token's, else header's)
+    high_water: int | None = None
+    detail: str = ""
+
+
+def fetch_jwks(url: str, *, timeout_s: float = 5.0, bearer: str | None = None) -> dict:
+    """GET a JWKS document with the standard library (recipients need no HTTP package)."""
+    headers = {"Accept": "application/json"}
+    if bearer:
+        headers["Authorization"] = f"Bearer {bearer}"
+    request = urllib.request.Request(url, headers=headers)
+    with urllib.request.urlopen(request, timeout=timeout_s) as response:
+        return json.loads(response.read())
+
+
+class TokenVerifier:
+    """Holds public keys, verifies tokens offline, applies the epoch guard, reports refusals.
+
+    Keys come from `public_keys` or from `jwks_url` (e.g. http://host/api/v1/fencing/keys),
+    refreshed when a token names an unknown kid (key rotation) but at most once per
+    `min_refresh_interval_s`, so forged kids cannot turn us into a load generator.
+    """
+
+    def __init__(
+        self,
+        *,
+        recipient: str,
+        public_keys: Mapping[str, bytes] | None = None,
+        jwks_url: str | None = None,
+        jwks_bearer: str | None = None,
+        guard: EpochGuard | None = None,
+        reporter: Reporter | None = None,
+        clock_ms: Callable[[], int] = wall_clock_ms,
+        leeway_ms: int = 0,
+        min_refresh_interval_s: float = 30.0,
+        fetch: Callable[[str], dict] | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if public_keys is None and jwks_url is None:
+            raise ValueError("give public_keys or jwks_url")
+        if leeway_ms < 0:
+            raise ValueError("leeway_ms must not be negative")
+        self.recipient = recipient
+        self.jwks_url = jwks_url
+        self.guard = guard
+        self.reporter = reporter
+        self.clock_ms = clock_ms
+        # Leeway tolerates a recipient clock running ahead of the server's; keep it small.
+        self.leeway_ms = leeway_ms
+        self.min_refresh_interval_s = min_refresh_interval_s
+        self._fetch = fetch or (lambda url: fetch_jwks(url, bearer=jwks_bearer))
+        self._monotonic = monotonic
+        self._static_keys: dict[str, bytes] = dict(public_keys or {})
+        self._keys: dict[str, bytes] = dict(self._static_keys)
+        self._last_refresh: float | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def public_keys(self) -> dict[str, bytes]:
+        return dict(self._keys)
+
+    def refresh_keys(self, *, force: bool = True) -> bool:
+        """Reload the JWKS; True if it was fetched. Keys given directly are always kept."""
+        if self.jwks_url is None:
+            return False
+        with self._lock:
+            now = self._monotonic()
+            recent = (
+                self._last_refresh is not None
+                and now - self._last_refresh < self.min_refresh_interval_s
+            )
+            if recent and not force:
+                return False
+            self._last_refresh = now
+        try:
+            keys = public_keys_from_jwks(self._fetch(self.jwks_url))
+        except Exception as exc:  # keep serving with the keys we have
+            log.warning("fetching fencing keys from %s failed: %s", self.jwks_url, exc)
+            return False
+        with self._lock:
+            # The JWKS is authoritative: rotation publishes old and new keys side by side, and
+            # a key the server retired (perhaps compromised) must stop verifying here too.
+            self._keys = {**self._static_keys, **keys}
+        return True
+
+    def verify(self, token: str, *, work_key: str | None = None) -> FencingClaims:
+        """Verify a token offline; raises InvalidToken. Fetches keys on first use/unknown kid."""
+        if not self._keys and self.jwks_url is not None and self._last_refresh is None:
+            self.refresh_keys(force=True)
+        now_ms = self.clock_ms() - self.leeway_ms
+        try:
+            return verify_token(token, public_keys=self._keys, now_ms=now_ms, work_key=work_key)
+        except InvalidToken as exc:
+            if exc.code != "unknown_key" or not self.refresh_keys(force=False):
+                raise
+        return verify_token(token, public_keys=self._keys, now_ms=now_ms, work_key=work_key)
+
+    def check(
+        self, token: str | None, *, work_key: str | None, epoch: int | None = None
+    ) -> Decision:
+        """Verify then guard with `guard.check_and_advance`; reports and returns refusals."""
+        return self._decide(token, work_key, epoch, self._guard_check)
+
+    def check_in(
+        self, cursor: Any, token: str | None, *, work_key: str | None, epoch: int | None = None
+    ) -> Decision:
+        """Like `check`, but the epoch check runs in the caller's transaction via `cursor`.
+
+        Needs a guard with `check_in` (PostgresEpochGuard). Accept means: do the write with
+        this cursor, then commit; the mark commits with it or not at all.
+        """
+        guard_check_in = getattr(self.guard, "check_in", None)
+        if guard_check_in is None:
+            raise TypeError("check_in needs a guard with check_in(cursor, …), e.g. Postgres")
+        return self._decide(token, work_key, epoch, lambda k, e: guard_check_in(cursor, k, e))
+
+    def _guard_check(self, work_key: str, epoch: int) -> GuardResult:
+        if self.guard is None:
+            raise TypeError("TokenVerifier.check needs a guard")
+        return self.guard.check_and_advance(work_key, epoch)
+
+    def _decide(
+        self,
+        token: str | None,
+        work_key: str | None,
+        epoch: int | None,
+        guard_check: Callable[[str, int], GuardResult],
+    ) -> Decision:
+        if not token:
+            # No claim of standing at all: refuse, but there is nothing worth reporting.
+            return Decision(
+                accepted=False,
+                code="malformed",
+                work_key=work_key,
+                epoch=epoch,
+                detail="missing fencing token",
+            )
+        try:
+            claims = self.verify(token, work_key=work_key)
+        except InvalidToken as exc:
+            said = unverified_claims(token)
+            return self._refuse(
+                Decision(
+                    accepted=False,
+                    code=exc.code,
+                    work_key=work_key or (said.work_key if said else None),
+                    epoch=said.epoch if said else epoch,
+                    detail=exc.detail,
+                ),
+                token,
+            )
+        if epoch is not None and epoch != claims.epoch:
+            return self._refuse(
+                Decision(
+                    accepted=False,
+                    code="malformed",
+                    claims=claims,
+                    work_key=claims.work_key,
+                    epoch=epoch,
+                    detail=f"epoch header {epoch} does not match the token's epoch {claims.epoch}",
+                ),
+                token,
+            )
+        result = guard_check(claims.work_key, claims.epoch)
+        if not result.accepted:
+            return self._refuse(
+                Decision(
+                    accepted=False,
+                    code="stale_epoch",
+                    claims=claims,
+                    work_key=claims.work_key,
+                    epoch=claims.epoch,
+                    high_water=result.high_water,
+                    detail=(
+                        f"epoch {claims.epoch} is older than epoch {result.high_water} "
+                        f"already seen for {claims.work_key!r}"
+                    ),
+                ),
+                token,
+            )
+        return Decision(
+            accepted=True,
+            claims=claims,
+            work_key=claims.work_key,
+            epoch=claims.epoch,
+            high_water=result.high_water,
+        )
+
+    def _refuse(self, decision: Decision, token: str | None) -> Decision:
+        if self.reporter is not None:
+            try:
+                self.reporter.report(
+                    Refusal(
+                        work_key=decision.work_key,
+                        epoch=decision.epoch,
+                        high_water=decision.high_water,
+                        reason=decision.code or "malformed",
+                        recipient=self.recipient,
+                        token=token,
+                        detail=decision.detail,
+                    )
+                )
+            except Exception:  # a report never breaks the recipient
+                log.exception("recipient report failed")
+        return decision
+
+
+def problem_for(decision: Decision) -> tuple[int, dict]:
+    """HTTP status and problem-details body (RFC 9457) for a refused decision."""
+    code = decision.code or "malformed"
+    if code == "stale_epoch":
+        return 409, {
+            "type": f"urn:leaseboard:problem:{code}",
+            "title": "The epoch is older than one this recipient has already seen",
+            "status": 409,
+            "code": code,
+            "detail": decision.detail,
+            "current_epoch": decision.high_water,
+            "your_epoch": decision.epoch,
+        }
+    return 403, {
+        "type": f"urn:leaseboard:problem:{code}",
+        "title": _TOKEN_TITLES.get(code, "The fencing token was refused"),
+        "status": 403,
+        "code": code,
+        "detail": decision.detail,
+    }
+
+
+_TOKEN_TITLES = {
+    "forged": "The fencing token's signature does not verify",
+    "expired": "The fencing token has expired",
+    "unknown_key": "The fencing token was signed with an unknown key",
+    "wrong_work": "The fencing token is for another work item",
+    "malformed": "The fencing token is missing or malformed",
+}

@@ -1,0 +1,522 @@
+"""SDK logic that needs no Leaseboard server: timing validation, the local deadline measured
+from send time, error mapping, and the batching renewer, driven through httpx.MockTransport
+and a fake monotonic clock.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from leaseboard.client import (
+    Client,
+    ClientTiming,
+    Holding,
+    InJeopardy,
+    LeaseError,
+    LeaseLost,
+    LeaseRevoked,
+    LocalJeopardy,
+    NotHolder,
+    Renewer,
+    StaleEpoch,
+    TimingError,
+    TransientError,
+    WorkLeased,
+    local_deadline,
+)
+
+TIMING = ClientTiming(
+    request_timeout_s=1.0, renew_interval_s=5.0, safety_margin_s=1.0, drift_rate=0.01
+)
+
+
+class FakeClock:
+    def __init__(self, start: float = 1000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class FakeServer:
+    """Just enough of the v1 API for SDK logic; `latency_s` advances the clock per request."""
+
+    def __init__(self, clock: FakeClock, *, ttl_ms: int = 15_000) -> None:
+        self.clock = clock
+        self.ttl_ms = ttl_ms
+        self.renew_after_ms = ttl_ms // 3
+        self.latency_s = 0.0
+        self.requests: list[tuple[str, str, Any]] = []
+        self.fail_next: list[httpx.Response | Exception] = []
+        self.lease_codes: dict[str, str] = {}  # lease_id -> refusal code on renew
+        self.epochs: dict[str, int] = {}
+        self.raw_paths: list[str] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content) if request.content else None
+        self.requests.append((request.method, request.url.path, body))
+        self.raw_paths.append(request.url.raw_path.decode())
+        self.clock.now += self.latency_s  # the answer arrives later than the request left
+        if self.fail_next:
+            failure = self.fail_next.pop(0)
+            if isinstance(failure, Exception):
+                raise failure
+            return failure
+        path = request.url.path
+        if path.endswith("/lease"):
+            key = path.split("/")[-2]
+            self.epochs[key] = self.epochs.get(key, 0) + 1
+            return httpx.Response(
+                201,
+                json={
+                    "lease_id": str(uuid.uuid4()),
+                    "work_key": key,
+                    "epoch": self.epochs[key],
+                    "ttl_ms": body.get("ttl_ms") or self.ttl_ms,
+                    "renew_after_ms": self.renew_after_ms,
+                    "expires_in_ms": body.get("ttl_ms") or self.ttl_ms,
+                    "fencing_token": "tok-acquire",
+                    "checkpoint": {"step": 3},
+                },
+            )
+        if path == "/api/v1/leases/renew":
+            results = []
+            for item in body["leases"]:
+                code = self.lease_codes.get(item["lease_id"])
+                if code:
+                    results.append({"lease_id": item["lease_id"], "ok": False, "code": code})
+                else:
+                    results.append(
+                        {
+                            "lease_id": item["lease_id"],
+                            "ok": True,
+                            "expires_in_ms": self.ttl_ms,
+                            "epoch": item["epoch"],
+                            "fencing_token": "tok-renewed",
+                        }
+                    )
+            return httpx.Response(200, json={"results": results})
+        if path.endswith("/renew"):
+            return httpx.Response(
+                200,
+                json={
+                    "lease_id": path.split("/")[-2],
+                    "epoch": body["epoch"],
+                    "certainty": "active",
+                    "expires_in_ms": self.ttl_ms,
+                    "fencing_token": "tok-renewed",
+                },
+            )
+        if path.endswith("/release") or path.endswith("/outcome"):
+            return httpx.Response(200, json={})
+        if path == "/api/v1/effects":
+            if body["kind"] == "wire":
+                return httpx.Response(202, json={"effect_id": "e2", "decision": "pending_approval"})
+            return httpx.Response(
+                201, json={"effect_id": "e1", "decision": "authorized", "fencing_token": "tok-e1"}
+            )
+        return httpx.Response(404, json={"code": "not_found", "title": "No such path"})
+
+    def count(self, path: str) -> int:
+        return sum(1 for _, p, _ in self.requests if p == path)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def server(clock: FakeClock) -> FakeServer:
+    return FakeServer(clock)
+
+
+@pytest.fixture
+def renewer(clock: FakeClock) -> Renewer:
+    return Renewer(clock=clock, start_thread=False)
+
+
+def make_client(server: FakeServer, renewer: Renewer, timing: ClientTiming = TIMING) -> Client:
+    return Client(
+        "http://leaseboard.test",
+        "agent-token",
+        timing=timing,
+        transport=httpx.MockTransport(server),
+        clock=server.clock,
+        renewer=renewer,
+    )
+
+
+# -- timing validation -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("options", "param"),
+    [
+        ({"request_timeout_s": 3.0, "renew_interval_s": 5.0}, "request_timeout_s"),
+        ({"request_timeout_s": 0}, "request_timeout_s"),
+        ({"renew_interval_s": 0}, "renew_interval_s"),
+        ({"safety_margin_s": -1}, "safety_margin_s"),
+        ({"drift_rate": 0.5}, "drift_rate"),
+        ({"retry_interval_s": 0}, "retry_interval_s"),
+    ],
+)
+def test_the_client_refuses_unsafe_timing_at_start_up_naming_the_parameter(
+    options: dict, param: str
+) -> None:
+    with pytest.raises(TimingError) as caught:
+        Client("http://leaseboard.test", "t", timing=ClientTiming(**options))
+    assert caught.value.param == param and param in str(caught.value)
+
+
+def test_a_request_timeout_of_exactly_half_the_renew_interval_is_allowed() -> None:
+    ClientTiming(request_timeout_s=2.5, renew_interval_s=5.0).validate()
+
+
+@pytest.mark.parametrize(
+    ("ttl_ms", "renew_after_ms", "param"),
+    [
+        (3_000, None, "ttl_ms"),  # 3 s × 0.99 − 1 s margin leaves less than 5 s + 1 s
+        (15_000, 1_500, "request_timeout_s"),  # the server asks for renewals every 1.5 s
+    ],
+)
+def test_a_lease_this_client_could_not_keep_is_refused(
+    ttl_ms: int, renew_after_ms: int | None, param: str
+) -> None:
+    with pytest.raises(TimingError) as caught:
+        TIMING.validate_lease(ttl_ms=ttl_ms, renew_after_ms=renew_after_ms)
+    assert caught.value.param == param
+
+
+def test_hold_releases_a_lease_whose_timing_it_cannot_honour(
+    server: FakeServer, renewer: Renewer
+) -> None:
+    server.renew_after_ms = 1_000
+    client = make_client(server, renewer)
+    with pytest.raises(TimingError, match="request_timeout_s"):
+        client.hold("job-1")
+    assert server.requests[-1][1].endswith("/release")
+    assert renewer.holdings() == []
+
+
+# -- the local deadline ------------------------------------------------------------------
+
+
+def test_local_deadline_arithmetic() -> None:
+    got = local_deadline(sent_at=100.0, expires_in_ms=15_000, safety_margin_s=1.0, drift_rate=0.01)
+    assert got == pytest.approx(100.0 + 15.0 * 0.99 - 1.0)
+    assert TIMING.local_deadline(sent_at=0.0, expires_in_ms=10_000) == pytest.approx(8.9)
+
+
+def test_the_deadline_is_measured_from_when_the_acquire_was_sent(
+    server: FakeServer, renewer: Renewer, clock: FakeClock
+) -> None:
+    server.latency_s = 4.0  # the answer takes 4 s to come back
+    sent = clock.now
+    holding = make_client(server, renewer).hold("job-1")
+    assert clock.now == sent + 4.0
+    assert holding.deadline == pytest.approx(sent + 15.0 * 0.99 - 1.0)
+    assert holding.remaining_s() == pytest.approx(15.0 * 0.99 - 1.0 - 4.0)
+
+
+def test_a_renewal_moves_the_deadline_from_its_send_time_not_its_answer_time(
+    server: FakeServer, renewer: Renewer, clock: FakeClock
+) -> None:
+    holding = make_client(server, renewer).hold("job-1")
+    clock.now += 5.0
+    server.latency_s = 2.5
+    sent = clock.now
+    renewer.tick()
+    assert server.count("/api/v1/leases/renew") == 1
+    assert holding.deadline == pytest.approx(sent + 14.85 - 1.0)
+    assert holding.last_ack_sent_at == sent
+    assert holding.fencing_token == "tok-renewed"
+
+
+def test_a_late_answer_to_an_older_request_never_pulls_the_deadline_back(
+    server: FakeServer, renewer: Renewer, clock: FakeClock
+) -> None:
+    holding = make_client(server, renewer).hold("job-1")
+    before = holding.deadline
+    holding._renewed(sent_at=clock.now - 3.0, expires_in_ms=15_000)
+    assert holding.deadline == before
+
+
+def test_past_the_local_deadline_guarded_calls_raise_before_any_request(
+    server: FakeServer, renewer: Renewer, clock: FakeClock
+) -> None:
+    holding = make_client(server, renewer).hold("job-1")
+    clock.now = holding.deadline - 0.001
+    assert holding.active and holding.headers()["X-Lease-Epoch"] == "1"
+    clock.now = holding.deadline
+    sent_before = len(server.requests)
+    with pytest.raises(LocalJeopardy):
+        holding.effect("charge", "acct-9")
+    with pytest.raises(LocalJeopardy):
+        holding.headers()
+    with pytest.raises(LocalJeopardy):
+        with holding.guard():
+            pytest.fail("the guarded block must not run")
+    assert len(server.requests) == sent_before  # refused locally, before the server could
+    assert holding.in_jeopardy and holding.lost is None
+    # Checkpoints are still allowed in jeopardy (DESIGN §4).
+    server.fail_next.append(httpx.Response(201, json={"seq": 4}))
+    assert holding.checkpoint({"step": 4}) == 4
+
+
+# -- transient versus authoritative failures ---------------------------------------------
+
+
+def test_one_transient_error_does_not_end_the_holding(
+    server: FakeServer, renewer: Renewer, clock: FakeClock
+) -> None:
+    lost: list[LeaseError] = []
+    holding = make_client(server, renewer).hold("job-1", on_lost=lambda h, e: lost.append(e))
+    clock.now += 5.0
+    server.fail_next.append(httpx.Response(503, text="upstream down"))
+    renewer.tick()
+    assert holding.active and not lost
+    assert holding.consecutive_failures == 1
+    assert isinstance(holding.last_error, TransientError)
+    assert holding.next_renew_at == pytest.approx(clock.now + 1.25)  # retry at interval / 4
+    server.fail_next.append(httpx.ConnectError("refused"))
+    clock.now = holding.next_renew_at
+    renewer.tick()
+    assert holding.consecutive_failures == 2 and holding.last_error.code == "network"
+    clock.now = holding.next_renew_at
+    sent = clock.now
+    renewer.tick()
+    assert holding.consecutive_failures == 0
+    assert holding.deadline == pytest.approx(sent + 13.85)
+
+
+def test_a_whole_batch_refusal_carrying_a_lease_code_ends_no_lease(
+    server: FakeServer, renewer: Renewer, clock: FakeClock
+) -> None:
+    holding = make_client(server, renewer).hold("job-1")
+    clock.now += 5.0
+    server.fail_next.append(httpx.Response(409, json={"code": "stale_epoch"}))
+    renewer.tick()
+    assert holding.lost is None and holding.consecutive_failures == 1
+
+
+@pytest.mark.parametrize(
+    ("code", "error"),
+    [
+        ("lease_revoked", LeaseRevoked),
+        ("stale_epoch", StaleEpoch),
+        ("not_holder", NotHolder),
+        ("lease_expired", LeaseLost),
+    ],
+)
+def test_an_authoritative_renew_refusal_ends_the_holding_at_once(
+    server: FakeServer, renewer: Renewer, clock: FakeClock, code: str, error: type
+) -> None:
+    lost: list[tuple[Holding, LeaseError]] = []
+    client = make_client(server, renewer)
+    holding = client.hold("job-1", on_lost=lambda h, e: lost.append((h, e)))
+    other = client.hold("job-2")
+    server.lease_codes[holding.lease_id] = code
+    clock.now += 5.0
+    renewer.tick()
+    assert len(lost) == 1 and lost[0][0] is holding and isinstance(lost[0][1], error)
+    assert renewer.holdings() == [other] and other.active
+    sent_before = len(server.requests)
+    with pytest.raises(error):
+        holding.effect("charge", "acct-9")  # well before the local deadline
+    with pytest.raises(error):
+        holding.headers()
+    assert len(server.requests) == sent_before
+    holding.release()  # nothing to release on the server: the lease is already gone
+    assert len(server.requests) == sent_before
+
+
+def test_an_authoritative_effect_refusal_ends_the_holding(
+    server: FakeServer, renewer: Renewer
+) -> None:
+    holding = make_client(server, renewer).hold("job-1")
+    server.fail_next.append(
+        httpx.Response(
+            409,
+            json={
+                "code": "stale_epoch",
+                "detail": "taken over",
+                "current_epoch": 2,
+                "your_epoch": 1,
+            },
+        )
+    )
+    with pytest.raises(StaleEpoch) as caught:
+        holding.effect("charge", "acct-9")
+    assert caught.value.current_epoch == 2 and caught.value.your_epoch == 1
+    assert holding.lost is caught.value and renewer.holdings() == []
+
+
+def test_in_jeopardy_from_the_server_refuses_the_effect_but_keeps_the_holding(
+    server: FakeServer, renewer: Renewer
+) -> None:
+    holding = make_client(server, renewer).hold("job-1")
+    server.fail_next.append(httpx.Response(409, json={"code": "in_jeopardy"}))
+    with pytest.raises(InJeopardy):
+        holding.effect("charge", "acct-9")
+    assert holding.lost is None and renewer.holdings() == [holding]
+
+
+# -- one renewer, batched ----------------------------------------------------------------
+
+
+def test_a_hundred_leases_renew_in_one_request_per_interval(
+    server: FakeServer, renewer: Renewer, clock: FakeClock
+) -> None:
+    client = make_client(server, renewer)
+    holdings = []
+    for i in range(100):
+        holdings.append(client.hold(f"job-{i}"))
+        clock.now += 0.02  # acquired over two seconds
+    end = clock.now + 30.0
+    while (wake := renewer.tick()) is not None and wake <= end:
+        clock.now = max(clock.now, wake)
+    # 30 s at a 5 s interval: six requests, each carrying every lease.
+    assert server.count("/api/v1/leases/renew") == 6
+    assert all(len(b["leases"]) == 100 for m, p, b in server.requests if p.endswith("/renew"))
+    assert all(h.active for h in holdings)
+
+
+def test_each_client_gets_its_own_batch(server: FakeServer, renewer: Renewer, clock: FakeClock):
+    first, second = make_client(server, renewer), make_client(server, renewer)
+    first.hold("a"), first.hold("b"), second.hold("c")
+    clock.now += 5.0
+    renewer.tick()
+    batches = sorted(len(b["leases"]) for _, p, b in server.requests if p == "/api/v1/leases/renew")
+    assert batches == [1, 2]
+
+
+def test_renew_many_chunks_at_the_server_limit(server: FakeServer, renewer: Renewer) -> None:
+    results = make_client(server, renewer).renew_many([(str(i), 1) for i in range(1500)])
+    assert len(results) == 1500 and all(r.ok for r in results)
+    assert server.count("/api/v1/leases/renew") == 2
+
+
+def test_the_background_thread_renews_without_being_driven() -> None:
+    renewed = threading.Event()
+    clock = FakeClock()
+    server = FakeServer(clock, ttl_ms=900)
+    server.renew_after_ms = 200
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        response = server(request)
+        if request.url.path == "/api/v1/leases/renew":
+            renewed.set()
+        return response
+
+    renewer = Renewer()
+    client = Client(
+        "http://leaseboard.test",
+        "t",
+        timing=ClientTiming(request_timeout_s=0.1, renew_interval_s=0.2, safety_margin_s=0.1),
+        transport=httpx.MockTransport(handler),
+        renewer=renewer,
+    )
+    try:
+        with client.hold("job-1") as holding:
+            assert renewed.wait(5), "the renewer thread never renewed"
+            assert holding.active
+        assert renewer.holdings() == []
+    finally:
+        renewer.stop()
+
+
+# -- API calls and error mapping ---------------------------------------------------------
+
+
+def test_effects_attach_epoch_and_token_to_outgoing_calls(
+    server: FakeServer, renewer: Renewer
+) -> None:
+    holding = make_client(server, renewer).hold("job-1")
+    assert holding.checkpoint_data == {"step": 3}
+    effect = holding.effect("charge", "acct-9", payload={"cents": 100}, idempotency_key="k1")
+    assert effect.authorized and effect.effect_id == "e1"
+    assert holding.headers(effect) == {
+        "X-Lease-Epoch": "1",
+        "X-Work-Key": "job-1",
+        "X-Fencing-Token": "tok-e1",
+    }
+    assert holding.headers()["X-Fencing-Token"] == "tok-acquire"
+    sent = server.requests[-1][2]
+    assert sent["idempotency_key"] == "k1" and sent["epoch"] == 1 and sent["payload"]
+    pending = holding.effect("wire", "acct-9")
+    assert pending.decision == "pending_approval" and not pending.authorized
+    holding.report_outcome(effect.effect_id, "applied", "ok")
+    assert server.requests[-1][1] == "/api/v1/effects/e1/outcome"
+
+
+@pytest.mark.parametrize(
+    ("response", "error", "code"),
+    [
+        (httpx.Response(409, json={"code": "work_leased", "title": "held"}), WorkLeased, None),
+        (httpx.Response(403, json={"code": "not_holder"}), NotHolder, None),
+        (httpx.Response(500, text="<html>oops</html>"), TransientError, "transient"),
+        (httpx.Response(502, json={"code": "bad_gateway"}), TransientError, "transient"),
+        (httpx.Response(429, json={"code": "rate_limited"}), TransientError, "rate_limited"),
+        (httpx.Response(418, json={"code": "teapot"}), LeaseError, "teapot"),
+        (httpx.Response(400, text="nope"), LeaseError, "http_400"),
+        (httpx.ReadTimeout("slow"), TransientError, "timeout"),
+        (httpx.ConnectError("down"), TransientError, "network"),
+    ],
+)
+def test_problem_details_become_typed_errors(
+    server: FakeServer, renewer: Renewer, response: Any, error: type, code: str | None
+) -> None:
+    server.fail_next.append(response)
+    with pytest.raises(error) as caught:
+        make_client(server, renewer).acquire("job-1")
+    if code is not None:
+        assert caught.value.code == code
+
+
+def test_work_keys_are_quoted_into_paths(server: FakeServer, renewer: Renewer) -> None:
+    grant = make_client(server, renewer).acquire("tenant/job 1", ttl_ms=12_000)
+    assert server.raw_paths[-1] == "/api/v1/work-items/tenant%2Fjob%201/lease"
+    assert server.requests[-1][2] == {"ttl_ms": 12_000}
+    assert grant.ttl_ms == 12_000
+
+
+def _module_level_imports(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.parse(path.read_text()).body:  # top level only: lazy imports are fine
+        if isinstance(node, ast.Import):
+            names |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+@pytest.mark.parametrize("package", ["client", "recipient"])
+def test_the_sdk_and_recipient_modules_import_no_django_at_module_level(package: str) -> None:
+    root = Path(__file__).resolve().parent.parent / "leaseboard" / package
+    for path in sorted(root.glob("*.py")):
+        assert not _module_level_imports(path) & {"django", "celery"}, path
+
+
+@pytest.mark.xfail(
+    reason="leaseboard/__init__.py imports the Celery app (and so Django) eagerly; an agent "
+    "importing leaseboard.client pulls both in until that import is made lazy",
+    strict=False,
+)
+def test_importing_the_sdk_loads_no_django_or_celery() -> None:
+    code = (
+        "import sys, leaseboard.client, leaseboard.recipient; "
+        "bad = sorted({m.split('.')[0] for m in sys.modules} & {'django', 'celery'}); "
+        "assert not bad, bad"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
