@@ -37,7 +37,7 @@ def alert_acknowledge(
     if len(note) > NOTE_MAX:
         raise ValidationFailed(f"the note is limited to {NOTE_MAX} characters", param="note")
     alert = (
-        Alert.objects.select_for_update(no_key=True)
+        Alert.objects.select_for_update(no_key=True, of=("self",))
         .select_related("work_item")
         .filter(id=alert_id)
         .first()
