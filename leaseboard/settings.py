@@ -133,6 +133,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "leaseboard.core",
     "leaseboard.dashboard",
+    "leaseboard.sandbox",
 ]
 
 MIDDLEWARE = [

@@ -8,5 +8,6 @@ from leaseboard.core.views import healthz
 urlpatterns = [
     path("api/v1/", api.urls),
     path("healthz", healthz, name="healthz"),
+    path("sandbox/", include("leaseboard.sandbox.urls")),
     path("", include("leaseboard.dashboard.urls")),
 ]

@@ -1,0 +1,102 @@
+"""`manage.py demo_setup`: idempotent demo data — role users, queues, agents, sandbox token.
+
+Re-running keeps what exists (passwords and tokens stay valid); only missing pieces are
+created. Tokens are written under DATA_DIR/demo and never printed.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
+
+from leaseboard.core.models import EffectPolicy, Executor, Queue
+from leaseboard.core.models.executors import hash_token
+from leaseboard.core.services.executors import agent_create, agent_rotate_token_locked
+from leaseboard.sandbox import demo
+from leaseboard.sandbox.fence import TOKEN_FILE
+
+
+class Command(BaseCommand):
+    help = "Create (or keep) the demo's users, queues, agents and the payments sandbox token."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--agents", type=int, default=demo.DEFAULT_AGENTS)
+
+    def handle(self, *args, agents: int, **options):
+        if not 1 <= agents <= demo.MAX_AGENTS:
+            raise CommandError(f"--agents must be between 1 and {demo.MAX_AGENTS}")
+        users = self._users()
+        self._queues()
+        tokens = demo.read_secret_json(demo.agents_file())
+        sandbox_file = demo.demo_dir() / TOKEN_FILE
+        if sandbox_file.exists():
+            tokens[demo.SANDBOX_AGENT] = sandbox_file.read_text().strip()
+        names = [f"{demo.AGENT_PREFIX}{i}" for i in range(1, agents + 1)]
+        created = 0
+        for name in [*names, demo.SANDBOX_AGENT]:
+            token, new = self._agent_token(name, tokens.get(name))
+            tokens[name] = token
+            created += new
+        sandbox_token = tokens.pop(demo.SANDBOX_AGENT)
+        demo.write_secret(demo.agents_file(), json.dumps(tokens, indent=1, sort_keys=True))
+        demo.write_secret(sandbox_file, sandbox_token + "\n")
+
+        out = self.stdout
+        out.write("Demo sign-in (dashboard):")
+        for role, (username, password) in users.items():
+            out.write(f"  {role:<9} {username} / {password}")
+        out.write(
+            f"Demo agents: {len(names)} ({created} new token(s)); tokens in "
+            f"{demo.agents_file()}, sandbox token in {sandbox_file}"
+        )
+
+    def _users(self) -> dict[str, tuple[str, str]]:
+        # The dashboard's migration creates these groups; get_or_create keeps us independent.
+        saved = demo.read_secret_json(demo.users_file())
+        user_model = get_user_model()
+        users: dict[str, tuple[str, str]] = {}
+        for role in demo.ROLES:
+            username = f"demo-{role}"
+            with transaction.atomic():
+                group, _ = Group.objects.get_or_create(name=role)
+                user, new = user_model.objects.get_or_create(username=username)
+                password = saved.get(username)
+                if new or not password or not user.check_password(password):
+                    password = secrets.token_urlsafe(9)
+                    user.set_password(password)
+                    user.is_active = True
+                    user.save()
+                user.groups.add(group)
+            saved[username] = password
+            users[role] = (username, password)
+        demo.write_secret(demo.users_file(), json.dumps(saved, indent=1, sort_keys=True))
+        return users
+
+    @transaction.atomic
+    def _queues(self) -> None:
+        for name, spec in demo.QUEUES.items():
+            queue, _ = Queue.objects.update_or_create(
+                name=name, defaults={"timing": spec["timing"]}
+            )
+            for kind, decision in spec["policies"].items():
+                EffectPolicy.objects.update_or_create(
+                    queue=queue, kind=kind, defaults={"decision": decision}
+                )
+
+    def _agent_token(self, name: str, token: str | None) -> tuple[str, bool]:
+        """A working token for agent `name`: the saved one, a rotated one, or a new agent."""
+        executor = Executor.objects.filter(name=name).first()
+        if executor is None:
+            return agent_create(name=name, actor_name="demo_setup")[1], True
+        if executor.kind != Executor.Kind.AGENT:
+            raise CommandError(f"{name!r} exists and is not an agent")
+        if token and executor.token_hash == hash_token(token):
+            return token, False
+        with transaction.atomic():
+            locked = Executor.objects.select_for_update().get(pk=executor.pk)
+            return agent_rotate_token_locked(locked), True
