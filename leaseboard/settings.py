@@ -133,6 +133,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "leaseboard.core",
     "leaseboard.dashboard",
+    "leaseboard.sweeps",
     "leaseboard.sandbox",
 ]
 
@@ -223,3 +224,83 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "WARNING")},
 }
+
+
+# --- Celery (sweeps, notifications, retention; leaseboard/sweeps) ---------------------
+# Production: Redis from CELERY_BROKER_URL or REDIS_URL. Embedded default: kombu's
+# filesystem transport under DATA_DIR, so `celery -A leaseboard worker -B` needs no server.
+import json  # noqa: E402
+
+from celery.schedules import crontab  # noqa: E402
+
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "") or REDIS_URL or "filesystem://"
+# Longest a task may run before the worker kills it. The broker's visibility timeout must
+# exceed every task's limit, or Redis redelivers a task that is still running.
+CELERY_TASK_TIME_LIMIT = env_int("LEASEBOARD_TASK_TIME_LIMIT_S", 300, minimum=1)
+CELERY_TASK_SOFT_TIME_LIMIT = max(1, CELERY_TASK_TIME_LIMIT - 10)
+LEASEBOARD_BROKER_VISIBILITY_TIMEOUT_S = env_int(
+    "LEASEBOARD_BROKER_VISIBILITY_TIMEOUT_S", 3600, minimum=1
+)
+if CELERY_BROKER_URL.startswith("filesystem://"):
+    _broker_dir = DATA_DIR / "broker"
+    for _sub in ("queue", "processed"):
+        (_broker_dir / _sub).mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(_broker_dir / "queue"),
+        "data_folder_out": str(_broker_dir / "queue"),
+        "processed_folder": str(_broker_dir / "processed"),
+        "store_processed": False,
+    }
+else:
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "visibility_timeout": LEASEBOARD_BROKER_VISIBILITY_TIMEOUT_S,
+    }
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# One deployment (or test run) per queue name when several share a Redis.
+CELERY_TASK_DEFAULT_QUEUE = env_str("LEASEBOARD_CELERY_QUEUE", "celery")
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_RESULT_BACKEND = None
+# Ack early by default: a sweep lost with its worker is redone by the next tick. Tasks that
+# must not be lost (notification deliveries) set acks_late themselves. Never reject on
+# worker loss: a task that kills its worker would be redelivered forever.
+CELERY_TASK_ACKS_LATE = False
+CELERY_TASK_REJECT_ON_WORKER_LOST = False
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TIMEZONE = "UTC"
+CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+
+LEASEBOARD_SWEEP_INTERVAL_S = float(env_str("LEASEBOARD_SWEEP_INTERVAL_S", "1"))
+if not 0.05 <= LEASEBOARD_SWEEP_INTERVAL_S <= 60:
+    raise ImproperlyConfigured("LEASEBOARD_SWEEP_INTERVAL_S must be between 0.05 and 60")
+LEASEBOARD_SWEEP_BATCH = env_int("LEASEBOARD_SWEEP_BATCH", 500, minimum=1)
+# A sweep stops after this many batches; the next tick continues (bounded task time).
+LEASEBOARD_SWEEP_MAX_BATCHES = env_int("LEASEBOARD_SWEEP_MAX_BATCHES", 200, minimum=1)
+# A gap between sweeps longer than this is recorded as an outage window; leases that fell
+# due inside a window longer than their own ttl get a recovery grace instead of expiring.
+LEASEBOARD_OUTAGE_MIN_MS = env_int(
+    "LEASEBOARD_OUTAGE_MIN_MS", max(3000, int(LEASEBOARD_SWEEP_INTERVAL_S * 3000)), minimum=1
+)
+LEASEBOARD_EVENT_RETENTION_DAYS = env_int("LEASEBOARD_EVENT_RETENTION_DAYS", 90, minimum=1)
+LEASEBOARD_WEBHOOK_SECRET = env_str("LEASEBOARD_WEBHOOK_SECRET", "") or SECRET_KEY
+LEASEBOARD_WEBHOOK_TIMEOUT_S = float(env_str("LEASEBOARD_WEBHOOK_TIMEOUT_S", "5"))
+LEASEBOARD_WEBHOOK_MAX_RETRIES = env_int("LEASEBOARD_WEBHOOK_MAX_RETRIES", 8)
+# Notification targets for alerts that belong to no queue (outage recovery), same shape
+# as Queue.notify: {"webhooks": [{"url": ..., "secret": ...}], "emails": [...]}.
+LEASEBOARD_NOTIFY_DEFAULT = json.loads(env_str("LEASEBOARD_NOTIFY_DEFAULT", "{}") or "{}")
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "leaseboard@localhost")
+
+CELERY_BEAT_SCHEDULE = {
+    "lease-sweep": {
+        "task": "leaseboard.sweeps.tasks.sweep",
+        "schedule": LEASEBOARD_SWEEP_INTERVAL_S,
+        # A sweep tick that waited longer than this is stale; a fresh one is coming.
+        "options": {"expires": max(5.0, LEASEBOARD_SWEEP_INTERVAL_S * 5)},
+    },
+    "lease-event-retention": {
+        "task": "leaseboard.sweeps.tasks.retention",
+        "schedule": crontab(hour=3, minute=17),
+    },
+}
+# --- end Celery ------------------------------------------------------------------------

@@ -4,10 +4,12 @@ from django.urls import include, path
 
 from leaseboard.api.v1 import api
 from leaseboard.core.views import healthz
+from leaseboard.sweeps.metrics import metrics
 
 urlpatterns = [
     path("api/v1/", api.urls),
     path("healthz", healthz, name="healthz"),
     path("sandbox/", include("leaseboard.sandbox.urls")),
+    path("metrics", metrics, name="metrics"),
     path("", include("leaseboard.dashboard.urls")),
 ]

@@ -1,0 +1,28 @@
+"""The Celery app: Redis broker in production, kombu's filesystem transport embedded.
+
+Configuration is read from Django settings (the `CELERY_*` names, see the "Celery"
+section of leaseboard/settings.py). The start-up guard in leaseboard/sweeps/guard.py
+refuses to run a worker whose broker or ack settings could lose or loop sweeps.
+"""
+
+from __future__ import annotations
+
+import os
+
+from celery import Celery, signals
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "leaseboard.settings")
+
+app = Celery("leaseboard")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()
+
+
+@signals.worker_init.connect
+def _refuse_unsafe_worker(sender=None, **kwargs):  # type: ignore[no-untyped-def]
+    from leaseboard.sweeps.guard import worker_config_problems
+
+    problems = worker_config_problems(app)
+    if problems:
+        # SystemExit passes through Celery's signal dispatcher, which swallows Exceptions.
+        raise SystemExit("leaseboard: refusing to start the worker:\n  " + "\n  ".join(problems))

@@ -1,0 +1,69 @@
+"""Sweep bookkeeping: the sweep clock (outage detection), cross-process metric counters,
+and the notification delivery log. Lease and alert rows themselves live in core."""
+
+from __future__ import annotations
+
+from django.db import models
+
+from leaseboard.core.models import Alert
+
+
+class SweepState(models.Model):
+    """One row. `last_sweep_at_ms` is stamped at the start of every sweep; a gap longer than
+    LEASEBOARD_OUTAGE_MIN_MS records the outage window [outage_from_ms, outage_to_ms]."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1)
+    last_sweep_at_ms = models.BigIntegerField()
+    outage_from_ms = models.BigIntegerField(null=True, blank=True)
+    outage_to_ms = models.BigIntegerField(null=True, blank=True)
+
+
+class MetricCounter(models.Model):
+    """Monotonic counters shared by every worker and web process (no process memory):
+    incremented with an upsert, read by /metrics."""
+
+    name = models.CharField(max_length=100)
+    label = models.CharField(max_length=100, blank=True, default="")
+    value = models.FloatField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["name", "label"], name="metric_counter_unique"),
+        ]
+
+
+class NotificationDelivery(models.Model):
+    """One row per (alert, channel, target): the delivery log and the idempotency key of
+    the notification tasks. A retried task finds its row and does not send twice."""
+
+    class Channel(models.TextChoices):
+        WEBHOOK = "webhook"
+        EMAIL = "email"
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        DELIVERED = "delivered"
+        FAILED = "failed"
+
+    alert = models.ForeignKey(Alert, on_delete=models.CASCADE, related_name="deliveries")
+    channel = models.CharField(max_length=10, choices=Channel.choices)
+    target = models.CharField(max_length=500)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    last_status_code = models.PositiveIntegerField(null=True, blank=True)
+    last_error = models.CharField(max_length=500, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["alert", "channel", "target"], name="notification_delivery_unique"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(status__in=["pending", "delivered", "failed"]),
+                name="notification_delivery_status_valid",
+            ),
+        ]
+        indexes = [models.Index(fields=["status", "updated_at"], name="notify_status_idx")]

@@ -1,0 +1,186 @@
+"""Alert notifications: webhook (HMAC-signed JSON, retried with backoff) and e-mail through
+Django's mail backend. Targets come from the alert's queue (`Queue.notify`):
+
+    {"webhooks": [{"url": "https://…", "secret": "…"}], "emails": ["ops@example.com"],
+     "kinds": ["jeopardy", "expired"]}          # "kinds" optional: all kinds by default
+
+Every (alert, channel, target) has one NotificationDelivery row, the delivery log and the
+idempotency key: a redelivered task finds it delivered and sends nothing. No network I/O
+happens inside a database transaction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import random
+import time
+from typing import Any
+
+import httpx
+from django.conf import settings
+from django.core.mail import send_mail
+from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from leaseboard.core.models import Alert
+from leaseboard.sweeps.models import NotificationDelivery
+from leaseboard.sweeps.services import notify_targets
+
+SIGNATURE_HEADER = "X-Leaseboard-Signature"
+
+
+def alert_payload(alert: Alert) -> dict[str, Any]:
+    return {
+        "id": alert.id,
+        "kind": alert.kind,
+        "message": alert.message,
+        "lease_id": str(alert.lease_id) if alert.lease_id else None,
+        "work_key": alert.work_item.key if alert.work_item_id else None,
+        "epoch": alert.epoch,
+        "due_at_ms": alert.due_at_ms,
+        "opened_at_ms": alert.opened_at_ms,
+        "detail": alert.detail,
+    }
+
+
+def sign(body: bytes, secret: str, timestamp: int) -> str:
+    """`t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>." + body>`; the timestamp in the MAC
+    lets a receiver refuse replays."""
+    mac = hmac.new(secret.encode(), f"{timestamp}.".encode() + body, hashlib.sha256)
+    return f"t={timestamp},v1={mac.hexdigest()}"
+
+
+def verify(body: bytes, header: str, secret: str, *, tolerance_s: int = 300) -> bool:
+    """What a receiver runs: check the MAC and the timestamp's freshness."""
+    try:
+        parts = dict(p.split("=", 1) for p in header.split(","))
+        timestamp = int(parts["t"])
+    except (ValueError, KeyError):
+        return False
+    if abs(time.time() - timestamp) > tolerance_s:
+        return False
+    return hmac.compare_digest(sign(body, secret, timestamp), header)
+
+
+def _config(alert: Alert) -> dict[str, Any]:
+    notify = alert.work_item.queue.notify if alert.work_item_id else None
+    return notify_targets(notify, alert.kind)
+
+
+def alert_fan_out(*, alert_id: int) -> int:
+    """Create the delivery rows for an alert and enqueue one task per target."""
+    from leaseboard.sweeps.tasks import deliver_email, deliver_webhook
+
+    alert = Alert.objects.select_related("work_item__queue").filter(id=alert_id).first()
+    if alert is None:
+        return 0
+    config = _config(alert)
+    targets = [("webhook", hook["url"]) for hook in config.get("webhooks", []) if hook.get("url")]
+    targets += [("email", address) for address in config.get("emails", []) if address]
+    queued = 0
+    for channel, target in targets:
+        try:
+            with transaction.atomic():
+                delivery, created = NotificationDelivery.objects.get_or_create(
+                    alert=alert, channel=channel, target=target[:500]
+                )
+        except IntegrityError:
+            delivery = NotificationDelivery.objects.get(alert=alert, channel=channel, target=target)
+        if delivery.status != NotificationDelivery.Status.PENDING:
+            continue
+        task = deliver_webhook if channel == "webhook" else deliver_email
+        task.delay(delivery.id)
+        queued += 1
+    return queued
+
+
+def backoff_s(attempt: int) -> float:
+    """Exponential backoff with full jitter, capped at 10 minutes."""
+    return random.uniform(0, min(600.0, 2.0 ** min(attempt, 10)))
+
+
+def webhook_deliver(*, delivery_id: int) -> float | None:
+    """POST the signed payload once. Returns seconds to wait before a retry, or None when
+    the delivery is done (delivered, or failed for good)."""
+    delivery = (
+        NotificationDelivery.objects.select_related("alert__work_item__queue")
+        .filter(id=delivery_id)
+        .first()
+    )
+    if delivery is None or delivery.status != NotificationDelivery.Status.PENDING:
+        return None
+    alert = delivery.alert
+    hook = next(
+        (h for h in _config(alert).get("webhooks", []) if h.get("url") == delivery.target), {}
+    )
+    secret = hook.get("secret") or settings.LEASEBOARD_WEBHOOK_SECRET
+    body = json.dumps(alert_payload(alert), separators=(",", ":"), sort_keys=True).encode()
+    headers = {
+        "Content-Type": "application/json",
+        SIGNATURE_HEADER: sign(body, secret, int(time.time())),
+        "X-Leaseboard-Alert": str(alert.id),
+        "X-Leaseboard-Delivery": str(delivery.id),
+    }
+    NotificationDelivery.objects.filter(id=delivery.id).update(attempts=F("attempts") + 1)
+    attempt = delivery.attempts + 1
+    status_code, error = None, ""
+    try:
+        response = httpx.post(
+            delivery.target,
+            content=body,
+            headers=headers,
+            timeout=settings.LEASEBOARD_WEBHOOK_TIMEOUT_S,
+        )
+        status_code = response.status_code
+        ok = 200 <= response.status_code < 300
+        if not ok:
+            error = f"HTTP {response.status_code}"
+    except httpx.HTTPError as exc:
+        ok, error = False, f"{type(exc).__name__}: {exc}"[:500]
+    if ok:
+        NotificationDelivery.objects.filter(id=delivery.id).update(
+            status=NotificationDelivery.Status.DELIVERED,
+            last_status_code=status_code,
+            last_error="",
+            delivered_at=timezone.now(),
+        )
+        return None
+    give_up = attempt > settings.LEASEBOARD_WEBHOOK_MAX_RETRIES or (
+        status_code is not None and 400 <= status_code < 500 and status_code not in (408, 429)
+    )
+    NotificationDelivery.objects.filter(id=delivery.id).update(
+        status=NotificationDelivery.Status.FAILED
+        if give_up
+        else NotificationDelivery.Status.PENDING,
+        last_status_code=status_code,
+        last_error=error,
+    )
+    return None if give_up else backoff_s(attempt)
+
+
+def email_deliver(*, delivery_id: int) -> None:
+    # Claim the row first (pending -> delivered): a redelivered task then sends nothing.
+    # A crash between claim and send loses one e-mail rather than sending it twice.
+    claimed = NotificationDelivery.objects.filter(
+        id=delivery_id, status=NotificationDelivery.Status.PENDING
+    ).update(
+        status=NotificationDelivery.Status.DELIVERED,
+        attempts=F("attempts") + 1,
+        delivered_at=timezone.now(),
+    )
+    if not claimed:
+        return
+    delivery = NotificationDelivery.objects.select_related("alert__work_item").get(id=delivery_id)
+    alert = delivery.alert
+    subject = f"[leaseboard] {alert.kind}: {alert.message}"[:200]
+    body = json.dumps(alert_payload(alert), indent=2, sort_keys=True)
+    try:
+        send_mail(subject, body, settings.DEFAULT_FROM_EMAIL, [delivery.target])
+    except Exception as exc:  # recorded in the delivery log, shown to operators
+        NotificationDelivery.objects.filter(id=delivery_id).update(
+            status=NotificationDelivery.Status.FAILED,
+            last_error=f"{type(exc).__name__}: {exc}"[:500],
+        )

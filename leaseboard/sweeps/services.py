@@ -1,0 +1,498 @@
+"""The lease sweep, outage recovery, and retention (DESIGN §8, §11).
+
+A sweep claims leases whose `due_at_ms` has passed through the partial index
+`lease_due_idx`, in bounded batches with `FOR UPDATE SKIP LOCKED`, each batch its own
+transaction, so cost follows the due leases, concurrent sweeps split the work, and a killed
+sweep leaves nothing behind but row locks PostgreSQL drops with the connection. Before it
+writes, a batch re-checks every claimed lease against the version it read (compare-and-set);
+alerts are unique per (kind, lease, epoch) through `Alert.dedupe_key`. No locks with TTLs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import reduce
+from operator import or_
+from typing import Any
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import F, Q
+
+from leaseboard.core.clock import db_now_ms
+from leaseboard.core.models import Alert, Executor, Lease, LeaseEvent
+from leaseboard.core.models.leases import LIVE_STATES
+from leaseboard.core.services.leases import lease_end_locked
+from leaseboard.sweeps.models import MetricCounter, NotificationDelivery, SweepState
+
+log = logging.getLogger(__name__)
+
+# Extra sweep steps, run after the lease batches by every sweep. Another app appends a
+# callable `step(*, batch_size: int) -> int` (items handled); each step owns its own
+# transactions and must be safe to run concurrently (SKIP LOCKED + compare-and-set), e.g.
+# `leaseboard.takeovers` expiring undecided takeover requests.
+SWEEP_STEPS: list[Callable[..., int]] = []
+
+# Latency buckets (seconds) for "due time -> alert opened".
+LATENCY_BUCKETS = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0)
+DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+JEOPARDY, EXPIRE, RECOVER, REDUE = "jeopardy", "expire", "recover", "redue"
+
+
+@dataclass
+class SweepReport:
+    jeopardy: int = 0
+    expired: int = 0
+    recovered: int = 0  # overdue after an outage: moved to jeopardy with a grace
+    skipped: int = 0  # changed between claim and write; left alone
+    batches: int = 0
+    more: bool = False  # stopped at max_batches with work left; the next tick continues
+    recovery_alert_id: int | None = None
+    alert_ids: list[int] = field(default_factory=list)
+    steps: dict[str, int] = field(default_factory=dict)
+    duration_s: float = 0.0
+    alerts_by_kind: Counter = field(default_factory=Counter)
+    latencies_s: list[float] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class OutageWindow:
+    from_ms: int
+    to_ms: int
+
+    def covers(self, lease: Lease) -> bool:
+        """A lease that fell due while nothing swept, for longer than its own ttl."""
+        return self.from_ms < lease.due_at_ms <= self.to_ms and (
+            self.to_ms - self.from_ms > lease.ttl_ms
+        )
+
+
+def sweep_run(
+    *,
+    batch_size: int | None = None,
+    max_batches: int | None = None,
+    before_write: Callable[[list[Lease]], None] | None = None,
+) -> SweepReport:
+    """One sweep: stamp the sweep clock, then claim and transition due leases batch by
+    batch, then run the extra steps. `before_write` is a test seam called inside each batch
+    transaction between the claim and the write."""
+    started = time.monotonic()
+    batch_size = batch_size or settings.LEASEBOARD_SWEEP_BATCH
+    max_batches = max_batches or settings.LEASEBOARD_SWEEP_MAX_BATCHES
+    report = SweepReport()
+    window = sweep_clock_tick(report)
+    for _ in range(max_batches):
+        claimed = _sweep_batch(
+            batch_size=batch_size, window=window, report=report, before_write=before_write
+        )
+        report.batches += 1
+        if claimed < batch_size:
+            break
+    else:
+        report.more = True
+    for step in list(SWEEP_STEPS):
+        name = getattr(step, "__qualname__", repr(step))
+        try:
+            report.steps[name] = step(batch_size=batch_size)
+        except Exception:  # one broken step must not stop lease expiry; it is logged
+            log.exception("sweep step %s failed", name)
+    report.duration_s = time.monotonic() - started
+    _record_metrics(report)
+    return report
+
+
+@transaction.atomic(durable=True)
+def sweep_clock_tick(report: SweepReport | None = None) -> OutageWindow | None:
+    """Stamp the sweep clock. A gap since the previous sweep longer than
+    LEASEBOARD_OUTAGE_MIN_MS is recorded as an outage window and, if any lease fell due in
+    it for longer than its ttl, raises ONE summary alert. Returns the current window."""
+    now = db_now_ms()
+    SweepState.objects.bulk_create([SweepState(id=1, last_sweep_at_ms=now)], ignore_conflicts=True)
+    state = SweepState.objects.select_for_update(no_key=True).get(id=1)
+    gap = now - state.last_sweep_at_ms
+    if gap > settings.LEASEBOARD_OUTAGE_MIN_MS:
+        state.outage_from_ms, state.outage_to_ms = state.last_sweep_at_ms, now
+        affected = Lease.objects.filter(
+            state__in=LIVE_STATES,
+            due_at_ms__gt=state.outage_from_ms,
+            due_at_ms__lte=now,
+            ttl_ms__lt=gap,
+        ).count()  # bounded by the leases that fell due in the window (lease_due_idx)
+        log.warning("sweeps were away for %d ms; %d leases get a recovery grace", gap, affected)
+        if affected:
+            ids = alerts_open(
+                [
+                    Alert(
+                        kind=Alert.Kind.RECOVERY,
+                        dedupe_key=f"recovery:{state.outage_from_ms}",
+                        message=(
+                            f"No sweep ran for {gap / 1000:.1f} s; {affected} overdue leases "
+                            "moved to jeopardy with a recovery grace instead of expiring"
+                        ),
+                        detail={
+                            "outage_from_ms": state.outage_from_ms,
+                            "outage_to_ms": now,
+                            "gap_ms": gap,
+                            "leases": affected,
+                        },
+                        due_at_ms=state.outage_from_ms,
+                        opened_at_ms=now,
+                    )
+                ]
+            )
+            if report is not None and ids:
+                report.recovery_alert_id = ids[0]
+                report.alert_ids.extend(ids)
+                report.alerts_by_kind[Alert.Kind.RECOVERY.value] += 1
+            notify_on_commit(ids)
+    state.last_sweep_at_ms = max(state.last_sweep_at_ms, now)
+    state.save()
+    if state.outage_from_ms is None or state.outage_to_ms is None:
+        return None
+    return OutageWindow(state.outage_from_ms, state.outage_to_ms)
+
+
+def _plan(lease: Lease, now: int, window: OutageWindow | None) -> str:
+    if window is not None and window.covers(lease) and lease.max_expires_at_ms > now:
+        return RECOVER
+    if now >= lease.expires_at_ms:
+        return EXPIRE
+    if lease.state == Lease.State.ACTIVE and now >= lease.jeopardy_at_ms:
+        return JEOPARDY
+    return REDUE  # due_at is behind the stored times; only move it forward
+
+
+def _version_q(lease: Lease) -> Q:
+    return Q(
+        id=lease.id,
+        state=lease.state,
+        epoch=lease.epoch,
+        renewed_at_ms=lease.renewed_at_ms,
+        expires_at_ms=lease.expires_at_ms,
+        due_at_ms=lease.due_at_ms,
+    )
+
+
+@transaction.atomic(durable=True)
+def _sweep_batch(
+    *,
+    batch_size: int,
+    window: OutageWindow | None,
+    report: SweepReport,
+    before_write: Callable[[list[Lease]], None] | None,
+) -> int:
+    now = db_now_ms()
+    claimed = list(
+        Lease.objects.select_for_update(skip_locked=True, no_key=True, of=("self",))
+        .select_related("holder")
+        .filter(state__in=LIVE_STATES, due_at_ms__lte=now)
+        .order_by("due_at_ms")[:batch_size]
+    )
+    if not claimed:
+        return 0
+    if before_write is not None:
+        before_write(claimed)
+    # Compare-and-set: only leases still exactly as claimed are written. The row locks
+    # make this hold against other transactions; the check also guards this one.
+    unchanged = set(
+        Lease.objects.filter(reduce(or_, (_version_q(lease) for lease in claimed))).values_list(
+            "id", flat=True
+        )
+    )
+    report.skipped += len(claimed) - len(unchanged)
+    plans: dict[str, list[Lease]] = {JEOPARDY: [], EXPIRE: [], RECOVER: [], REDUE: []}
+    for lease in claimed:
+        if lease.id in unchanged:
+            plans[_plan(lease, now, window)].append(lease)
+
+    alerts: list[Alert] = []
+    events: list[LeaseEvent] = []
+    if plans[JEOPARDY]:
+        Lease.objects.filter(id__in=[lease.id for lease in plans[JEOPARDY]]).update(
+            state=Lease.State.JEOPARDY, due_at_ms=F("expires_at_ms")
+        )
+        for lease in plans[JEOPARDY]:
+            at = min(now, lease.jeopardy_at_ms)
+            events.append(
+                LeaseEvent(
+                    lease_id=lease.id,
+                    work_item_id=lease.work_item_id,
+                    epoch=lease.epoch,
+                    kind=LeaseEvent.Kind.JEOPARDY,
+                    at_ms=at,
+                    detail={"materialized_at_ms": now, "expires_at_ms": lease.expires_at_ms},
+                )
+            )
+            alerts.append(
+                _lease_alert(
+                    lease,
+                    Alert.Kind.JEOPARDY,
+                    f"{lease.holder.name} missed its renewals; the lease expires in "
+                    f"{max(0, lease.expires_at_ms - now) / 1000:.1f} s",
+                    due_at_ms=lease.jeopardy_at_ms,
+                    now=now,
+                )
+            )
+        report.jeopardy += len(plans[JEOPARDY])
+
+    for lease in plans[RECOVER]:
+        grace_until = min(max(lease.expires_at_ms, now + lease.ttl_ms), lease.max_expires_at_ms)
+        Lease.objects.filter(id=lease.id).update(
+            state=Lease.State.JEOPARDY, expires_at_ms=grace_until, due_at_ms=grace_until
+        )
+        events.append(
+            LeaseEvent(
+                lease_id=lease.id,
+                work_item_id=lease.work_item_id,
+                epoch=lease.epoch,
+                kind=LeaseEvent.Kind.JEOPARDY,
+                at_ms=now,
+                detail={
+                    "recovery": True,
+                    "was_due_at_ms": lease.due_at_ms,
+                    "was_expires_at_ms": lease.expires_at_ms,
+                    "grace_until_ms": grace_until,
+                },
+            )
+        )
+    report.recovered += len(plans[RECOVER])
+
+    for lease in plans[EXPIRE]:
+        lease_end_locked(
+            lease=lease,
+            state=Lease.State.EXPIRED,
+            now_ms=now,
+            reason="ttl elapsed",
+            detail={"materialized_at_ms": now},
+        )
+        human = lease.holder.kind == Executor.Kind.HUMAN
+        alerts.append(
+            _lease_alert(
+                lease,
+                Alert.Kind.STANDING_LAPSED if human else Alert.Kind.EXPIRED,
+                f"human standing of {lease.holder.name} lapsed"
+                if human
+                else f"{lease.holder.name} stopped renewing; the lease expired",
+                due_at_ms=lease.expires_at_ms,
+                now=now,
+            )
+        )
+    if plans[EXPIRE]:
+        # The expiry alert supersedes the jeopardy alert of the same lease.
+        Alert.objects.filter(
+            lease_id__in=[lease.id for lease in plans[EXPIRE]],
+            kind=Alert.Kind.JEOPARDY,
+            resolved_at_ms__isnull=True,
+        ).update(resolved_at_ms=now)
+        report.expired += len(plans[EXPIRE])
+
+    for lease in plans[REDUE]:
+        nxt = lease.jeopardy_at_ms if lease.state == Lease.State.ACTIVE else lease.expires_at_ms
+        Lease.objects.filter(id=lease.id).update(due_at_ms=nxt)
+
+    LeaseEvent.objects.bulk_create(events)
+    opened = alerts_open(alerts)
+    report.alert_ids.extend(opened)
+    if opened:
+        for kind, due in Alert.objects.filter(id__in=opened).values_list("kind", "due_at_ms"):
+            report.alerts_by_kind[kind] += 1
+            report.latencies_s.append(max(0, now - (due or now)) / 1000)
+        notify_on_commit(opened)
+    return len(claimed)
+
+
+def _lease_alert(lease: Lease, kind: str, message: str, *, due_at_ms: int, now: int) -> Alert:
+    return Alert(
+        kind=kind,
+        dedupe_key=f"{kind}:{lease.id}:{lease.epoch}",
+        lease_id=lease.id,
+        work_item_id=lease.work_item_id,
+        epoch=lease.epoch,
+        message=message[:500],
+        detail={"holder": lease.holder.name, "holder_kind": lease.holder.kind},
+        due_at_ms=due_at_ms,
+        opened_at_ms=now,
+    )
+
+
+def alerts_open(alerts: list[Alert]) -> list[int]:
+    """Insert alerts, skipping any whose dedupe_key exists (INSERT … ON CONFLICT DO
+    NOTHING). Returns the ids of the alerts this call opened — the only ones to notify."""
+    if not alerts:
+        return []
+    fields = [
+        Alert._meta.get_field(name)
+        for name in (
+            "kind",
+            "dedupe_key",
+            "lease",
+            "work_item",
+            "epoch",
+            "message",
+            "detail",
+            "due_at_ms",
+            "opened_at_ms",
+            "acknowledge_note",
+        )
+    ]
+    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
+    row = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    opened: list[int] = []
+    for start in range(0, len(alerts), 500):
+        chunk = alerts[start : start + 500]
+        params: list[Any] = []
+        for alert in chunk:
+            alert.acknowledge_note = ""
+            for f in fields:
+                params.append(f.get_db_prep_save(getattr(alert, f.attname), connection))
+        sql = (
+            f"INSERT INTO {Alert._meta.db_table} ({columns}) VALUES "
+            f"{', '.join([row] * len(chunk))} ON CONFLICT (dedupe_key) DO NOTHING RETURNING id"
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            opened.extend(int(r[0]) for r in cursor.fetchall())
+    return opened
+
+
+def notify_targets(notify: dict[str, Any] | None, kind: str) -> dict[str, Any]:
+    """The configured targets for an alert kind (Queue.notify or the default)."""
+    config = notify or settings.LEASEBOARD_NOTIFY_DEFAULT or {}
+    kinds = config.get("kinds")
+    if kinds and kind not in kinds:
+        return {}
+    return {k: v for k, v in config.items() if k in ("webhooks", "emails") and v}
+
+
+def notify_on_commit(alert_ids: list[int]) -> None:
+    """Enqueue notification fan-out after commit, only for alerts that have targets."""
+    if not alert_ids:
+        return
+    rows = Alert.objects.filter(id__in=alert_ids).values_list(
+        "id", "kind", "work_item__queue__notify"
+    )
+    wanted = [aid for aid, kind, notify in rows if notify_targets(notify, kind)]
+    if not wanted:
+        return
+    from leaseboard.sweeps.tasks import notify_alert
+
+    for aid in wanted:
+        notify_alert.delay_on_commit(aid)
+
+
+def _bucket_counts(values: list[float], buckets: tuple[float, ...]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for le in buckets:
+        out[repr(le)] = float(sum(1 for v in values if v <= le))
+    out["+Inf"] = float(len(values))
+    return out
+
+
+def _record_metrics(report: SweepReport) -> None:
+    """Add this sweep's figures to the shared counters (one short transaction, after the
+    batches, so concurrent sweeps never serialize on counter rows while holding leases)."""
+    inc: dict[tuple[str, str], float] = {
+        ("sweeps_total", ""): 1,
+        ("sweep_duration_seconds_sum", ""): report.duration_s,
+    }
+    for le, n in _bucket_counts([report.duration_s], DURATION_BUCKETS).items():
+        inc[("sweep_duration_seconds_bucket", le)] = n
+    for key, n in (
+        ("jeopardy", report.jeopardy),
+        ("expired", report.expired),
+        ("recovered", report.recovered),
+        ("skipped", report.skipped),
+    ):
+        if n:
+            inc[("sweep_transitions_total", key)] = n
+    for kind, n in report.alerts_by_kind.items():
+        inc[("alerts_opened_total", kind)] = n
+    if report.latencies_s:
+        inc[("alert_latency_seconds_sum", "")] = sum(report.latencies_s)
+        inc[("alert_latency_seconds_count", "")] = len(report.latencies_s)
+        for le, n in _bucket_counts(report.latencies_s, LATENCY_BUCKETS).items():
+            inc[("alert_latency_seconds_bucket", le)] = n
+    try:
+        metric_add(inc)
+    except Exception:  # metrics must never fail a sweep
+        log.exception("could not record sweep metrics")
+
+
+@transaction.atomic(durable=True)
+def metric_add(increments: dict[tuple[str, str], float]) -> None:
+    """Upsert-increment shared counters, in a fixed order so writers never deadlock."""
+    items = sorted((k, v) for k, v in increments.items() if v)
+    if not items:
+        return
+    table = MetricCounter._meta.db_table
+    sql = (
+        f"INSERT INTO {table} (name, label, value) VALUES "
+        + ", ".join(["(%s, %s, %s)"] * len(items))
+        + f" ON CONFLICT (name, label) DO UPDATE SET value = {table}.value + excluded.value"
+    )
+    params: list[Any] = []
+    for (name, label), value in items:
+        params.extend([name, label, float(value)])
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+
+
+def lease_events_prune(*, older_than_days: int | None = None, batch_size: int = 5000) -> int:
+    """Retention: delete lease events older than the configured age, in batches (each its
+    own transaction). Renewal history needs no pruning: it is a bounded window plus
+    aggregates on the lease row. Delivered notification logs past the age go too."""
+    days = older_than_days or settings.LEASEBOARD_EVENT_RETENTION_DAYS
+    cutoff = db_now_ms() - days * 86_400_000
+    deleted = 0
+    while True:
+        with transaction.atomic(durable=True):
+            ids = list(
+                LeaseEvent.objects.filter(at_ms__lt=cutoff)
+                .order_by("at_ms")
+                .values_list("id", flat=True)[:batch_size]
+            )
+            if ids:
+                LeaseEvent.objects.filter(id__in=ids).delete()
+        deleted += len(ids)
+        if len(ids) < batch_size:
+            break
+    NotificationDelivery.objects.filter(
+        status=NotificationDelivery.Status.DELIVERED,
+        alert__opened_at_ms__lt=cutoff,
+    ).delete()
+    return deleted
+
+
+def sweep_report_json(report: SweepReport) -> str:
+    return json.dumps(
+        {
+            "jeopardy": report.jeopardy,
+            "expired": report.expired,
+            "recovered": report.recovered,
+            "skipped": report.skipped,
+            "batches": report.batches,
+            "more": report.more,
+            "alerts": len(report.alert_ids),
+            "steps": report.steps,
+            "duration_ms": round(report.duration_s * 1000, 1),
+        }
+    )
+
+
+__all__ = [
+    "SWEEP_STEPS",
+    "OutageWindow",
+    "SweepReport",
+    "alerts_open",
+    "lease_events_prune",
+    "metric_add",
+    "notify_on_commit",
+    "sweep_clock_tick",
+    "sweep_run",
+]

@@ -1,0 +1,56 @@
+"""Celery tasks: thin wrappers that take ids and call services. Idempotent and short."""
+
+from __future__ import annotations
+
+import logging
+
+from celery import shared_task
+
+from leaseboard.sweeps import notifications, services
+
+log = logging.getLogger(__name__)
+
+
+@shared_task(name="leaseboard.sweeps.tasks.sweep", acks_late=False, ignore_result=True)
+def sweep() -> str:
+    """Beat runs this every LEASEBOARD_SWEEP_INTERVAL_S. Acked early on purpose: a sweep
+    lost with its worker is redone by the next tick; redelivery would only duplicate it."""
+    report = services.sweep_run()
+    summary = services.sweep_report_json(report)
+    if report.jeopardy or report.expired or report.recovered or report.more:
+        log.info("sweep %s", summary)
+    if report.more:
+        sweep.delay()  # more due leases than one bounded sweep takes: continue at once
+    return summary
+
+
+@shared_task(name="leaseboard.sweeps.tasks.retention", acks_late=False, ignore_result=True)
+def retention() -> int:
+    return services.lease_events_prune()
+
+
+@shared_task(name="leaseboard.sweeps.tasks.notify_alert", acks_late=True, ignore_result=True)
+def notify_alert(alert_id: int) -> int:
+    """Fan an alert out to its queue's targets: one delivery row and task per target."""
+    return notifications.alert_fan_out(alert_id=alert_id)
+
+
+@shared_task(
+    bind=True,
+    name="leaseboard.sweeps.tasks.deliver_webhook",
+    acks_late=True,
+    ignore_result=True,
+    max_retries=None,  # bounded by LEASEBOARD_WEBHOOK_MAX_RETRIES below
+)
+def deliver_webhook(self, delivery_id: int) -> str:  # type: ignore[no-untyped-def]
+    retry_in = notifications.webhook_deliver(delivery_id=delivery_id)
+    if retry_in is not None:
+        # Backoff for an unreachable endpoint; never used for lease deadlines.
+        raise self.retry(countdown=retry_in)
+    return "done"
+
+
+@shared_task(name="leaseboard.sweeps.tasks.deliver_email", acks_late=True, ignore_result=True)
+def deliver_email(delivery_id: int) -> str:
+    notifications.email_deliver(delivery_id=delivery_id)
+    return "done"
