@@ -1,0 +1,123 @@
+"""The payments sandbox on PostgreSQL: a recipient whose epoch check commits with its write.
+
+Accepted at the current epoch; refused below the high-water mark even with a genuine
+token; forged and tampered tokens refused; refusals reported and shown as recipient effects.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from leaseboard.core.models import Alert, Effect
+from leaseboard.sandbox.models import EpochMark, Payment
+from tests.sandbox_fixtures import (  # noqa: F401  (fixtures are used by name)
+    fencing_headers,
+    fresh_fence_fixture,
+    holder_factory_fixture,
+    pay,
+)
+
+pytestmark = [pytest.mark.postgres]
+
+
+def take_over(old):
+    """Release `old`'s lease and grant the same work item to `old`'s agent at epoch + 1."""
+    old.release()
+    return old.acquire()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_accepts_a_payment_at_the_current_epoch_and_records_it(
+    client, holder_factory, fresh_fence
+):
+    h = holder_factory("order-accept")
+    effect = h.effect("charge-1")
+    r = pay(client, fencing_headers(h, effect["fencing_token"]), amount=700)
+    assert r.status_code == 201, r.content
+    assert r.json_body["status"] == "accepted" and r.json_body["epoch"] == h.epoch
+    assert EpochMark.objects.get(work_key="order-accept").high_water == h.epoch
+    row = Payment.objects.get()
+    assert (row.status, row.amount_cents, row.effect_id) == ("accepted", 700, effect["effect_id"])
+    # A retry with the same effect token is the same payment, not a second one.
+    again = pay(client, fencing_headers(h, effect["fencing_token"]), amount=700)
+    assert again.status_code == 200 and again.json_body["replayed"] is True
+    assert Payment.objects.filter(status="accepted").count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_refuses_an_epoch_below_the_high_water_mark(client, holder_factory, fresh_fence):
+    old = holder_factory("order-stale")
+    stale_headers = fencing_headers(old)  # a genuine token, signed for epoch 1
+    new = take_over(old)
+    assert new.epoch == old.epoch + 1
+    assert pay(client, fencing_headers(new), key="new-1").status_code == 201
+
+    r = pay(client, stale_headers, key="old-1")
+    assert r.status_code == 409, r.content
+    body = r.json_body
+    assert body["code"] == "stale_epoch"
+    assert (body["your_epoch"], body["current_epoch"]) == (old.epoch, new.epoch)
+    assert EpochMark.objects.get(work_key="order-stale").high_water == new.epoch
+    refused = Payment.objects.get(status="refused")
+    assert (refused.refusal_code, refused.epoch, refused.high_water) == (
+        "stale_epoch",
+        old.epoch,
+        new.epoch,
+    )
+    assert Payment.objects.filter(status="accepted").count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("tamper", ["signature", "payload", "garbage", "other_work"])
+def test_it_refuses_forged_or_tampered_tokens(client, holder_factory, fresh_fence, tamper):
+    h = holder_factory("order-forged")
+    head, _, sig = h.fencing_token.rpartition(".")
+    token = {
+        "signature": head + "." + ("A" if sig[0] != "A" else "B") + sig[1:],
+        "payload": head[:-2] + ("xx" if head[-2:] != "xx" else "yy") + "." + sig,
+        "garbage": "not-a-token",
+        "other_work": holder_factory("order-other").fencing_token,
+    }[tamper]
+    r = pay(client, fencing_headers(h, token))
+    assert r.status_code == 403, r.content
+    assert r.json_body["code"] in {"forged", "malformed", "wrong_work"}
+    assert not Payment.objects.filter(status="accepted").exists()
+    assert Payment.objects.get().status == "refused"
+    assert not EpochMark.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_refuses_a_payment_without_a_token(client, holder_factory, fresh_fence):
+    h = holder_factory("order-naked")
+    r = pay(client, {"X-Lease-Epoch": str(h.epoch), "X-Work-Key": h.key})
+    assert r.status_code == 403 and r.json_body["code"] == "malformed"
+
+
+def test_the_refusal_is_reported_and_shown_as_a_recipient_effect(
+    live_server, client, holder_factory, agent, fresh_fence, settings
+):
+    sandbox, sandbox_token = agent("payments-sandbox")
+    settings.LEASEBOARD_SANDBOX_TOKEN = sandbox_token
+    settings.LEASEBOARD_SANDBOX_REPORT_URL = live_server.url
+    old = holder_factory("order-reported")
+    stale_headers = fencing_headers(old)
+    new = take_over(old)
+    assert pay(client, fencing_headers(new)).status_code == 201
+    assert pay(client, stale_headers).status_code == 409
+
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        reported = Effect.objects.filter(source=Effect.Source.RECIPIENT).first()
+        if reported is not None:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail("the sandbox's refusal never reached /api/v1/recipient-reports")
+    assert reported.executor_id == sandbox.id
+    assert reported.work_item.key == "order-reported"
+    assert (reported.decision, reported.refusal_code) == ("refused", "stale_epoch")
+    assert (reported.epoch, reported.current_epoch) == (old.epoch, new.epoch)
+    assert reported.target == "payments-sandbox"
+    assert Alert.objects.filter(kind=Alert.Kind.RECIPIENT_REFUSAL, epoch=old.epoch).count() == 1
