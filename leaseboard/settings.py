@@ -134,6 +134,7 @@ INSTALLED_APPS = [
     "leaseboard.core",
     "leaseboard.dashboard",
     "leaseboard.sweeps",
+    "leaseboard.takeovers",
     "leaseboard.sandbox",
 ]
 

@@ -1,0 +1,1 @@
+"""Human takeover: requests, approvals, temporary standing, interventions (DESIGN §7)."""
