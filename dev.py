@@ -96,8 +96,19 @@ def cmd_demo(extra: list[str]) -> int:
 
     start(py, "manage.py", "runserver", "--noreload", f"127.0.0.1:{port}")
     start(
-        py, "-m", "celery", "-A", "leaseboard", "worker", "-B", "--loglevel", "WARNING",
-        "--concurrency", "2", "--schedule", str(ROOT / "var" / "celerybeat-schedule"),
+        py,
+        "-m",
+        "celery",
+        "-A",
+        "leaseboard",
+        "worker",
+        "-B",
+        "--loglevel",
+        "WARNING",
+        "--concurrency",
+        "2",
+        "--schedule",
+        str(ROOT / "var" / "celerybeat-schedule"),
     )
     time.sleep(2)
     start(py, "manage.py", "simulate_agents", "--base-url", f"http://127.0.0.1:{port}")
@@ -109,15 +120,15 @@ def cmd_demo(extra: list[str]) -> int:
     except KeyboardInterrupt:
         say("stopping")
     finally:
-        for p in procs:
+        # The fleet first, so its final releases still reach the web server; then the rest.
+        for p in reversed(procs):
             if p.poll() is None:
                 os.killpg(p.pid, signal.SIGTERM)
-        deadline = time.time() + 10
-        for p in procs:
-            try:
-                p.wait(max(0.1, deadline - time.time()))
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
+                try:
+                    p.wait(10)
+                except subprocess.TimeoutExpired:
+                    os.killpg(p.pid, signal.SIGKILL)
+                    p.wait()
     return 0
 
 

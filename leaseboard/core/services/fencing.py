@@ -16,7 +16,7 @@ from django.utils import timezone
 from leaseboard.core.models import FencingKey
 from leaseboard.domain import fencing
 
-KEY_CACHE_SECONDS = 30.0
+KEY_CACHE_SECONDS = 10.0
 _cache_lock = threading.Lock()
 _cache: dict[str, object] = {"at": 0.0, "signing": None, "public": {}}
 
@@ -58,7 +58,13 @@ def _load() -> tuple[tuple[str, bytes], dict[str, bytes]]:
 
 
 def fencing_public_keys() -> dict[str, bytes]:
-    return _load()[1]
+    """The published key set, read fresh: a key another process just created must verify
+    at once, even before this process's signing cache refreshes."""
+    _load()  # makes sure at least one key exists
+    return {
+        k.kid: bytes(k.public_key)
+        for k in FencingKey.objects.filter(retired_at__isnull=True).only("kid", "public_key")
+    }
 
 
 def fencing_token_issue(
