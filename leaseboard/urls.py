@@ -11,5 +11,6 @@ urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("sandbox/", include("leaseboard.sandbox.urls")),
     path("metrics", metrics, name="metrics"),
+    path("takeovers/", include("leaseboard.takeovers.urls")),
     path("", include("leaseboard.dashboard.urls")),
 ]
