@@ -22,7 +22,8 @@ from leaseboard.core.models import Alert, AuditEntry, Checkpoint, Effect, Execut
 from leaseboard.core.models.leases import LIVE_STATES
 from leaseboard.domain.certainty import Certainty, LeaseTimes, state_at
 
-COUNTER_CAP = 10_000
+# Counters are exact up to this many, then shown as "1000+": each is a bounded scan.
+COUNTER_CAP = 1_000
 BADGE_CAP = 99
 HOUR_MS = 3_600_000
 PAGE_SIZES = (10, 25, 50, 100, 200)
@@ -115,28 +116,30 @@ def live_counters() -> tuple[int, Counters]:
     COUNTER_CAP+1 rows, so its cost is bounded however many leases exist."""
     t = Lease._meta.db_table
     now = now_ms_sql()
-    live = "state IN ('active', 'jeopardy')"
+    # Every live count ranges over the partial index lease_due_idx (due_at_ms, live states):
+    # due_at_ms is jeopardy_at_ms while active and expires_at_ms once in jeopardy, so each
+    # condition below has an index range even when few rows match.
+    live = f"FROM {t} WHERE state IN ('active', 'jeopardy')"
     sql = (
         f"WITH c AS (SELECT {now} AS n) SELECT c.n, "
-        + _bounded(f"FROM {t} WHERE state = 'active' AND jeopardy_at_ms > c.n")
+        + _bounded(f"{live} AND state = 'active' AND due_at_ms > c.n")
         + ", "
-        + _bounded(
-            f"FROM {t} WHERE {live} AND (state = 'jeopardy' OR jeopardy_at_ms <= c.n) "
-            f"AND expires_at_ms > c.n"
-        )
+        + _bounded(f"{live} AND state = 'active' AND due_at_ms <= c.n AND expires_at_ms > c.n")
+        + ", "
+        + _bounded(f"{live} AND state = 'jeopardy' AND due_at_ms > c.n")
         + ", "
         + _bounded(f"FROM {t} WHERE state = 'expired' AND ended_at_ms >= c.n - {HOUR_MS}")
         + ", "
         # Expired by time, not yet materialized by a sweep: already expired for humans.
-        + _bounded(f"FROM {t} WHERE {live} AND expires_at_ms <= c.n")
+        + _bounded(f"{live} AND due_at_ms <= c.n AND expires_at_ms <= c.n")
         + " FROM c"
     )
     with connection.cursor() as cursor:
         cursor.execute(sql)
-        n, active, jeopardy, expired, unswept = cursor.fetchone()
+        n, active, overdue, jeopardy, expired, unswept = cursor.fetchone()
     return int(n), Counters(
         active=int(active),
-        jeopardy=int(jeopardy),
+        jeopardy=min(int(overdue) + int(jeopardy), COUNTER_CAP + 1),
         expired_last_hour=min(int(expired) + int(unswept), COUNTER_CAP + 1),
     )
 
