@@ -11,7 +11,16 @@ import pytest
 
 from tests.dashboard_fixtures import PASSWORD, leased_item, make_user, make_user_in
 
-__all__ = ["_fast_passwords", "PASSWORD", "make_user", "Scene", "people", "scene", "grant_break_glass", "request_for"]
+__all__ = [
+    "PASSWORD",
+    "Scene",
+    "_fast_passwords",
+    "grant_break_glass",
+    "make_user",
+    "people",
+    "request_for",
+    "scene",
+]
 
 _seq = itertools.count(1)
 

@@ -280,7 +280,12 @@ def _effect_entries(e: Effect, iv: Intervention) -> list[TimelineEntry]:
 
 
 def intervention_detail(pk: int) -> InterventionDetail | None:
-    iv = _base().select_related("reviewed_by", "successor_lease__holder").filter(id=pk).first()
+    iv = (
+        _base()
+        .select_related("reviewed_by", "successor_lease__holder", "request", "revoked_lease")
+        .filter(id=pk)
+        .first()
+    )
     if iv is None:
         return None
     timeline = [
@@ -362,6 +367,7 @@ def summary(filters: InterventionFilters, limit: int = 10_000) -> Summary:
             "requested_at_ms",
             "decided_at_ms",
             "revoked_lease_id",
+            "request__target_lease_id",
             "break_glass",
             "reviewed_at_ms",
         )[:limit]
@@ -369,12 +375,14 @@ def summary(filters: InterventionFilters, limit: int = 10_000) -> Summary:
     by_reason: dict[str, int] = {}
     by_agent: dict[str, int] = {}
     for r in rows:
+        # The agent's lease: revoked by the takeover, or expired while the request waited.
+        r["agent_lease"] = r["revoked_lease_id"] or r["request__target_lease_id"]
         by_reason[r["reason_category"]] = by_reason.get(r["reason_category"], 0) + 1
         agent = r["agent__name"] or "(no live lease)"
         by_agent[agent] = by_agent.get(agent, 0) + 1
     firsts = dict(
         Effect.objects.filter(
-            lease_id__in=[r["revoked_lease_id"] for r in rows if r["revoked_lease_id"]],
+            lease_id__in=[r["agent_lease"] for r in rows if r["agent_lease"]],
             decision=Effect.Decision.REFUSED,
         )
         .values("lease_id")
@@ -382,9 +390,9 @@ def summary(filters: InterventionFilters, limit: int = 10_000) -> Summary:
         .values_list("lease_id", "first")
     )
     to_refusal = [
-        firsts[r["revoked_lease_id"]] - r["decided_at_ms"]
+        firsts[r["agent_lease"]] - r["decided_at_ms"]
         for r in rows
-        if r["revoked_lease_id"] in firsts and firsts[r["revoked_lease_id"]] >= r["decided_at_ms"]
+        if r["agent_lease"] in firsts and firsts[r["agent_lease"]] >= r["decided_at_ms"]
     ]
     return Summary(
         total=len(rows),

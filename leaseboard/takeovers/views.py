@@ -9,6 +9,7 @@ import uuid
 from typing import Any
 
 from django.contrib import messages
+from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -24,7 +25,7 @@ from leaseboard.dashboard.roles import (
     role_required,
     user_roles,
 )
-from leaseboard.domain.errors import LeaseboardError
+from leaseboard.domain.errors import Forbidden, LeaseboardError
 from leaseboard.takeovers import selectors, services
 from leaseboard.takeovers.forms import BulkRequestForm, TakeoverRequestForm
 from leaseboard.takeovers.models import Intervention, ReasonCategory
@@ -264,6 +265,8 @@ def request_decide(request: HttpRequest, pk: int, decision: str) -> HttpResponse
         else:
             services.takeover_reject(request_pk=pk, note=note, **_ctx(request, APPROVER))
             messages.success(request, f"Takeover #{pk} rejected.")
+    except Forbidden as exc:
+        raise PermissionDenied(exc.detail) from None
     except LeaseboardError as exc:
         messages.error(request, f"Takeover #{pk}: {exc.detail} ({exc.code})")
     return redirect("takeovers:pending")

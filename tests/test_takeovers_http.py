@@ -1,0 +1,200 @@
+"""Takeover views through Django's test client: roles on the server, CSRF on every
+mutating endpoint, no self-approval, forms that refuse without writing, CSV export."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+import uuid
+
+import pytest
+from django.test import Client
+
+from leaseboard.core.models import AuditEntry, Lease
+from leaseboard.takeovers import services
+from leaseboard.takeovers.models import Intervention, TakeoverRequest
+from tests.takeover_fixtures import *  # noqa: F403
+from tests.takeover_fixtures import request_for
+
+
+def _login(user, csrf: bool = False) -> Client:  # type: ignore[no-untyped-def]
+    client = Client(enforce_csrf_checks=csrf)
+    client.force_login(user)
+    return client
+
+
+def _token(client: Client, url: str) -> str:
+    page = client.get(url)
+    match = re.search(rb'name="csrfmiddlewaretoken" value="([^"]+)"', page.content)
+    assert match, (url, page.status_code)
+    return match.group(1).decode()
+
+
+def test_an_operator_requests_from_the_work_item_page_and_an_approver_approves(people, scene):
+    op = _login(people.operator, csrf=True)
+    page = op.get(f"/work/{scene.key}")
+    assert f"/takeovers/request/{scene.key}".encode() in page.content
+    token = _token(op, f"/takeovers/request/{scene.key}")
+    response = op.post(
+        f"/takeovers/request/{scene.key}",
+        {
+            "reason_category": "stuck",
+            "reason_text": "loops",
+            "standing_minutes": 30,
+            "csrfmiddlewaretoken": token,
+        },
+        HTTP_X_REQUEST_ID="req-http-1",
+    )
+    assert response.status_code == 302
+    req = TakeoverRequest.objects.get()
+    assert req.request_id == "req-http-1"
+
+    ap = _login(people.approver, csrf=True)
+    token = _token(ap, "/takeovers/pending/")
+    response = ap.post(
+        f"/takeovers/requests/{req.id}/approve",
+        {"note": "go", "csrfmiddlewaretoken": token},
+        HTTP_X_REQUEST_ID="req-http-2",
+    )
+    assert response.status_code == 302
+    iv = Intervention.objects.get()
+    entry = AuditEntry.objects.get(action="takeover.approve")
+    assert (entry.actor_role, entry.request_id) == ("approver", "req-http-2")
+    assert Lease.objects.get(id=scene.lease.id).state == "revoked"
+    standing = op.get("/takeovers/standing/")
+    assert b"data-expires-in-ms" in standing.content and scene.key.encode() in standing.content
+    assert iv.grantee.user == people.operator
+
+
+def test_the_requester_cannot_approve_their_own_request_over_http(people, scene, make_user):
+    both = make_user("both", "operator", "approver")
+    req = request_for(scene.key, both)
+    client = _login(both, csrf=True)
+    token = _token(client, "/takeovers/pending/")
+    response = client.post(f"/takeovers/requests/{req.id}/approve", {"csrfmiddlewaretoken": token})
+    assert response.status_code == 403
+    assert TakeoverRequest.objects.get(id=req.id).status == "pending"
+    assert Lease.objects.get(id=scene.lease.id).state == "active"
+    # An operator without the approver role is refused before any service runs.
+    other = request_for(scene.key + "x", people.operator) if False else req
+    op = _login(people.operator)
+    assert op.post(f"/takeovers/requests/{other.id}/approve").status_code == 403
+    assert TakeoverRequest.objects.get(id=req.id).status == "pending"
+
+
+def test_a_request_form_without_a_reason_is_a_form_error_not_a_write(people, scene):
+    op = _login(people.operator)
+    response = op.post(
+        f"/takeovers/request/{scene.key}",
+        {"reason_category": "stuck", "reason_text": "", "standing_minutes": 30},
+    )
+    assert response.status_code == 400 and b"errorlist" in response.content
+    response = op.post(
+        f"/takeovers/request/{scene.key}",
+        {"reason_category": "stuck", "reason_text": "x", "standing_minutes": 100000},
+    )
+    assert response.status_code == 400
+    assert (
+        not TakeoverRequest.objects.exists()
+        and not AuditEntry.objects.filter(action__startswith="takeover").exists()
+    )
+
+
+@pytest.mark.parametrize(
+    ("path", "role"),
+    [
+        ("/takeovers/request/{key}", "operator"),
+        ("/takeovers/bulk", "operator"),
+        ("/takeovers/interventions/{iv}/extend", "operator"),
+        ("/takeovers/interventions/{iv}/complete", "operator"),
+        ("/takeovers/interventions/{iv}/hand-back", "operator"),
+        ("/takeovers/interventions/{iv}/assign", "operator"),
+        ("/takeovers/interventions/{iv}/effects", "operator"),
+        ("/takeovers/effects/{eid}/reconcile", "operator"),
+        ("/takeovers/requests/{req}/approve", "approver"),
+        ("/takeovers/requests/{req}/reject", "approver"),
+        ("/takeovers/effects/{eid}/approve", "approver"),
+        ("/takeovers/effects/{eid}/reject", "approver"),
+        ("/takeovers/interventions/{iv}/review", "manager"),
+    ],
+)
+def test_every_mutating_endpoint_needs_the_csrf_token(people, scene, path, role):
+    req = request_for(scene.key, people.operator)
+    iv = services.takeover_approve(request_pk=req.id, user=people.approver, role="approver")
+    url = path.format(key=scene.key, iv=iv.id, req=req.id, eid=uuid.uuid4())
+    user = getattr(people, role)
+    client = _login(user, csrf=True)
+    before = AuditEntry.objects.count()
+    assert client.post(url, {"note": "x", "reason": "x"}).status_code == 403
+    assert AuditEntry.objects.count() == before
+
+
+@pytest.mark.parametrize(
+    ("path", "allowed"),
+    [
+        ("/takeovers/pending/", "approver"),
+        ("/takeovers/standing/", "operator"),
+        ("/takeovers/interventions/", "manager"),
+        ("/takeovers/interventions/summary", "manager"),
+        ("/takeovers/interventions/export.csv", "manager"),
+    ],
+)
+def test_pages_are_for_their_role_only(people, path, allowed):
+    for role in ("operator", "approver", "manager"):
+        status = _login(getattr(people, role)).get(path).status_code
+        assert (status == 200) == (role == allowed), (role, status)
+    assert Client().get(path).status_code == 302  # strangers go to sign-in
+
+
+def test_managers_filter_read_and_export_intervention_records(people, scene, agent):
+    req = request_for(scene.key, people.operator)
+    iv = services.takeover_approve(request_pk=req.id, user=people.approver, role="approver")
+    services.standing_hand_back(
+        intervention_pk=iv.id,
+        user=people.operator,
+        role="operator",
+        lease_id=iv.lease_id,
+        epoch=iv.epoch,
+        note="fixed",
+    )
+    mgr = _login(people.manager)
+    listing = mgr.get(f"/takeovers/interventions/?reason=stuck&agent={scene.agent.name}")
+    assert f'id="intervention-{iv.id}"'.encode() in listing.content
+    assert (
+        b"intervention-"
+        not in mgr.get("/takeovers/interventions/?reason=incident").content.split(b"<tbody>")[1]
+    )
+    detail = mgr.get(f"/takeovers/interventions/{iv.id}").content.decode()
+    for kind in ("requested", "approved", "revoked", "granted", "handed_back"):
+        assert f'data-kind="{kind}"' in detail
+    export = mgr.get("/takeovers/interventions/export.csv?outcome=handed_back")
+    rows = list(csv.DictReader(io.StringIO(b"".join(export.streaming_content).decode())))
+    assert [r["id"] for r in rows] == [str(iv.id)]
+    assert rows[0]["approved_by"] == people.approver.username
+    summary = mgr.get("/takeovers/interventions/summary").content.decode()
+    assert "stuck" in summary and scene.agent.name in summary
+    assert AuditEntry.objects.filter(action__startswith="view").count() == 0
+
+
+def test_the_summary_measures_decision_to_the_agents_first_refused_effect(people, scene, db_clock):
+    from leaseboard.core.services.effects import effect_propose
+    from leaseboard.domain.errors import StaleEpoch
+    from leaseboard.takeovers import selectors
+
+    req = request_for(scene.key, people.operator)
+    db_clock.advance(90_000)
+    services.takeover_approve(request_pk=req.id, user=people.approver, role="approver")
+    db_clock.advance(4_000)
+    with pytest.raises(StaleEpoch):
+        effect_propose(
+            lease_id=scene.lease.id,
+            executor=scene.agent,
+            epoch=scene.lease.epoch,
+            kind="k",
+            target="t",
+            idempotency_key="late",
+        )
+    s = selectors.summary(selectors.InterventionFilters())
+    assert 90_000 <= s.median_request_to_decision_ms < 95_000
+    assert 4_000 <= s.median_decision_to_first_refusal_ms < 9_000
