@@ -1,0 +1,137 @@
+"""Two people in real headless Chromium: an operator requests a takeover, an approver
+approves, the operator reconciles an `unknown` effect and hands back, and a manager finds
+the intervention record with every step and exports it. Screenshots go to
+artifacts/screenshots/ (gitignored)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.dashboard_fixtures import PASSWORD, leased_item, make_user_in
+
+CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
+SHOTS = Path(__file__).resolve().parent.parent / "artifacts" / "screenshots"
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def browser(monkeypatch):  # type: ignore[no-untyped-def]
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("CI", "").lower() in {"1", "true", "yes"}:
+            pytest.fail(f"chromium not found at {CHROMIUM}")
+        pytest.skip(f"chromium not found at {CHROMIUM}")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+def _sign_in(browser, base: str, username: str):  # type: ignore[no-untyped-def]
+    context = browser.new_context(accept_downloads=True)
+    page = context.new_page()
+    page.goto(f"{base}/login/")
+    page.fill('input[name="username"]', username)
+    page.fill('input[name="password"]', PASSWORD)
+    page.click('button[type="submit"]')
+    page.wait_for_load_state()
+    return page
+
+
+def test_two_people_take_over_reconcile_hand_back_and_a_manager_exports(
+    live_server, browser, agent, settings
+):
+    from leaseboard.core.models import Effect, Lease
+    from leaseboard.core.services.effects import effect_propose, effect_report_outcome
+    from leaseboard.takeovers.models import Intervention
+
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    make_user_in("oscar", "operator")
+    make_user_in("ada", "approver")
+    make_user_in("max", "manager")
+    executor, _ = agent("refund-bot")
+    lease = leased_item(executor, key="refund-77")
+    effect = effect_propose(
+        lease_id=lease.id,
+        executor=executor,
+        epoch=lease.epoch,
+        kind="payment.refund",
+        target="order-77",
+        idempotency_key="r77",
+    )
+    effect_report_outcome(effect_id=effect.id, executor=executor, outcome="unknown")
+    base = live_server.url
+
+    # The operator asks from the work item page.
+    op = _sign_in(browser, base, "oscar")
+    op.goto(f"{base}/work/refund-77")
+    op.click("text=Request takeover")
+    op.select_option('select[name="reason_category"]', "unknown_outcome")
+    op.fill('textarea[name="reason_text"]', "refund outcome unknown; agent keeps retrying")
+    op.fill('input[name="standing_minutes"]', "20")
+    op.screenshot(path=str(SHOTS / "takeover-1-request.png"))
+    op.click("#takeover-request button[type=submit]")
+    assert "waiting for an approver" in op.content()
+
+    # The approver approves from the pending queue.
+    ap = _sign_in(browser, base, "ada")
+    ap.goto(f"{base}/takeovers/pending/")
+    assert "refund-77" in ap.content()
+    ap.fill('form[action$="/approve"] input[name="note"]', "go ahead")
+    ap.screenshot(path=str(SHOTS / "takeover-2-pending.png"))
+    ap.click('form[action$="/approve"] button')
+    assert "approved" in ap.content()
+    assert Lease.objects.get(id=lease.id).state == "revoked"
+
+    # The operator sees a ticking countdown, reconciles the unknown effect, hands back.
+    op.goto(f"{base}/takeovers/standing/")
+    countdown = op.locator(".countdown").first
+    first = countdown.inner_text()
+    op.wait_for_timeout(1200)
+    assert countdown.inner_text() != first, "the countdown does not tick"
+    op.select_option(f'form[data-effect="{effect.id}"] select', "not_applied")
+    op.fill(f'form[data-effect="{effect.id}"] input[name="note"]', "no refund in the ledger")
+    op.screenshot(path=str(SHOTS / "takeover-3-standing.png"))
+    op.click(f'form[data-effect="{effect.id}"] button')
+    assert "Effect reconciled." in op.content()
+    op.fill('form.hand-back input[name="note"]', "safe for the agents again")
+    op.click("form.hand-back button")
+    assert "Handed back" in op.content()
+    assert Effect.objects.get(id=effect.id).resolution == "not_applied"
+    iv = Intervention.objects.get()
+    assert iv.outcome == "handed_back"
+
+    # The manager finds the record with every step and exports it.
+    mg = _sign_in(browser, base, "max")
+    mg.goto(f"{base}/takeovers/interventions/?agent=refund-bot&reason=unknown_outcome")
+    mg.click(f"#intervention-{iv.id} a")
+    timeline = mg.locator("#timeline").inner_text()
+    for step in ("requested", "approved", "revoked", "granted", "effect_reconciled", "handed_back"):
+        assert step in timeline, step
+    mg.screenshot(path=str(SHOTS / "takeover-4-record.png"), full_page=True)
+    mg.goto(f"{base}/takeovers/interventions/")
+    with mg.expect_download() as info:
+        mg.click("#export-csv")
+    text = Path(info.value.path()).read_text()
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert [(r["work_key"], r["requested_by"], r["approved_by"], r["outcome"]) for r in rows] == [
+        ("refund-77", "oscar", "ada", "handed_back")
+    ]
