@@ -24,7 +24,7 @@ from leaseboard.domain.errors import ALL_CODES
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
-MAX_EXAMPLES = 50  # per operation; the whole module stays well under a minute
+MAX_EXAMPLES = 40  # per operation; the whole module stays well under a minute
 
 
 @pytest.fixture
