@@ -178,12 +178,13 @@ def _live_queryset(filters: LiveFilters, now_ms: int) -> QuerySet[Lease]:
         qs = qs.filter(state=Lease.State.EXPIRED, ended_at_ms__gte=now_ms - HOUR_MS)
     else:
         qs = qs.filter(state__in=LIVE_STATES)
+        # due_at_ms is jeopardy_at_ms while active, expires_at_ms in jeopardy (indexed).
         if filters.certainty == "active":
-            qs = qs.filter(state=Lease.State.ACTIVE, jeopardy_at_ms__gt=now_ms)
+            qs = qs.filter(state=Lease.State.ACTIVE, due_at_ms__gt=now_ms)
         elif filters.certainty == "jeopardy":
             qs = qs.filter(
-                Q(state=Lease.State.JEOPARDY) | Q(jeopardy_at_ms__lte=now_ms),
-                expires_at_ms__gt=now_ms,
+                Q(state=Lease.State.JEOPARDY, due_at_ms__gt=now_ms)
+                | Q(state=Lease.State.ACTIVE, due_at_ms__lte=now_ms, expires_at_ms__gt=now_ms)
             )
     if filters.queue:
         qs = qs.filter(work_item__queue__name=filters.queue)
@@ -209,13 +210,14 @@ def live_leases(filters: LiveFilters) -> LivePage:
         if cursor:
             at, lid = cursor
             # Written so the leading column alone is an index condition.
-            qs = qs.filter(Q(ended_at_ms__lt=at) | Q(ended_at_ms=at, id__lt=lid))
+            qs = qs.filter(Q(ended_at_ms__lt=at) | Q(id__lt=lid), ended_at_ms__lte=at)
         qs = qs.order_by("-ended_at_ms", "-id")
         key = "ended_at_ms"
     else:
         if cursor:
             at, lid = cursor
-            qs = qs.filter(Q(due_at_ms__gt=at) | Q(due_at_ms=at, id__gt=lid))
+            # The leading column alone is an index condition; the OR only breaks ties.
+            qs = qs.filter(Q(due_at_ms__gt=at) | Q(id__gt=lid), due_at_ms__gte=at)
         qs = qs.order_by("due_at_ms", "id")
         key = "due_at_ms"
     leases = list(qs[: filters.size + 1])
