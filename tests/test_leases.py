@@ -356,3 +356,19 @@ def test_batch_renew_answers_per_lease(agent):
     )
     assert [r.ok for r in results] == [True] * 5 + [False, False, False]
     assert [r.code for r in results[5:]] == ["not_holder", "not_found", "stale_epoch"]
+
+
+@pytest.mark.django_db
+def test_a_lazy_expiry_opens_the_same_single_alert_a_sweep_would(agent, db_clock):
+    from leaseboard.sweeps.services import sweep_run
+
+    admit("lazy-1", ttl_ms=3_000)
+    a, _ = agent()
+    b, _ = agent()
+    lease = ls.lease_acquire(work_key="lazy-1", executor=a).lease
+    db_clock.advance(3_001)
+    ls.lease_acquire(work_key="lazy-1", executor=b)  # expires the first lease on the spot
+    sweep_run()
+    alerts = Alert.objects.filter(lease=lease)
+    assert [(x.kind, x.epoch) for x in alerts] == [("expired", 1)]
+    assert LeaseEvent.objects.filter(lease=lease, kind="expired").count() == 1

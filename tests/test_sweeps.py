@@ -14,6 +14,7 @@ from django.core import mail
 from leaseboard.celery import app as celery_app
 from leaseboard.core.models import Alert, Executor, Lease, LeaseEvent, Queue
 from leaseboard.core.services import leases as ls
+from leaseboard.core.services.alerts import lease_alert
 from leaseboard.core.services.work import work_admit
 from leaseboard.sweeps import guard, notifications, services
 from leaseboard.sweeps.models import NotificationDelivery
@@ -327,12 +328,12 @@ def test_a_webhook_that_keeps_refusing_is_logged_as_failed(agent, webhook_server
     lease = grant("notify-2", executor)
     alert_id = services.alerts_open(
         [
-            services._lease_alert(
+            lease_alert(
                 Lease.objects.select_related("holder").get(id=lease.id),
                 "jeopardy",
                 "m",
                 due_at_ms=0,
-                now=0,
+                now_ms=0,
             )
         ]
     )[0]
@@ -346,7 +347,7 @@ def test_a_webhook_that_keeps_refusing_is_logged_as_failed(agent, webhook_server
 def test_alerts_open_skips_an_existing_dedupe_key_and_returns_only_new_ids(agent):
     executor, _ = agent()
     lease = Lease.objects.select_related("holder").get(id=grant("dup-1", executor).id)
-    make = lambda: services._lease_alert(lease, "expired", "m", due_at_ms=1, now=2)  # noqa: E731
+    make = lambda: lease_alert(lease, "expired", "m", due_at_ms=1, now_ms=2)  # noqa: E731
     first = services.alerts_open([make()])
     assert len(first) == 1
     assert services.alerts_open([make(), make()]) == []

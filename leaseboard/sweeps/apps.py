@@ -12,3 +12,11 @@ class SweepsConfig(AppConfig):
 
         if broker_check not in BROKER_CHECKS:
             BROKER_CHECKS.append(broker_check)
+
+        from leaseboard.core.services.alerts import ALERT_OPENED_HOOKS
+        from leaseboard.sweeps.services import notify_on_commit
+
+        # Every alert opened anywhere (sweeps, lazy expiry, stale effects, recipient
+        # reports) fans out to its queue's notification targets.
+        if notify_on_commit not in ALERT_OPENED_HOOKS:
+            ALERT_OPENED_HOOKS.append(notify_on_commit)

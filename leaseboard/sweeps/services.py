@@ -22,12 +22,13 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F, Q, Value
-from django.db.models.functions import Least
+from django.db.models import F, Q
 
 from leaseboard.core.clock import db_now_ms
-from leaseboard.core.models import Alert, Executor, Lease, LeaseEvent, WorkItem
+from leaseboard.core.models import Alert, Lease, LeaseEvent
 from leaseboard.core.models.leases import LIVE_STATES
+from leaseboard.core.services.alerts import alerts_open, lease_alert
+from leaseboard.core.services.leases import leases_expire_locked
 from leaseboard.sweeps.models import MetricCounter, NotificationDelivery, SweepState
 
 log = logging.getLogger(__name__)
@@ -155,7 +156,6 @@ def sweep_clock_tick(report: SweepReport | None = None) -> OutageWindow | None:
                 report.recovery_alert_id = ids[0]
                 report.alert_ids.extend(ids)
                 report.alerts_by_kind[Alert.Kind.RECOVERY.value] += 1
-            notify_on_commit(ids)
     state.last_sweep_at_ms = max(state.last_sweep_at_ms, now)
     state.save()
     if state.outage_from_ms is None or state.outage_to_ms is None:
@@ -231,13 +231,13 @@ def _sweep_batch(
                 )
             )
             alerts.append(
-                _lease_alert(
+                lease_alert(
                     lease,
                     Alert.Kind.JEOPARDY,
                     f"{lease.holder.name} missed its renewals; the lease expires in "
                     f"{max(0, lease.expires_at_ms - now) / 1000:.1f} s",
                     due_at_ms=lease.jeopardy_at_ms,
-                    now=now,
+                    now_ms=now,
                 )
             )
         report.jeopardy += len(plans[JEOPARDY])
@@ -264,41 +264,20 @@ def _sweep_batch(
         )
     report.recovered += len(plans[RECOVER])
 
-    _expire_locked(plans[EXPIRE], now, events)
-    for lease in plans[EXPIRE]:
-        human = lease.holder.kind == Executor.Kind.HUMAN
-        alerts.append(
-            _lease_alert(
-                lease,
-                Alert.Kind.STANDING_LAPSED if human else Alert.Kind.EXPIRED,
-                f"human standing of {lease.holder.name} lapsed"
-                if human
-                else f"{lease.holder.name} stopped renewing; the lease expired",
-                due_at_ms=lease.expires_at_ms,
-                now=now,
-            )
-        )
-    if plans[EXPIRE]:
-        # The expiry alert supersedes the jeopardy alert of the same lease.
-        Alert.objects.filter(
-            lease_id__in=[lease.id for lease in plans[EXPIRE]],
-            kind=Alert.Kind.JEOPARDY,
-            resolved_at_ms__isnull=True,
-        ).update(resolved_at_ms=now)
-        report.expired += len(plans[EXPIRE])
+    expiry_alert_ids = leases_expire_locked(plans[EXPIRE], now)
+    report.expired += len(plans[EXPIRE])
 
     for lease in plans[REDUE]:
         nxt = lease.jeopardy_at_ms if lease.state == Lease.State.ACTIVE else lease.expires_at_ms
         Lease.objects.filter(id=lease.id).update(due_at_ms=nxt)
 
     LeaseEvent.objects.bulk_create(events)
-    opened = alerts_open(alerts)
+    opened = alerts_open(alerts) + expiry_alert_ids
     report.alert_ids.extend(opened)
     if opened:
         for kind, due in Alert.objects.filter(id__in=opened).values_list("kind", "due_at_ms"):
             report.alerts_by_kind[kind] += 1
             report.latencies_s.append(max(0, now - (due or now)) / 1000)
-        notify_on_commit(opened)
     return len(claimed)
 
 
@@ -329,92 +308,6 @@ def _unchanged_ids(claimed: list[Lease]) -> set:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return {row[0] for row in cursor.fetchall()}
-
-
-def _expire_locked(leases: list[Lease], now: int, events: list[LeaseEvent]) -> None:
-    """The batch form of core's `lease_end_locked(state=EXPIRED, reason="ttl elapsed")`:
-    the same row changes and event, in three statements for the whole batch instead of
-    two or three per lease. Keep the two in step."""
-    if not leases:
-        return
-    reason = "ttl elapsed"
-    Lease.objects.filter(id__in=[lease.id for lease in leases]).update(
-        state=Lease.State.EXPIRED,
-        ended_at_ms=Least(Value(now), F("expires_at_ms")),
-        end_reason=reason,
-        ended_by=None,
-    )
-    for lease in leases:
-        ended_at = min(now, lease.expires_at_ms)
-        lease.state, lease.ended_at_ms, lease.end_reason = Lease.State.EXPIRED, ended_at, reason
-        events.append(
-            LeaseEvent(
-                lease_id=lease.id,
-                work_item_id=lease.work_item_id,
-                epoch=lease.epoch,
-                kind=LeaseEvent.Kind.EXPIRED,
-                at_ms=ended_at,
-                detail={"reason": reason, "materialized_at_ms": now},
-            )
-        )
-        if lease.lock_delay_ms:
-            WorkItem.objects.filter(id=lease.work_item_id).update(
-                lock_delay_until_ms=lease.expires_at_ms + lease.lock_delay_ms
-            )
-
-
-def _lease_alert(lease: Lease, kind: str, message: str, *, due_at_ms: int, now: int) -> Alert:
-    return Alert(
-        kind=kind,
-        dedupe_key=f"{kind}:{lease.id}:{lease.epoch}",
-        lease_id=lease.id,
-        work_item_id=lease.work_item_id,
-        epoch=lease.epoch,
-        message=message[:500],
-        detail={"holder": lease.holder.name, "holder_kind": lease.holder.kind},
-        due_at_ms=due_at_ms,
-        opened_at_ms=now,
-    )
-
-
-def alerts_open(alerts: list[Alert]) -> list[int]:
-    """Insert alerts, skipping any whose dedupe_key exists (INSERT … ON CONFLICT DO
-    NOTHING). Returns the ids of the alerts this call opened — the only ones to notify."""
-    if not alerts:
-        return []
-    fields = [
-        Alert._meta.get_field(name)
-        for name in (
-            "kind",
-            "dedupe_key",
-            "lease",
-            "work_item",
-            "epoch",
-            "message",
-            "detail",
-            "due_at_ms",
-            "opened_at_ms",
-            "acknowledge_note",
-        )
-    ]
-    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
-    row = "(" + ", ".join(["%s"] * len(fields)) + ")"
-    opened: list[int] = []
-    for start in range(0, len(alerts), 500):
-        chunk = alerts[start : start + 500]
-        params: list[Any] = []
-        for alert in chunk:
-            alert.acknowledge_note = ""
-            for f in fields:
-                params.append(f.get_db_prep_save(getattr(alert, f.attname), connection))
-        sql = (
-            f"INSERT INTO {Alert._meta.db_table} ({columns}) VALUES "
-            f"{', '.join([row] * len(chunk))} ON CONFLICT (dedupe_key) DO NOTHING RETURNING id"
-        )
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            opened.extend(int(r[0]) for r in cursor.fetchall())
-    return opened
 
 
 def notify_targets(notify: dict[str, Any] | None, kind: str) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from django.db import IntegrityError, transaction
 from leaseboard.core.clock import db_now_ms
 from leaseboard.core.models import Alert, Effect, EffectPolicy, Executor, Lease
 from leaseboard.core.models.leases import LIVE_STATES
+from leaseboard.core.services.alerts import alerts_open
 from leaseboard.core.services.audit import audit_record
 from leaseboard.core.services.fencing import fencing_token_issue
 from leaseboard.core.services.jsondocs import json_size_checked
@@ -193,7 +194,7 @@ def _refusal(lease: Lease, executor: Executor, epoch: int, now: int) -> tuple[st
 
 def _open_stale_alert(effect: Effect, lease: Lease, now: int) -> None:
     # One alert per stale lease, however many effects it keeps trying.
-    Alert.objects.bulk_create(
+    alerts_open(
         [
             Alert(
                 kind=Alert.Kind.STALE_EFFECT,
@@ -209,8 +210,7 @@ def _open_stale_alert(effect: Effect, lease: Lease, now: int) -> None:
                 due_at_ms=now,
                 opened_at_ms=now,
             )
-        ],
-        ignore_conflicts=True,
+        ]
     )
 
 
@@ -364,7 +364,7 @@ def recipient_report_record(
         proposed_at_ms=now,
         decided_at_ms=now,
     )
-    Alert.objects.bulk_create(
+    alerts_open(
         [
             Alert(
                 kind=Alert.Kind.RECIPIENT_REFUSAL,
@@ -378,7 +378,6 @@ def recipient_report_record(
                 due_at_ms=now,
                 opened_at_ms=now,
             )
-        ],
-        ignore_conflicts=True,
+        ]
     )
     return effect

@@ -13,10 +13,13 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import F, Value
+from django.db.models.functions import Least
 
 from leaseboard.core.clock import db_now_ms, now_ms_sql
 from leaseboard.core.models import Alert, Checkpoint, Executor, Lease, LeaseEvent, WorkItem
 from leaseboard.core.models.leases import LIVE_STATES, RENEWAL_SLOT, RENEWAL_WINDOW
+from leaseboard.core.services.alerts import alerts_open, expiry_alert
 from leaseboard.core.services.fencing import fencing_token_issue
 from leaseboard.core.services.jsondocs import json_size_checked
 from leaseboard.domain.certainty import Certainty, LeaseTimes, state_at
@@ -101,10 +104,11 @@ def lease_end_locked(
     """End a live lease (already locked by the caller) and record the event."""
     if lease.state not in LIVE_STATES:
         raise RuntimeError(f"lease {lease.id} is already {lease.state}")
-    # An expiry is dated at the moment validity ended, whenever it is materialized.
-    ended_at = min(now_ms, lease.expires_at_ms) if state == Lease.State.EXPIRED else now_ms
+    if state == Lease.State.EXPIRED:
+        leases_expire_locked([lease], now_ms)
+        return lease
     lease.state = state
-    lease.ended_at_ms = ended_at
+    lease.ended_at_ms = now_ms
     lease.end_reason = reason[:300]
     lease.ended_by = actor
     lease.save(update_fields=["state", "ended_at_ms", "end_reason", "ended_by"])
@@ -113,15 +117,54 @@ def lease_end_locked(
         work_item_id=lease.work_item_id,
         epoch=lease.epoch,
         kind=state,
-        at_ms=ended_at,
+        at_ms=now_ms,
         actor=actor,
         detail={"reason": reason[:300], **(detail or {})},
     )
-    if state == Lease.State.EXPIRED and lease.lock_delay_ms:
-        WorkItem.objects.filter(id=lease.work_item_id).update(
-            lock_delay_until_ms=lease.expires_at_ms + lease.lock_delay_ms
-        )
     return lease
+
+
+def leases_expire_locked(leases: list[Lease], now_ms: int) -> list[int]:
+    """Expire live leases the caller has locked, in a few statements for the whole batch:
+    state, the EXPIRED event dated when validity ended, the lock delay, one expiry (or
+    standing-lapsed) alert each, and the jeopardy alerts it supersedes. The one expiry path
+    for sweeps and for lazy expiry at acquire, renew or effect time. Returns the alert ids
+    opened now."""
+    if not leases:
+        return []
+    reason = "ttl elapsed"
+    ids = [lease.id for lease in leases]
+    Lease.objects.filter(id__in=ids).update(
+        state=Lease.State.EXPIRED,
+        ended_at_ms=Least(Value(now_ms), F("expires_at_ms")),
+        end_reason=reason,
+        ended_by=None,
+    )
+    events = []
+    for lease in leases:
+        lease.state = Lease.State.EXPIRED
+        lease.ended_at_ms = min(now_ms, lease.expires_at_ms)
+        lease.end_reason = reason
+        lease.ended_by = None
+        events.append(
+            LeaseEvent(
+                lease_id=lease.id,
+                work_item_id=lease.work_item_id,
+                epoch=lease.epoch,
+                kind=LeaseEvent.Kind.EXPIRED,
+                at_ms=lease.ended_at_ms,
+                detail={"reason": reason, "materialized_at_ms": now_ms},
+            )
+        )
+        if lease.lock_delay_ms:
+            WorkItem.objects.filter(id=lease.work_item_id).update(
+                lock_delay_until_ms=lease.expires_at_ms + lease.lock_delay_ms
+            )
+    LeaseEvent.objects.bulk_create(events)
+    Alert.objects.filter(
+        lease_id__in=ids, kind=Alert.Kind.JEOPARDY, resolved_at_ms__isnull=True
+    ).update(resolved_at_ms=now_ms)
+    return alerts_open([expiry_alert(lease, now_ms) for lease in leases])
 
 
 def lease_expire_if_due_locked(lease: Lease, now_ms: int) -> bool:
@@ -192,7 +235,8 @@ def lease_grant_locked(
 
 def live_lease_locked(item: WorkItem) -> Lease | None:
     return (
-        Lease.objects.select_for_update(no_key=True)
+        Lease.objects.select_for_update(no_key=True, of=("self",))
+        .select_related("holder")
         .filter(work_item=item, state__in=LIVE_STATES)
         .first()
     )
@@ -323,8 +367,8 @@ def _renew_slow(*, lease_id: uuid.UUID, executor: Executor, epoch: int) -> Renew
     """Explain a refused renew, or renew a lease the sweep had moved to jeopardy."""
     now = db_now_ms()
     lease = (
-        Lease.objects.select_for_update(no_key=True)
-        .select_related("work_item")
+        Lease.objects.select_for_update(no_key=True, of=("self",))
+        .select_related("work_item", "holder")
         .filter(id=lease_id)
         .first()
     )
@@ -481,7 +525,12 @@ def lease_release(*, lease_id: Any, executor: Executor, epoch: int) -> Lease:
 def _lease_release(*, lease_id: Any, executor: Executor, epoch: int) -> Lease:
     now = db_now_ms()
     lid = parse_lease_id(lease_id)
-    lease = Lease.objects.select_for_update(no_key=True).filter(id=lid).first()
+    lease = (
+        Lease.objects.select_for_update(no_key=True, of=("self",))
+        .select_related("holder")
+        .filter(id=lid)
+        .first()
+    )
     if lease is None:
         raise NotFound(f"no lease {lid}")
     if lease.holder_id != executor.id:
