@@ -1,5 +1,7 @@
-"""Leaseboard: renewable, fenced leases on work for autonomous agents."""
+"""Leaseboard: renewable, fenced leases on work for autonomous agents.
 
-from leaseboard.celery import app as celery_app
-
-__all__ = ("celery_app",)
+Deliberately empty: `leaseboard.client` and `leaseboard.recipient` are imported by agents
+and recipients that have no Django. The Celery app is loaded by the sweeps app's
+`ready()` in Django processes, and by `celery -A leaseboard` (which finds
+leaseboard/celery.py) in workers.
+"""

@@ -7,6 +7,8 @@ class SweepsConfig(AppConfig):
     verbose_name = "Leaseboard sweeps"
 
     def ready(self) -> None:
+        # Binds shared tasks (delay_on_commit) to our app in web processes too.
+        import leaseboard.celery  # noqa: F401
         from leaseboard.core.views import BROKER_CHECKS
         from leaseboard.sweeps.health import broker_check
 
