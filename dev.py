@@ -29,7 +29,7 @@ def say(msg: str) -> None:
 
 
 def ensure_venv(requirements: str) -> None:
-    if sys.version_info < (3, 11):
+    if sys.version_info < (3, 11):  # noqa: UP036 - this script may be run by an older python3
         sys.exit("Leaseboard needs Python 3.11 or newer")
     if not PY.exists():
         say(f"creating virtual environment in {VENV}")
