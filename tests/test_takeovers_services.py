@@ -481,3 +481,12 @@ def test_the_lease_sweep_runs_the_takeover_step(people, scene, db_clock):
     assert report.steps["takeovers"] >= 1
     req.refresh_from_db()
     assert req.status == "expired"
+
+
+@pytest.mark.django_db
+def test_the_live_page_counter_shows_pending_takeovers(people, scene):
+    from leaseboard.dashboard.selectors import live_counters
+
+    assert live_counters()[1].pending_takeovers == 0
+    request_for(scene.key, people.operator)
+    assert live_counters()[1].pending_takeovers == 1

@@ -21,6 +21,7 @@ from leaseboard.core.clock import now_ms_sql
 from leaseboard.core.models import Alert, AuditEntry, Checkpoint, Effect, Executor, Lease, WorkItem
 from leaseboard.core.models.leases import LIVE_STATES
 from leaseboard.domain.certainty import Certainty, LeaseTimes, state_at
+from leaseboard.takeovers.models import TakeoverRequest
 
 # Counters are exact up to this many, then shown as "1000+": each is a bounded scan.
 COUNTER_CAP = 1_000
@@ -132,15 +133,19 @@ def live_counters() -> tuple[int, Counters]:
         + ", "
         # Expired by time, not yet materialized by a sweep: already expired for humans.
         + _bounded(f"{live} AND due_at_ms <= c.n AND expires_at_ms <= c.n")
+        + ", "
+        # Over the partial unique index of pending requests (one per work item).
+        + _bounded(f"FROM {TakeoverRequest._meta.db_table} WHERE status = 'pending'")
         + " FROM c"
     )
     with connection.cursor() as cursor:
         cursor.execute(sql)
-        n, active, overdue, jeopardy, expired, unswept = cursor.fetchone()
+        n, active, overdue, jeopardy, expired, unswept, takeovers = cursor.fetchone()
     return int(n), Counters(
         active=int(active),
         jeopardy=min(int(overdue) + int(jeopardy), COUNTER_CAP + 1),
         expired_last_hour=min(int(expired) + int(unswept), COUNTER_CAP + 1),
+        pending_takeovers=int(takeovers),
     )
 
 
