@@ -309,3 +309,27 @@ CELERY_BEAT_SCHEDULE = {
     },
 }
 # --- end Celery ------------------------------------------------------------------------
+
+# --- Takeovers (leaseboard/takeovers) ---------------------------------------------------
+# Human standing granted by an approved takeover: default, minimum and maximum length, and
+# how long a takeover request waits for a decision before it expires.
+LEASEBOARD_TAKEOVER_DEFAULT_STANDING_MS = env_int(
+    "LEASEBOARD_TAKEOVER_DEFAULT_STANDING_MS", 30 * 60_000, minimum=60_000
+)
+LEASEBOARD_TAKEOVER_MIN_STANDING_MS = env_int(
+    "LEASEBOARD_TAKEOVER_MIN_STANDING_MS", 60_000, minimum=1_000
+)
+LEASEBOARD_TAKEOVER_MAX_STANDING_MS = env_int(
+    "LEASEBOARD_TAKEOVER_MAX_STANDING_MS", 4 * 3600_000, minimum=60_000
+)
+LEASEBOARD_TAKEOVER_DECISION_TTL_MS = env_int(
+    "LEASEBOARD_TAKEOVER_DECISION_TTL_MS", 15 * 60_000, minimum=10_000
+)
+if not (
+    LEASEBOARD_TAKEOVER_MIN_STANDING_MS
+    <= LEASEBOARD_TAKEOVER_DEFAULT_STANDING_MS
+    <= LEASEBOARD_TAKEOVER_MAX_STANDING_MS
+):
+    raise ImproperlyConfigured(
+        "LEASEBOARD_TAKEOVER_DEFAULT_STANDING_MS must lie between the MIN and MAX standing"
+    )
