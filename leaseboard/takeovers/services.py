@@ -682,7 +682,11 @@ def _standing_locked(
         raise StaleEpoch(
             "that is not this intervention's lease", current_epoch=item.epoch, your_epoch=epoch
         )
-    lease = Lease.objects.select_for_update(no_key=True).select_related("holder").get(id=lid)
+    lease = (
+        Lease.objects.select_for_update(no_key=True, of=("self",))
+        .select_related("holder")
+        .get(id=lid)
+    )
     if epoch != lease.epoch or item.epoch != lease.epoch:
         raise StaleEpoch(
             f"the work item is at epoch {item.epoch}", current_epoch=item.epoch, your_epoch=epoch

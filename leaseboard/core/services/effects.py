@@ -120,7 +120,7 @@ def _effect_decide(
     # Locking the lease orders us against a revoke or takeover: once that commits, this
     # decision sees the ended lease and the raised epoch.
     lease = (
-        Lease.objects.select_for_update(no_key=True)
+        Lease.objects.select_for_update(no_key=True, of=("self",))
         .select_related("work_item", "holder")
         .filter(id=lid)
         .first()
@@ -277,7 +277,7 @@ def effect_reconcile(
     if not note.strip():
         raise ValidationFailed("a reconciliation needs a note", param="note")
     effect = (
-        Effect.objects.select_for_update(no_key=True)
+        Effect.objects.select_for_update(no_key=True, of=("self",))
         .select_related("work_item")
         .filter(id=_uuid(effect_id))
         .first()

@@ -22,11 +22,10 @@ from leaseboard.core.models.leases import LIVE_STATES, RENEWAL_SLOT, RENEWAL_WIN
 from leaseboard.core.services.alerts import alerts_open, expiry_alert
 from leaseboard.core.services.fencing import fencing_token_issue
 from leaseboard.core.services.jsondocs import json_size_checked
-from leaseboard.domain.certainty import Certainty, LeaseTimes, state_at
+from leaseboard.domain.certainty import LIVE, Certainty, LeaseTimes, state_at
 from leaseboard.domain.errors import (
     ENDED_STATE_ERRORS,
     LeaseboardError,
-    LeaseExpired,
     LockDelay,
     NeedsReconciliation,
     NotFound,
@@ -246,7 +245,7 @@ def live_lease_locked(item: WorkItem) -> Lease | None:
 def lease_acquire(*, work_key: str, executor: Executor, ttl_ms: int | None = None) -> Grant:
     now = db_now_ms()
     item = (
-        WorkItem.objects.select_for_update(no_key=True)
+        WorkItem.objects.select_for_update(no_key=True, of=("self",))
         .select_related("queue")
         .filter(key=work_key)
         .first()
@@ -381,14 +380,9 @@ def _renew_slow(*, lease_id: uuid.UUID, executor: Executor, epoch: int) -> Renew
         raise StaleEpoch(
             f"lease {lease_id} has epoch {lease.epoch}", current_epoch=current, your_epoch=epoch
         )
-    if lease.state not in LIVE_STATES or lease_expire_if_due_locked(lease, now):
-        err = ENDED_STATE_ERRORS[lease.state]
-        raise err(
-            lease.end_reason or f"the lease is {lease.state}",
-            current_epoch=current,
-            your_epoch=epoch,
-            reason=lease.end_reason,
-        )
+    error = _ended_error(lease, now, epoch)
+    if error is not None:
+        raise error
     was_jeopardy = lease.state == Lease.State.JEOPARDY
     expires = min(now + lease.ttl_ms, lease.max_expires_at_ms)
     jeopardy_at = min(now + lease.jeopardy_after_ms, lease.max_expires_at_ms)
@@ -481,7 +475,7 @@ def held_lease_locked(*, lease_id: Any, executor: Executor, epoch: int, now_ms: 
     Jeopardy is allowed: the holder may still checkpoint and report."""
     lid = parse_lease_id(lease_id)
     lease = (
-        Lease.objects.select_for_update(no_key=True)
+        Lease.objects.select_for_update(no_key=True, of=("self",))
         .select_related("work_item", "work_item__queue", "holder")
         .filter(id=lid)
         .first()
@@ -495,39 +489,38 @@ def held_lease_locked(*, lease_id: Any, executor: Executor, epoch: int, now_ms: 
         raise StaleEpoch(
             f"the work item is at epoch {current}", current_epoch=current, your_epoch=epoch
         )
-    if lease.state not in LIVE_STATES:
-        raise ENDED_STATE_ERRORS[lease.state](
-            lease.end_reason or f"the lease is {lease.state}",
-            current_epoch=current,
-            your_epoch=epoch,
-        )
-    if lease_expire_if_due_locked(lease, now_ms):
-        raise LeaseExpired("the lease's ttl elapsed", current_epoch=current, your_epoch=epoch)
+    error = _ended_error(lease, now_ms, epoch)
+    if error is not None:
+        raise error
     return lease
 
 
-def lease_release(*, lease_id: Any, executor: Executor, epoch: int) -> Lease:
-    """Idempotent compare-and-set: releases exactly this lease at this epoch, never a newer
-    grant. Releasing an already-released lease answers as a success."""
-    try:
-        return _lease_release(lease_id=lease_id, executor=executor, epoch=epoch)
-    except LeaseExpired:
-        raise
-    except LeaseboardError as exc:
-        if exc.code == "lease_released":
-            lease = Lease.objects.get(id=parse_lease_id(lease_id))
-            if lease.holder_id == executor.id and lease.epoch == epoch:
-                return lease
-        raise
+def _ended_error(lease: Lease, now_ms: int, epoch: int) -> LeaseboardError | None:
+    """The refusal for acting under a lease that has ended, by its state or by time alone
+    (a refusal path writes nothing; the sweep materializes the expiry)."""
+    certainty = state_at(
+        LeaseTimes(Certainty(lease.state), lease.jeopardy_at_ms, lease.expires_at_ms), now_ms
+    )
+    if certainty in LIVE:
+        return None
+    reason = lease.end_reason or ("ttl elapsed" if certainty is Certainty.EXPIRED else "")
+    return ENDED_STATE_ERRORS[certainty.value](
+        reason or f"the lease is {certainty.value}",
+        current_epoch=lease.work_item.epoch,
+        your_epoch=epoch,
+        reason=reason,
+    )
 
 
 @transaction.atomic(durable=True)
-def _lease_release(*, lease_id: Any, executor: Executor, epoch: int) -> Lease:
+def lease_release(*, lease_id: Any, executor: Executor, epoch: int) -> Lease:
+    """Idempotent compare-and-set: releases exactly this lease at this epoch, never a newer
+    grant. Releasing an already-released lease answers as a success."""
     now = db_now_ms()
     lid = parse_lease_id(lease_id)
     lease = (
         Lease.objects.select_for_update(no_key=True, of=("self",))
-        .select_related("holder")
+        .select_related("holder", "work_item")
         .filter(id=lid)
         .first()
     )
@@ -539,12 +532,13 @@ def _lease_release(*, lease_id: Any, executor: Executor, epoch: int) -> Lease:
         raise StaleEpoch(
             f"lease {lid} has epoch {lease.epoch}",
             your_epoch=epoch,
-            current_epoch=WorkItem.objects.get(id=lease.work_item_id).epoch,
+            current_epoch=lease.work_item.epoch,
         )
     if lease.state == Lease.State.RELEASED:
-        raise ENDED_STATE_ERRORS["released"]("already released")
-    if lease.state not in LIVE_STATES or lease_expire_if_due_locked(lease, now):
-        raise ENDED_STATE_ERRORS[lease.state](lease.end_reason or f"the lease is {lease.state}")
+        return lease  # a retried release
+    error = _ended_error(lease, now, epoch)
+    if error is not None:
+        raise error
     return lease_end_locked(
         lease=lease,
         state=Lease.State.RELEASED,
