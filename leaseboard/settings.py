@@ -194,6 +194,8 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("LEASEBOARD_MAX_BODY_BYTES", 1024 * 1024, 
 LEASEBOARD_MAX_CHECKPOINT_BYTES = env_int("LEASEBOARD_MAX_CHECKPOINT_BYTES", 256 * 1024, minimum=1)
 LEASEBOARD_MAX_EFFECT_PAYLOAD_BYTES = env_int("LEASEBOARD_MAX_EFFECT_PAYLOAD_BYTES", 64 * 1024)
 LEASEBOARD_MAX_BATCH_RENEW = env_int("LEASEBOARD_MAX_BATCH_RENEW", 1000, minimum=1)
+# Seconds a process remembers a bearer token it has verified (0: always ask the database).
+LEASEBOARD_TOKEN_CACHE_SECONDS = float(env_str("LEASEBOARD_TOKEN_CACHE_SECONDS", "2"))
 
 # Default lease timing (DESIGN §4), overridable per queue and per work item. Validated now,
 # so a bad deployment refuses to start instead of handing out unsafe leases.

@@ -49,10 +49,12 @@ def _default_rows(request: pytest.FixtureRequest) -> None:
     transactional = (marker is not None and marker.kwargs.get("transaction")) or bool(
         {"transactional_db", "live_server"} & set(request.fixturenames)
     )
+    from leaseboard.core.services.executors import token_cache_forget
     from leaseboard.core.services.fencing import fencing_keys_forget
 
-    # Truncated tables may have taken the cached signing key with them.
+    # Truncated tables may have taken the cached signing key and executors with them.
     fencing_keys_forget()
+    token_cache_forget()
     if transactional and PG_OK:
         request.getfixturevalue("transactional_db")
         from leaseboard.core.models import Queue

@@ -13,10 +13,10 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F, Value
+from django.db.models import Exists, F, OuterRef, Subquery, Value
 from django.db.models.functions import Least
 
-from leaseboard.core.clock import db_now_ms, now_ms_sql
+from leaseboard.core.clock import DbNowMs, db_now_ms, now_ms_sql
 from leaseboard.core.models import Alert, Checkpoint, Executor, Lease, LeaseEvent, WorkItem
 from leaseboard.core.models.leases import LIVE_STATES, RENEWAL_SLOT, RENEWAL_WINDOW
 from leaseboard.core.services.alerts import alerts_open, expiry_alert
@@ -243,33 +243,65 @@ def live_lease_locked(item: WorkItem) -> Lease | None:
 
 @transaction.atomic(durable=True)
 def lease_acquire(*, work_key: str, executor: Executor, ttl_ms: int | None = None) -> Grant:
-    now = db_now_ms()
+    # Two round trips answer every gate question: lock the item (reading the clock), then,
+    # in a NEW statement, whose snapshot sees whatever committed while we waited for the
+    # lock, the live lease, the reconciliation gate and the latest checkpoint. (Subqueries
+    # in the locking statement would use its pre-wait snapshot: the race test catches it.)
+    from leaseboard.core.models import Effect
+
     item = (
         WorkItem.objects.select_for_update(no_key=True, of=("self",))
         .select_related("queue")
+        .annotate(now_ms=DbNowMs())
         .filter(key=work_key)
         .first()
     )
     if item is None:
         raise NotFound(f"no work item {work_key!r}")
+    now = item.now_ms
+    gates = (
+        WorkItem.objects.filter(pk=item.pk)
+        .values_list(
+            Subquery(
+                Lease.objects.filter(work_item=OuterRef("pk"), state__in=LIVE_STATES).values("id")[
+                    :1
+                ]
+            ),
+            Exists(
+                Effect.objects.filter(
+                    work_item=OuterRef("pk"),
+                    decision="authorized",
+                    resolution="",
+                    outcome__in=["", "unknown"],
+                )
+            ),
+            Subquery(
+                Checkpoint.objects.filter(work_item=OuterRef("pk"))
+                .order_by("-seq")
+                .values("id")[:1]
+            ),
+        )
+        .get()
+    )
+    live_lease_id, unreconciled, checkpoint_id = gates
     if item.admission != WorkItem.Admission.ADMITTED:
         raise WorkNotAdmitted(
             f"work item {work_key!r} is {item.admission}", admission=item.admission
         )
     if item.status != WorkItem.Status.OPEN:
         raise WorkNotAdmitted(f"work item {work_key!r} is {item.status}", status=item.status)
-    live = live_lease_locked(item)
-    if live is not None and not lease_expire_if_due_locked(live, now):
-        mine = live.holder_id == executor.id
-        raise WorkLeased(
-            "you already hold this work item under lease " + str(live.id)
-            if mine
-            else "another executor holds this work item",
-            current_epoch=item.epoch,
-            holder_kind=live.holder.kind,
-            **({"lease_id": str(live.id)} if mine else {}),
-        )
-    if live is not None:
+    if live_lease_id is not None:
+        live = live_lease_locked(item)
+        if live is not None and not lease_expire_if_due_locked(live, now):
+            mine = live.holder_id == executor.id
+            raise WorkLeased(
+                "you already hold this work item under lease " + str(live.id)
+                if mine
+                else "another executor holds this work item",
+                current_epoch=item.epoch,
+                holder_kind=live.holder.kind,
+                **({"lease_id": str(live.id)} if mine else {}),
+            )
         item.refresh_from_db(fields=["lock_delay_until_ms"])
     if item.lock_delay_until_ms > now:
         raise LockDelay(
@@ -279,14 +311,14 @@ def lease_acquire(*, work_key: str, executor: Executor, ttl_ms: int | None = Non
     if (
         executor.kind == Executor.Kind.AGENT
         and item.queue.agent_acquire_needs_reconciliation
-        and unreconciled_effects_exist(item)
+        and unreconciled
     ):
         raise NeedsReconciliation(
             "effects attempted under an earlier lease have no known outcome; a human must "
             "reconcile them before an agent may take this work again"
         )
     lease = lease_grant_locked(item=item, holder=executor, now_ms=now, ttl_ms=ttl_ms)
-    checkpoint = Checkpoint.objects.filter(work_item=item).order_by("-seq").first()
+    checkpoint = Checkpoint.objects.filter(id=checkpoint_id).first() if checkpoint_id else None
     token = fencing_token_issue(
         work_key=item.key,
         epoch=lease.epoch,
