@@ -1,5 +1,5 @@
 # Shortcuts; each calls dev.py, which needs only Python 3.11+.
-.PHONY: demo test bench lint
+.PHONY: demo test bench lint chaos
 demo:
 	python3 dev.py demo
 test:
@@ -8,3 +8,5 @@ lint:
 	.venv/bin/ruff check . && .venv/bin/ruff format --check .
 bench:
 	.venv/bin/python bench/run_all.py
+chaos:
+	.venv/bin/python bench/chaos.py

@@ -98,6 +98,7 @@ class TokenVerifier:
         self._keys: dict[str, bytes] = dict(self._static_keys)
         self._last_refresh: float | None = None
         self._lock = threading.Lock()
+        self._first_fetch = threading.Lock()
 
     @property
     def public_keys(self) -> dict[str, bytes]:
@@ -129,13 +130,21 @@ class TokenVerifier:
 
     def verify(self, token: str, *, work_key: str | None = None) -> FencingClaims:
         """Verify a token offline; raises InvalidToken. Fetches keys on first use/unknown kid."""
-        if not self._keys and self.jwks_url is not None and self._last_refresh is None:
-            self.refresh_keys(force=True)
+        if not self._keys and self.jwks_url is not None:
+            # Concurrent first requests wait for the one first fetch instead of verifying
+            # against no keys (they were refused as unknown_key while it was in flight).
+            with self._first_fetch:
+                if not self._keys and self._last_refresh is None:
+                    self.refresh_keys(force=True)
         now_ms = self.clock_ms() - self.leeway_ms
+        keys = self._keys
         try:
-            return verify_token(token, public_keys=self._keys, now_ms=now_ms, work_key=work_key)
+            return verify_token(token, public_keys=keys, now_ms=now_ms, work_key=work_key)
         except InvalidToken as exc:
-            if exc.code != "unknown_key" or not self.refresh_keys(force=False):
+            # Retry if we fetched now, or another thread did since we read the keys.
+            if exc.code != "unknown_key" or (
+                not self.refresh_keys(force=False) and self._keys is keys
+            ):
                 raise
         return verify_token(token, public_keys=self._keys, now_ms=now_ms, work_key=work_key)
 

@@ -1,0 +1,138 @@
+"""The chaos test's recipient: a tiny WSGI app that logs every attempted effect.
+
+POST /effect with X-Fencing-Token / X-Lease-Epoch / X-Work-Key and a JSON body
+{"attempt": …, "idem": …, "agent": …, "kind": …}. In ONE transaction of the recipient's
+own database it runs the guard's `check_in` (via `TokenVerifier.check_in`) and inserts a
+ledger row, accepted or refused. Because every guarded attempt locks the work item's mark
+row before the ledger insert takes its id, the ledger ids of one work item are in commit
+order. Configuration (environment): CHAOS_RECIPIENT_DB (conninfo), CHAOS_JWKS_URL.
+
+Run under gunicorn: `gunicorn bench.chaos_recipient:application`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+from http import HTTPStatus
+from typing import Any
+
+from leaseboard.recipient import PostgresEpochGuard, TokenVerifier, decide_from_headers
+from leaseboard.recipient.verifier import problem_for
+
+LEDGER = "chaos_ledger"
+MARKS = "chaos_epoch_marks"
+
+SCHEMA = [
+    f"CREATE TABLE IF NOT EXISTS {MARKS} (work_key text PRIMARY KEY, "
+    "high_water bigint NOT NULL CHECK (high_water >= 0), "
+    "updated_at timestamptz NOT NULL DEFAULT now())",
+    f"CREATE TABLE IF NOT EXISTS {LEDGER} ("
+    "id bigserial PRIMARY KEY, attempt text NOT NULL UNIQUE, idem text NOT NULL, "
+    "agent text NOT NULL, kind text NOT NULL, work_key text, epoch bigint, "
+    "high_water bigint, status text NOT NULL CHECK (status IN ('accepted', 'refused')), "
+    "code text, effect_id text, txid xid8 NOT NULL DEFAULT pg_current_xact_id(), "
+    "at timestamptz NOT NULL DEFAULT clock_timestamp())",
+    f"CREATE INDEX IF NOT EXISTS chaos_ledger_work ON {LEDGER} (work_key, id)",
+]
+
+_local = threading.local()
+_verifier: TokenVerifier | None = None
+_lock = threading.Lock()
+
+
+def verifier() -> TokenVerifier:
+    global _verifier
+    with _lock:
+        if _verifier is None:
+            _verifier = TokenVerifier(
+                recipient="chaos-recipient",
+                jwks_url=os.environ["CHAOS_JWKS_URL"],
+                guard=PostgresEpochGuard(os.environ["CHAOS_RECIPIENT_DB"], table=MARKS),
+                min_refresh_interval_s=1.0,
+            )
+        return _verifier
+
+
+def _conn() -> Any:
+    import psycopg
+
+    conn = getattr(_local, "conn", None)
+    if conn is None or conn.closed:
+        conn = psycopg.connect(os.environ["CHAOS_RECIPIENT_DB"], autocommit=True, connect_timeout=3)
+        _local.conn = conn
+    return conn
+
+
+def _drop_conn() -> None:
+    conn = getattr(_local, "conn", None)
+    _local.conn = None
+    if conn is not None:
+        with contextlib.suppress(Exception):
+            conn.close()
+
+
+def _json(start_response: Any, status: int, body: dict) -> list[bytes]:
+    payload = json.dumps(body).encode()
+    start_response(
+        f"{status} {HTTPStatus(status).phrase}",
+        [("Content-Type", "application/json"), ("Content-Length", str(len(payload)))],
+    )
+    return [payload]
+
+
+def application(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+    import psycopg
+
+    path, method = environ.get("PATH_INFO", ""), environ.get("REQUEST_METHOD", "")
+    if path == "/healthz":
+        return _json(start_response, 200, {"ok": True})
+    if path != "/effect" or method != "POST":
+        return _json(start_response, 404, {"code": "not_found"})
+    try:
+        size = int(environ.get("CONTENT_LENGTH") or 0)
+        body = json.loads(environ["wsgi.input"].read(size) or b"{}")
+        attempt, idem = str(body["attempt"]), str(body.get("idem", ""))
+        agent, kind = str(body.get("agent", "")), str(body.get("kind", ""))
+    except (ValueError, KeyError, TypeError):
+        return _json(start_response, 400, {"code": "validation_error"})
+
+    def header(name: str) -> str | None:
+        return environ.get("HTTP_" + name.upper().replace("-", "_"))
+
+    try:
+        conn = _conn()
+        with conn.transaction(), conn.cursor() as cur:
+            decision = decide_from_headers(verifier(), header, cursor=cur)
+            cur.execute(
+                f"INSERT INTO {LEDGER} (attempt, idem, agent, kind, work_key, epoch, high_water,"
+                " status, code, effect_id) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+                " RETURNING id",
+                (
+                    attempt,
+                    idem,
+                    agent,
+                    kind,
+                    decision.work_key,
+                    decision.epoch,
+                    decision.high_water,
+                    "accepted" if decision.accepted else "refused",
+                    decision.code,
+                    (decision.claims.effect_id if decision.claims else None),
+                ),
+            )
+            ledger_id = cur.fetchone()[0]
+    except psycopg.Error as exc:
+        _drop_conn()  # the database restarted or the write failed: nothing was recorded
+        return _json(start_response, 503, {"code": "unavailable", "detail": str(exc)[:200]})
+    if decision.accepted:
+        return _json(
+            start_response,
+            201,
+            {"ledger_id": ledger_id, "epoch": decision.epoch, "high_water": decision.high_water},
+        )
+    status, problem = problem_for(decision)
+    problem["ledger_id"] = ledger_id
+    return _json(start_response, status, problem)

@@ -1,0 +1,93 @@
+"""The chaos test, reduced for CI: about 10 agents for ~25 s against real gunicorn, Celery
+(worker + beat on Redis) and a recipient, with pauses past the ttl, abandoned leases,
+SIGKILLed agent processes, a SIGKILLed worker and takeovers, but no PostgreSQL/Redis
+restarts (they would break the rest of the session). It runs bench/chaos.py in a
+subprocess on its own databases, so pytest-django's test database is not involved."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.pg_env import PG_OK, REDIS_OK
+
+ROOT = Path(__file__).resolve().parent.parent
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.postgres,
+    pytest.mark.redis,
+    pytest.mark.skipif(not (PG_OK and REDIS_OK), reason="needs PostgreSQL and Redis"),
+]
+
+
+def test_chaos_reduced(tmp_path: Path) -> None:
+    out = tmp_path / "chaos.json"
+    run = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "chaos.py"),
+            "--duration",
+            "24",
+            "--agents",
+            "10",
+            "--ttl-ms",
+            "3000",
+            "--no-restarts",
+            "--db",
+            "leaseboard_chaos_ci",
+            "--redis-db",
+            "12",
+            "--json",
+            str(out),
+        ],  # fmt: skip
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.exists(), run.stdout[-4000:] + run.stderr[-4000:]
+    result = json.loads(out.read_text())
+    report = run.stdout[-6000:]
+    assert "error" not in result, result.get("error")
+    checks = result["checks"]
+
+    high_water = checks["1_no_effect_below_high_water"]
+    assert high_water["ok"], report
+    assert high_water.get("accepted_below_mark", 0) == 0
+    assert high_water["accepted"] > 0
+
+    standing = checks["2_one_live_holder"]
+    assert standing["ok"], report
+    assert standing.get("overlaps", 0) == 0
+    assert standing["pairs_checked"] > 0
+
+    ledger = checks["3_attempts_in_ledger"]
+    assert ledger["ok"], report
+    assert ledger.get("definite_missing", 0) == 0
+    assert ledger["definite"] > 0
+
+    alerts = checks["4_expiry_alerted_once"]
+    assert alerts["ok"], report
+    assert alerts["expired_leases"] > 0
+    assert alerts.get("expired_without_alert", 0) == 0
+
+    faults = result["faults"]
+    for name in (
+        "pauses",
+        "abandoned",
+        "agent_procs_killed",
+        "worker_kills",
+        "takeovers_approved",
+        "zombie_server_refused",
+    ):
+        assert faults[name] > 0, f"fault {name} never happened\n{report}"
+    # The server never authorized an effect under a lease that had lapsed during a pause.
+    assert faults["zombie_server_authorized"] == 0
+    assert faults["pg_restarts"] == 0 and faults["redis_restarts"] == 0
+    assert result["ok"], report
+    assert run.returncode == 0, report
