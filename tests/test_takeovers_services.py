@@ -490,3 +490,17 @@ def test_the_live_page_counter_shows_pending_takeovers(people, scene):
     assert live_counters()[1].pending_takeovers == 0
     request_for(scene.key, people.operator)
     assert live_counters()[1].pending_takeovers == 1
+
+
+@pytest.mark.django_db
+def test_standing_longer_than_the_queues_agent_lifetime_is_granted(people, scene):
+    """Human standing follows the takeover's limits, not the agents' lease policy."""
+    from leaseboard.core.models import Queue
+
+    Queue.objects.filter(work_items__key=scene.key).update(
+        timing={"ttl_ms": 6_000, "renew_after_ms": 2_000, "max_lifetime_ms": 60_000}
+    )
+    req = request_for(scene.key, people.operator, standing_ms=30 * MIN)
+    iv = approve(req, people.approver)
+    new = Lease.objects.get(id=iv.lease_id)
+    assert new.expires_at_ms - new.granted_at_ms == 30 * MIN

@@ -17,8 +17,10 @@ def now_ms_sql(vendor: str | None = None) -> str:
     vendor = vendor or connection.vendor
     offset = int(settings.LEASEBOARD_DB_CLOCK_OFFSET_MS)
     if vendor == "postgresql":
-        # now() is the transaction's start: every row a transaction writes agrees.
-        expr = "(floor(extract(epoch from now()) * 1000))::bigint"
+        # clock_timestamp(), not now(): now() is the transaction's start, which can lie
+        # before a wait for a row lock, and a grant would then be dated before the end of
+        # the lease it replaces. Services read the clock once, after taking their locks.
+        expr = "(floor(extract(epoch from clock_timestamp()) * 1000))::bigint"
     elif vendor == "sqlite":
         expr = "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)"
     else:  # pragma: no cover - only the two supported back ends
@@ -27,7 +29,7 @@ def now_ms_sql(vendor: str | None = None) -> str:
 
 
 def db_now_ms() -> int:
-    """Read the database clock once; services pass the value down."""
+    """Read the database clock once, after the locks a decision needs; pass it down."""
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT {now_ms_sql()}")
         return int(cursor.fetchone()[0])

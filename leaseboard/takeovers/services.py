@@ -484,8 +484,8 @@ def _pending_locked(request_pk: int) -> tuple[TakeoverRequest, WorkItem]:
 def _approve_or_refuse(
     *, request_pk: int, user: Any, role: str, note: str, request_id: str
 ) -> tuple[Intervention | None, LeaseboardError | None]:
-    now = db_now_ms()
     req, item = _pending_locked(request_pk)
+    now = db_now_ms()
     if req.requested_by_id == user.id:
         raise Forbidden("an approver may not approve their own takeover request")
     refusal: LeaseboardError | None = None
@@ -550,8 +550,8 @@ def takeover_reject(
     note = (note or "").strip()
     if not note:
         raise ValidationFailed("a rejection needs a note", param="note")
-    now = db_now_ms()
     req, item = _pending_locked(request_pk)
+    now = db_now_ms()
     if req.requested_by_id == user.id:
         raise Forbidden("an approver may not decide their own takeover request")
     req.status = TakeoverRequest.Status.REJECTED
@@ -605,6 +605,7 @@ def takeover_break_glass(
         break_glass=True,
     )
     item = _item_locked(item_id=req.work_item_id)  # already ours; re-read for the grant
+    now = db_now_ms()  # read after the locks, so the grant is dated after any wait
     return _approve_locked(
         req=req,
         item=item,
@@ -624,8 +625,8 @@ def intervention_review(
     note = (note or "").strip()
     if not note:
         raise ValidationFailed("a review needs a note", param="note")
-    now = db_now_ms()
     iv = Intervention.objects.select_for_update(no_key=True).filter(id=intervention_pk).first()
+    now = db_now_ms()
     if iv is None:
         raise NotFound(f"no intervention {intervention_pk}")
     if not iv.break_glass:
@@ -749,8 +750,8 @@ def standing_extend(
         raise ValidationFailed("an extension needs a reason", param="reason")
     if not isinstance(extend_ms, int) or extend_ms < standing_min_ms():
         raise ValidationFailed("extend by at least a minute", param="extend_ms")
-    now = db_now_ms()
     iv, item = _intervention_locked(intervention_pk)
+    now = db_now_ms()
     lease = _standing_locked(iv=iv, item=item, user=user, lease_id=lease_id, epoch=epoch, now=now)
     new_expiry = min(now + extend_ms, lease.max_expires_at_ms)
     if new_expiry <= lease.expires_at_ms:
@@ -808,8 +809,8 @@ def standing_complete(
     request_id: str = "",
 ) -> Intervention:
     """Complete the work under human standing; refused while anything is unreconciled."""
-    now = db_now_ms()
     iv, item = _intervention_locked(intervention_pk)
+    now = db_now_ms()
     lease = _standing_locked(iv=iv, item=item, user=user, lease_id=lease_id, epoch=epoch, now=now)
     lease.work_item = item
     work_complete_locked(
@@ -855,8 +856,8 @@ def standing_hand_back(
 ) -> Intervention:
     """Release the human lease to the agent pool: a compare-and-set on (lease id, epoch). A
     retried hand-back answers as done and never touches a newer grant."""
-    now = db_now_ms()
     iv, item = _intervention_locked(intervention_pk)
+    now = db_now_ms()
     if _already(iv, Intervention.Outcome.HANDED_BACK, lease_id, epoch):
         return iv
     lease = _standing_locked(iv=iv, item=item, user=user, lease_id=lease_id, epoch=epoch, now=now)
@@ -904,8 +905,8 @@ def standing_assign(
 ) -> Intervention:
     """End the human lease and grant the named agent a lease at a new epoch, in one
     transaction; a compare-and-set on (lease id, epoch) like hand-back."""
-    now = db_now_ms()
     iv, item = _intervention_locked(intervention_pk)
+    now = db_now_ms()
     if _already(iv, Intervention.Outcome.ASSIGNED, lease_id, epoch):
         return iv
     agent = _agent_named(agent_name)
@@ -971,8 +972,8 @@ def effect_record_human(
         raise ValidationFailed("target is 1 to 500 characters", param="target")
     if outcome not in Effect.Outcome.values:
         raise ValidationFailed("outcome is applied, failed or unknown", param="outcome")
-    now = db_now_ms()
     iv, item = _intervention_locked(intervention_pk)
+    now = db_now_ms()
     key = (idempotency_key or "").strip()[:200] or f"human:{iv.id}:{now}"
     first = Effect.objects.filter(executor=iv.grantee, idempotency_key=key).first()
     if first is not None:
@@ -1084,8 +1085,8 @@ def _pending_effect_locked(effect_id: Any) -> tuple[Effect, Lease | None, WorkIt
 
 @transaction.atomic(durable=True)
 def _effect_approve(*, effect_id: Any, user: Any, role: str, note: str, request_id: str) -> Effect:
-    now = db_now_ms()
     effect, lease, item = _pending_effect_locked(effect_id)
+    now = db_now_ms()
     if effect.executor and effect.executor.user_id == user.id:
         raise Forbidden("an approver may not approve their own effect")
     code, detail = "", ""
@@ -1167,8 +1168,8 @@ def effect_reject(
     note = (note or "").strip()
     if not note:
         raise ValidationFailed("a rejection needs a note", param="note")
-    now = db_now_ms()
     effect, _lease, item = _pending_effect_locked(effect_id)
+    now = db_now_ms()
     if effect.executor and effect.executor.user_id == user.id:
         raise Forbidden("an approver may not decide their own effect")
     effect.decision = Effect.Decision.REFUSED

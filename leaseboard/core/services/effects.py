@@ -116,7 +116,6 @@ def _effect_decide(
     if first is not None:
         return first
     lid = parse_lease_id(lease_id)
-    now = db_now_ms()
     # Locking the lease orders us against a revoke or takeover: once that commits, this
     # decision sees the ended lease and the raised epoch.
     lease = (
@@ -127,6 +126,7 @@ def _effect_decide(
     )
     if lease is None:
         raise NotFound(f"no lease {lid}")
+    now = db_now_ms()
     item = lease.work_item
     effect = Effect(
         work_item=item,

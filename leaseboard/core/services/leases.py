@@ -65,16 +65,20 @@ def parse_lease_id(raw: Any) -> uuid.UUID:
         raise NotFound(f"no lease {str(raw)[:60]!r}") from None
 
 
-def timing_for(item: WorkItem, ttl_ms: int | None = None) -> TimingPolicy:
-    """Defaults, then the queue's overrides, then the item's, then the request's ttl."""
+def timing_for(
+    item: WorkItem, ttl_ms: int | None = None, max_lifetime_ms: int | None = None
+) -> TimingPolicy:
+    """Defaults, then the queue's overrides, then the item's, then the grant's own ttl and
+    lifetime (applied together: a long human standing may exceed the queue's lifetime)."""
     try:
         policy = settings.LEASE_DEFAULTS
         if item.queue.timing:
             policy = policy.with_overrides(item.queue.timing)
         if item.timing:
             policy = policy.with_overrides(item.timing)
-        if ttl_ms is not None:
-            policy = policy.with_overrides({"ttl_ms": ttl_ms})
+        grant = {"ttl_ms": ttl_ms, "max_lifetime_ms": max_lifetime_ms}
+        if any(v is not None for v in grant.values()):
+            policy = policy.with_overrides(grant)
         return policy
     except TimingPolicyError as exc:
         raise ValidationFailed(f"lease timing: {exc}", param=exc.param) from None
@@ -191,11 +195,11 @@ def lease_grant_locked(
 ) -> Lease:
     """Raise the epoch and create the lease. The caller holds the work item's row lock and
     has ended any live lease; the partial unique constraint backs that up."""
-    policy = timing_for(item, ttl_ms)
+    policy = timing_for(item, ttl_ms, max_lifetime_ms)
     jeopardy_after = (
         jeopardy_after_ms if jeopardy_after_ms is not None else policy.jeopardy_after_ms
     )
-    lifetime = max_lifetime_ms if max_lifetime_ms is not None else policy.max_lifetime_ms
+    lifetime = policy.max_lifetime_ms
     assert policy.renew_after_ms is not None and jeopardy_after is not None
     max_expires = now_ms + max(lifetime, policy.ttl_ms)
     expires = min(now_ms + policy.ttl_ms, max_expires)
@@ -243,25 +247,24 @@ def live_lease_locked(item: WorkItem) -> Lease | None:
 
 @transaction.atomic(durable=True)
 def lease_acquire(*, work_key: str, executor: Executor, ttl_ms: int | None = None) -> Grant:
-    # Two round trips answer every gate question: lock the item (reading the clock), then,
-    # in a NEW statement, whose snapshot sees whatever committed while we waited for the
-    # lock, the live lease, the reconciliation gate and the latest checkpoint. (Subqueries
-    # in the locking statement would use its pre-wait snapshot: the race test catches it.)
+    # Two round trips answer every gate question: lock the item, then, in a NEW statement
+    # whose snapshot sees whatever committed while we waited for the lock, read the clock,
+    # the live lease, the reconciliation gate and the latest checkpoint. (Subqueries in the
+    # locking statement would use its pre-wait snapshot: the race test catches that.)
     from leaseboard.core.models import Effect
 
     item = (
         WorkItem.objects.select_for_update(no_key=True, of=("self",))
         .select_related("queue")
-        .annotate(now_ms=DbNowMs())
         .filter(key=work_key)
         .first()
     )
     if item is None:
         raise NotFound(f"no work item {work_key!r}")
-    now = item.now_ms
     gates = (
         WorkItem.objects.filter(pk=item.pk)
         .values_list(
+            DbNowMs(),
             Subquery(
                 Lease.objects.filter(work_item=OuterRef("pk"), state__in=LIVE_STATES).values("id")[
                     :1
@@ -283,7 +286,7 @@ def lease_acquire(*, work_key: str, executor: Executor, ttl_ms: int | None = Non
         )
         .get()
     )
-    live_lease_id, unreconciled, checkpoint_id = gates
+    now, live_lease_id, unreconciled, checkpoint_id = gates
     if item.admission != WorkItem.Admission.ADMITTED:
         raise WorkNotAdmitted(
             f"work item {work_key!r} is {item.admission}", admission=item.admission
@@ -396,7 +399,6 @@ def _renew_fast(pairs: list[tuple[uuid.UUID, int]], executor_id: int) -> dict[uu
 @transaction.atomic(durable=True)
 def _renew_slow(*, lease_id: uuid.UUID, executor: Executor, epoch: int) -> Renewal:
     """Explain a refused renew, or renew a lease the sweep had moved to jeopardy."""
-    now = db_now_ms()
     lease = (
         Lease.objects.select_for_update(no_key=True, of=("self",))
         .select_related("work_item", "holder")
@@ -412,6 +414,7 @@ def _renew_slow(*, lease_id: uuid.UUID, executor: Executor, epoch: int) -> Renew
         raise StaleEpoch(
             f"lease {lease_id} has epoch {lease.epoch}", current_epoch=current, your_epoch=epoch
         )
+    now = db_now_ms()
     error = _ended_error(lease, now, epoch)
     if error is not None:
         raise error
@@ -502,9 +505,10 @@ def lease_renew_many(*, executor: Executor, items: list[tuple[Any, int]]) -> lis
     return results
 
 
-def held_lease_locked(*, lease_id: Any, executor: Executor, epoch: int, now_ms: int) -> Lease:
-    """Lock a lease the caller claims to hold at `epoch` and check it is still live.
-    Jeopardy is allowed: the holder may still checkpoint and report."""
+def held_lease_locked(*, lease_id: Any, executor: Executor, epoch: int) -> tuple[Lease, int]:
+    """Lock a lease the caller claims to hold at `epoch` and check it is still live; returns
+    it with the database clock read after the lock. Jeopardy is allowed: the holder may
+    still checkpoint and report."""
     lid = parse_lease_id(lease_id)
     lease = (
         Lease.objects.select_for_update(no_key=True, of=("self",))
@@ -521,10 +525,11 @@ def held_lease_locked(*, lease_id: Any, executor: Executor, epoch: int, now_ms: 
         raise StaleEpoch(
             f"the work item is at epoch {current}", current_epoch=current, your_epoch=epoch
         )
+    now_ms = db_now_ms()
     error = _ended_error(lease, now_ms, epoch)
     if error is not None:
         raise error
-    return lease
+    return lease, now_ms
 
 
 def _ended_error(lease: Lease, now_ms: int, epoch: int) -> LeaseboardError | None:
@@ -548,7 +553,6 @@ def _ended_error(lease: Lease, now_ms: int, epoch: int) -> LeaseboardError | Non
 def lease_release(*, lease_id: Any, executor: Executor, epoch: int) -> Lease:
     """Idempotent compare-and-set: releases exactly this lease at this epoch, never a newer
     grant. Releasing an already-released lease answers as a success."""
-    now = db_now_ms()
     lid = parse_lease_id(lease_id)
     lease = (
         Lease.objects.select_for_update(no_key=True, of=("self",))
@@ -568,6 +572,7 @@ def lease_release(*, lease_id: Any, executor: Executor, epoch: int) -> Lease:
         )
     if lease.state == Lease.State.RELEASED:
         return lease  # a retried release
+    now = db_now_ms()
     error = _ended_error(lease, now, epoch)
     if error is not None:
         raise error
@@ -583,8 +588,7 @@ def lease_release(*, lease_id: Any, executor: Executor, epoch: int) -> Lease:
 @transaction.atomic(durable=True)
 def lease_checkpoint(*, lease_id: Any, executor: Executor, epoch: int, data: Any) -> Checkpoint:
     size = json_size_checked(data, param="data", limit=settings.LEASEBOARD_MAX_CHECKPOINT_BYTES)
-    now = db_now_ms()
-    lease = held_lease_locked(lease_id=lease_id, executor=executor, epoch=epoch, now_ms=now)
+    lease, now = held_lease_locked(lease_id=lease_id, executor=executor, epoch=epoch)
     last = Checkpoint.objects.filter(work_item_id=lease.work_item_id).order_by("-seq").first()
     return Checkpoint.objects.create(
         work_item_id=lease.work_item_id,

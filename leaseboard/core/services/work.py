@@ -116,8 +116,7 @@ def work_complete_locked(*, lease: Lease, executor: Executor, now_ms: int, reaso
 def work_complete(*, lease_id: Any, executor: Executor, epoch: int) -> WorkItem:
     """Complete the work under a live, active lease; refused while effects are unreconciled.
     A holder in jeopardy may not claim completion (quiescence)."""
-    now = db_now_ms()
-    lease = held_lease_locked(lease_id=lease_id, executor=executor, epoch=epoch, now_ms=now)
+    lease, now = held_lease_locked(lease_id=lease_id, executor=executor, epoch=epoch)
     times = LeaseTimes(Certainty(lease.state), lease.jeopardy_at_ms, lease.expires_at_ms)
     if state_at(times, now) is Certainty.JEOPARDY:
         raise InJeopardy("renew before completing", current_epoch=lease.epoch, your_epoch=epoch)
