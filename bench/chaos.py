@@ -871,10 +871,10 @@ def check_standing(leases: list[tuple], events: list[tuple] | None = None) -> di
     Proof by commit order: the predecessor's end event (expired, released or revoked) must
     precede the successor's grant event. Event ids come from one sequence, taken inside
     each writing transaction while it holds the lease's lock, so their order is the order
-    of the writes. The interval test on recorded times, [granted_at_ms, end) with end =
-    expires_at_ms for an expired lease and ended_at_ms otherwise, is counted too
-    (`overlaps_recorded_times`): lease times are PostgreSQL now(), the transaction's START,
-    so a grant that waited for the row lock is stamped before the end it waited for.
+    of the writes. The recorded times must agree: [granted_at_ms, end), with end =
+    expires_at_ms for an expired lease and ended_at_ms otherwise, never overlap
+    (`overlaps_recorded_times`). (That check found lease times taken from now(), the
+    transaction's start, before a wait for the row lock; the clock is now read after.)
     """
     event_id = {(lease_id, kind): eid for lease_id, kind, eid in (events or [])}
     by_item: dict[str, list[tuple]] = defaultdict(list)
@@ -918,6 +918,7 @@ def check_standing(leases: list[tuple], events: list[tuple] | None = None) -> di
         "successor_of_live_lease",
         "events_missing",
         "epoch_order_differs_from_grant_order",
+        "overlaps_recorded_times",
     )
     ok = all(c[k] == 0 for k in bad) and c["leases"] > 0
     return {"ok": ok, **dict(c), "examples": examples}

@@ -425,3 +425,57 @@ def test_a_grant_that_waited_for_the_lock_is_dated_after_its_predecessor_ended(a
     first.refresh_from_db()
     assert grant["lease"].epoch == 2
     assert grant["lease"].granted_at_ms >= first.ended_at_ms
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_grant_that_waited_on_the_ending_lease_is_dated_after_that_end(agent):
+    """The acquire saw a live lease, then waited for its row while it was being released."""
+    from django.db import transaction
+
+    admit("order-2")
+    a, _ = agent()
+    b, _ = agent()
+    first = ls.lease_acquire(work_key="order-2", executor=a).lease
+    locked, finish = threading.Event(), threading.Event()
+    grant: dict = {}
+
+    def release_slowly():  # type: ignore[no-untyped-def]
+        with transaction.atomic():
+            lease = Lease.objects.select_for_update().get(id=first.id)
+            locked.set()
+            finish.wait(10)
+            ls.lease_end_locked(
+                lease=lease, state="released", now_ms=ls.db_now_ms(), reason="released"
+            )
+        connections.close_all()
+
+    def acquire():  # type: ignore[no-untyped-def]
+        try:
+            grant["lease"] = ls.lease_acquire(work_key="order-2", executor=b).lease
+        except Exception as exc:  # surfaced below
+            grant["error"] = exc
+        finally:
+            connections.close_all()
+
+    releaser = threading.Thread(target=release_slowly)
+    releaser.start()
+    locked.wait(10)
+    waiter = threading.Thread(target=acquire)
+    waiter.start()
+    for _ in range(200):  # until the acquire waits for the lease's row lock
+        with connection.cursor() as cur:
+            cur.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                "AND datname = current_database()"
+            )
+            if cur.fetchone()[0]:
+                break
+        time.sleep(0.01)
+    time.sleep(0.05)  # let the database clock move past the acquire's first reading
+    finish.set()
+    releaser.join()
+    waiter.join()
+    assert "error" not in grant, grant
+    first.refresh_from_db()
+    assert first.state == "released" and grant["lease"].epoch == 2
+    assert grant["lease"].granted_at_ms >= first.ended_at_ms

@@ -295,6 +295,9 @@ def lease_acquire(*, work_key: str, executor: Executor, ttl_ms: int | None = Non
         raise WorkNotAdmitted(f"work item {work_key!r} is {item.status}", status=item.status)
     if live_lease_id is not None:
         live = live_lease_locked(item)
+        # We may have waited for that lease's row (a release or a sweep ending it): read
+        # the clock again, or the grant could be dated before the end it waited for.
+        now = db_now_ms()
         if live is not None and not lease_expire_if_due_locked(live, now):
             mine = live.holder_id == executor.id
             raise WorkLeased(
