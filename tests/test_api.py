@@ -310,3 +310,17 @@ def test_a_recipient_report_lands_in_the_effect_history(api, agent, holder):
 def test_healthz_reports_the_database(client):
     r = client.get("/healthz")
     assert r.status_code == 200 and r.json()["checks"]["database"]["ok"] is True
+
+
+def test_completing_through_another_items_path_changes_nothing(api, agent, holder):
+    token, grant = holder
+    api.post("/api/v1/work-items", {"key": "order-2"}, token)
+    before = row_counts()
+    body = {"lease_id": grant["lease_id"], "epoch": 1}
+    assert_problem(
+        api.post("/api/v1/work-items/order-2/complete", body, token), 400, "validation_error"
+    )
+    assert row_counts() == before
+    assert WorkItem.objects.get(key="order-1").status == "open"
+    r = api.post("/api/v1/work-items/order-1/complete", body, token)
+    assert r.status_code == 200 and r.json_body["status"] == "completed"

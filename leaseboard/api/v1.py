@@ -163,9 +163,9 @@ def acquire(request: HttpRequest, key: str, body: s.AcquireIn | None = None):  #
 
 @api.post("/work-items/{key}/complete", response={200: s.CompleteOut, **ERRORS})
 def complete(request: HttpRequest, key: str, body: s.CompleteIn) -> dict[str, Any]:
-    item = work_complete(lease_id=body.lease_id, executor=_executor(request), epoch=body.epoch)
-    if item.key != key:
-        raise LeaseboardError("the lease belongs to another work item")
+    item = work_complete(
+        lease_id=body.lease_id, executor=_executor(request), epoch=body.epoch, work_key=key
+    )
     return {"key": item.key, "status": item.status, "epoch": item.epoch}
 
 

@@ -113,10 +113,14 @@ def work_complete_locked(*, lease: Lease, executor: Executor, now_ms: int, reaso
 
 
 @transaction.atomic(durable=True)
-def work_complete(*, lease_id: Any, executor: Executor, epoch: int) -> WorkItem:
+def work_complete(
+    *, lease_id: Any, executor: Executor, epoch: int, work_key: str | None = None
+) -> WorkItem:
     """Complete the work under a live, active lease; refused while effects are unreconciled.
     A holder in jeopardy may not claim completion (quiescence)."""
     lease, now = held_lease_locked(lease_id=lease_id, executor=executor, epoch=epoch)
+    if work_key is not None and lease.work_item.key != work_key:
+        raise ValidationFailed(f"lease {lease.id} is not a lease on {work_key!r}", param="key")
     times = LeaseTimes(Certainty(lease.state), lease.jeopardy_at_ms, lease.expires_at_ms)
     if state_at(times, now) is Certainty.JEOPARDY:
         raise InJeopardy("renew before completing", current_epoch=lease.epoch, your_epoch=epoch)
