@@ -35,3 +35,6 @@ else:
         os.environ.get("TMPDIR", "/tmp"), "leaseboard-test.sqlite3"
     )
 os.environ["LEASEBOARD_TESTING"] = "1"
+# The live server answers each request on a new thread; a persistent connection per thread
+# would outlive the test and keep the test database from being dropped.
+os.environ.setdefault("DB_CONN_MAX_AGE", "0")

@@ -8,23 +8,11 @@ by polling. Screenshots go to artifacts/screenshots/ (a CI artifact, not committ
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 
+from tests.browser_fixtures import *  # noqa: F403 (the browser fixture)
+from tests.browser_fixtures import SHOTS
 from tests.dashboard_fixtures import PASSWORD, age_lease, leased_item, make_user_in
-
-CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
-SHOTS = Path(__file__).resolve().parent.parent / "artifacts" / "screenshots"
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -52,24 +40,6 @@ def _expire_with_core_service() -> str:
         for lease in Lease.objects.select_for_update().filter(state__in=["active", "jeopardy"]):
             lease_expire_if_due_locked(lease, now)
     return "core"
-
-
-@pytest.fixture
-def browser(monkeypatch):  # type: ignore[no-untyped-def]
-    if not Path(CHROMIUM).exists():
-        if os.environ.get("CI", "").lower() in {"1", "true", "yes"}:
-            pytest.fail(f"chromium not found at {CHROMIUM}; install the Debian package")
-        pytest.skip(f"chromium not found at {CHROMIUM}")
-    sync_api = pytest.importorskip("playwright.sync_api")
-    # Playwright's sync API keeps an event loop on this thread; the test's own ORM calls
-    # are ordinary blocking calls, so tell Django they are intended.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
 
 
 def test_operator_watches_a_lease_fail_acknowledges_and_finds_the_stale_effect(

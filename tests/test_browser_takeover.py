@@ -7,41 +7,15 @@ from __future__ import annotations
 
 import csv
 import io
-import os
 from pathlib import Path
 
 import pytest
 
+from tests.browser_fixtures import *  # noqa: F403 (the browser fixture)
+from tests.browser_fixtures import SHOTS
 from tests.dashboard_fixtures import PASSWORD, leased_item, make_user_in
 
-CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
-SHOTS = Path(__file__).resolve().parent.parent / "artifacts" / "screenshots"
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture
-def browser(monkeypatch):  # type: ignore[no-untyped-def]
-    if not Path(CHROMIUM).exists():
-        if os.environ.get("CI", "").lower() in {"1", "true", "yes"}:
-            pytest.fail(f"chromium not found at {CHROMIUM}")
-        pytest.skip(f"chromium not found at {CHROMIUM}")
-    sync_api = pytest.importorskip("playwright.sync_api")
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
 
 
 def _sign_in(browser, base: str, username: str):  # type: ignore[no-untyped-def]
