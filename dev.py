@@ -79,8 +79,14 @@ def cmd_test(extra: list[str]) -> int:
     return code
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt  # SIGTERM and SIGHUP stop the demo like Ctrl-C does
+
+
 def cmd_demo(extra: list[str]) -> int:
     ensure_venv("requirements.txt")
+    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGHUP, _interrupt)
     env = dict(os.environ)
     env.setdefault("DEBUG", "true")
     port = env.get("PORT", "8000")
@@ -94,26 +100,16 @@ def cmd_demo(extra: list[str]) -> int:
         say("starting " + " ".join(args))
         procs.append(subprocess.Popen(list(args), cwd=ROOT, env=env, start_new_session=True))
 
-    start(py, "manage.py", "runserver", "--noreload", f"127.0.0.1:{port}")
-    start(
-        py,
-        "-m",
-        "celery",
-        "-A",
-        "leaseboard",
-        "worker",
-        "-B",
-        "--loglevel",
-        "WARNING",
-        "--concurrency",
-        "2",
-        "--schedule",
-        str(ROOT / "var" / "celerybeat-schedule"),
-    )
-    time.sleep(2)
-    start(py, "manage.py", "simulate_agents", "--base-url", f"http://127.0.0.1:{port}")
-    say(f"Leaseboard is running: http://127.0.0.1:{port}/  (Ctrl-C stops everything)")
+    data_dir = Path(env.get("LEASEBOARD_DATA_DIR") or ROOT / "var")
+    data_dir.mkdir(parents=True, exist_ok=True)
+    worker = ["-m", "celery", "-A", "leaseboard", "worker", "-B", "--loglevel", "WARNING"]
+    worker += ["--concurrency", "2", "--schedule", str(data_dir / "celerybeat-schedule")]
     try:
+        start(py, "manage.py", "runserver", "--noreload", f"127.0.0.1:{port}")
+        start(py, *worker)
+        time.sleep(2)
+        start(py, "manage.py", "simulate_agents", "--base-url", f"http://127.0.0.1:{port}")
+        say(f"Leaseboard is running: http://127.0.0.1:{port}/  (Ctrl-C stops everything)")
         while all(p.poll() is None for p in procs):
             time.sleep(0.5)
         say("a process exited; stopping the rest")
@@ -123,7 +119,7 @@ def cmd_demo(extra: list[str]) -> int:
         # The fleet first, so its final releases still reach the web server; then the rest.
         for p in reversed(procs):
             if p.poll() is None:
-                os.killpg(p.pid, signal.SIGTERM)
+                p.terminate()  # the leader shuts its own children down (Celery's pool)
                 try:
                     p.wait(10)
                 except subprocess.TimeoutExpired:
