@@ -78,7 +78,18 @@ def database_from_url(url: str) -> dict:
     """Parse `postgres://user:pass@host:port/name?opt=v` or `sqlite:///path` into DATABASES."""
     parsed = urlparse(url)
     if parsed.scheme in {"postgres", "postgresql", "pgsql"}:
-        options = {k: v[-1] for k, v in parse_qs(parsed.query).items()}
+        options: dict[str, object] = {k: v[-1] for k, v in parse_qs(parsed.query).items()}
+        # psycopg options Django reads as typed values, not strings.
+        if "server_side_binding" in options:
+            options["server_side_binding"] = str(options["server_side_binding"]).lower() in {
+                "1",
+                "true",
+                "yes",
+                "on",
+            }
+        if "prepare_threshold" in options:
+            raw = str(options["prepare_threshold"])
+            options["prepare_threshold"] = None if raw.lower() == "none" else int(raw)
         return {
             "ENGINE": "django.db.backends.postgresql",
             "NAME": unquote(parsed.path.lstrip("/")) or "leaseboard",

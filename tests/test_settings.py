@@ -1,0 +1,68 @@
+"""Settings parse the environment strictly and fail fast, naming the variable."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from leaseboard.settings import database_from_url, env_int
+
+
+def test_a_postgres_url_becomes_typed_database_settings():
+    db = database_from_url(
+        "postgres://lb:s%40cret@db.internal:6432/leases?sslmode=require"
+        "&server_side_binding=true&prepare_threshold=3"
+    )
+    assert db["ENGINE"] == "django.db.backends.postgresql"
+    assert (db["NAME"], db["USER"], db["PASSWORD"], db["HOST"], db["PORT"]) == (
+        "leases",
+        "lb",
+        "s@cret",
+        "db.internal",
+        "6432",
+    )
+    assert db["OPTIONS"] == {
+        "sslmode": "require",
+        "server_side_binding": True,
+        "prepare_threshold": 3,
+    }
+
+
+def test_a_sqlite_url_runs_in_wal_with_immediate_transactions(tmp_path):
+    db = database_from_url(f"sqlite:///{tmp_path}/x.sqlite3")
+    assert db["NAME"] == f"{tmp_path}/x.sqlite3"
+    assert db["OPTIONS"]["transaction_mode"] == "IMMEDIATE"
+    assert "journal_mode=WAL" in db["OPTIONS"]["init_command"]
+
+
+def test_an_unknown_scheme_is_refused_by_name():
+    with pytest.raises(ImproperlyConfigured, match="DATABASE_URL"):
+        database_from_url("mysql://x/y")
+
+
+def test_a_bad_integer_names_the_variable(monkeypatch):
+    monkeypatch.setenv("LEASE_TTL_MS", "soon")
+    with pytest.raises(ImproperlyConfigured, match="LEASE_TTL_MS"):
+        env_int("LEASE_TTL_MS", 15_000)
+
+
+def test_unsafe_lease_timing_stops_start_up_naming_the_parameter(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = {
+        **os.environ,
+        "LEASE_TTL_MS": "9000",
+        "LEASE_RENEW_AFTER_MS": "4000",
+        "LEASEBOARD_DATA_DIR": str(tmp_path),
+    }
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode != 0
+    assert "lease timing: ttl_ms: must be at least 3 x renew_after_ms" in result.stderr
