@@ -30,8 +30,33 @@
       el.textContent = fmt(left);
     });
   }
-  document.addEventListener("DOMContentLoaded", function () { arrived(document); setInterval(tick, 250); });
-  document.addEventListener("htmx:afterSwap", function (evt) { arrived(document); });
+  /* Bulk selection on the live leases page: the rows are replaced by every poll, so the
+   * picked work keys live here and are ticked again after each swap; on submit every
+   * picked key goes to the bulk form, also those on other pages. */
+  var picked = new Set();
+  function showPicked() {
+    document.querySelectorAll("input.pick").forEach(function (box) { box.checked = picked.has(box.value); });
+    var count = document.querySelector("[data-picked-count]");
+    if (count) count.textContent = picked.size ? picked.size + " selected" : "";
+  }
+  document.addEventListener("change", function (evt) {
+    var box = evt.target;
+    if (!box.classList || !box.classList.contains("pick")) return;
+    if (box.checked) picked.add(box.value); else picked.delete(box.value);
+    showPicked();
+  });
+  document.addEventListener("submit", function (evt) {
+    var form = evt.target;
+    if (form.id !== "bulk-pick") return;
+    document.querySelectorAll("input.pick").forEach(function (box) { box.disabled = true; });
+    picked.forEach(function (key) {
+      var input = document.createElement("input");
+      input.type = "hidden"; input.name = "key"; input.value = key;
+      form.appendChild(input);
+    });
+  });
+  document.addEventListener("DOMContentLoaded", function () { arrived(document); showPicked(); setInterval(tick, 250); });
+  document.addEventListener("htmx:afterSwap", function (evt) { arrived(document); showPicked(); });
   document.addEventListener("htmx:configRequest", function (evt) {
     var elt = evt.detail.elt;
     if (elt && elt.dataset && elt.dataset.version) {

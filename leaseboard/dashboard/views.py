@@ -50,7 +50,10 @@ def live_leases(request: HttpRequest) -> HttpResponse:
         if request.headers.get(VERSION_HEADER) == page.version:
             response = HttpResponse(status=304)
         else:
-            response = render(request, "dashboard/_live.html", {"page": page})
+            # The rows' actions (takeover link, bulk pick) depend on the roles, here as on
+            # the full page; role_required has already read them for this request.
+            context = {"page": page, "roles": user_roles(request)}
+            response = render(request, "dashboard/_live.html", context)
         response[VERSION_HEADER] = page.version
         response[SEQ_HEADER] = str(page.now_ms)
         return _no_store(response)
