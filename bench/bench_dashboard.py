@@ -59,9 +59,9 @@ def _fill(n_leases: int) -> None:
         now = "(floor(extract(epoch from now()) * 1000))::bigint"
         cur.execute(
             "INSERT INTO core_workitem (key, queue_id, title, scope, timing, admission, status, "
-            "epoch, lock_delay_until_ms, created_at_ms, admitted_at_ms) "
+            "epoch, created_at_ms, admitted_at_ms) "
             f"SELECT 'bench-' || lpad(g::text, 7, '0'), %s, '', '{{}}', '{{}}', 'admitted', "
-            f"'open', 1, 0, {now}, {now} FROM generate_series(1, %s) g "
+            f"'open', 1, {now}, {now} FROM generate_series(1, %s) g "
             "ON CONFLICT (key) DO NOTHING",
             [queue_id, n_leases],
         )

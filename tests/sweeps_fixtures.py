@@ -33,8 +33,8 @@ def bulk_leases(
     with connection.cursor() as cur:
         cur.execute(
             f"INSERT INTO core_workitem (key, queue_id, title, scope, timing, admission, status, "
-            f"epoch, lock_delay_until_ms, created_at_ms, admitted_at_ms) "
-            f"SELECT %s || g, %s, '', '{{}}', '{{}}', 'admitted', 'open', 1, 0, c.n, c.n "
+            f"epoch, created_at_ms, admitted_at_ms) "
+            f"SELECT %s || g, %s, '', '{{}}', '{{}}', 'admitted', 'open', 1, c.n, c.n "
             f"FROM generate_series(1, %s) g, (SELECT {now} AS n) c",
             [prefix, queue.id, n],
         )

@@ -479,3 +479,34 @@ def test_a_grant_that_waited_on_the_ending_lease_is_dated_after_that_end(agent):
     first.refresh_from_db()
     assert first.state == "released" and grant["lease"].epoch == 2
     assert grant["lease"].granted_at_ms >= first.ended_at_ms
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("materialized_by_sweep", [False, True])
+def test_an_expired_lease_holds_the_work_for_its_lock_delay(agent, db_clock, materialized_by_sweep):
+    from leaseboard.domain.errors import LockDelay
+    from leaseboard.sweeps.services import sweep_run
+
+    admit("delay-1", ttl_ms=3_000, lock_delay_ms=5_000)
+    a, _ = agent()
+    b, _ = agent()
+    ls.lease_acquire(work_key="delay-1", executor=a)
+    db_clock.advance(3_001)
+    if materialized_by_sweep:
+        sweep_run()
+    with pytest.raises(LockDelay) as info:
+        ls.lease_acquire(work_key="delay-1", executor=b)
+    assert 4_000 < info.value.extra["retry_after_ms"] <= 5_000
+    assert WorkItem.objects.get(key="delay-1").epoch == 1
+    db_clock.advance(5_000)
+    assert ls.lease_acquire(work_key="delay-1", executor=b).lease.epoch == 2
+
+
+@pytest.mark.django_db
+def test_a_released_lease_has_no_lock_delay(agent):
+    admit("delay-2", lock_delay_ms=5_000)
+    a, _ = agent()
+    b, _ = agent()
+    first = ls.lease_acquire(work_key="delay-2", executor=a).lease
+    ls.lease_release(lease_id=first.id, executor=a, epoch=1)
+    assert ls.lease_acquire(work_key="delay-2", executor=b).lease.epoch == 2

@@ -48,8 +48,6 @@ class WorkItem(models.Model):
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.OPEN)
     # Fencing epoch: raised by every committed grant, in the grant's transaction. Never reused.
     epoch = models.BigIntegerField(default=0)
-    # Set when a lease expires with a lock delay: no new grant before this db-clock time.
-    lock_delay_until_ms = models.BigIntegerField(default=0)
     created_at_ms = models.BigIntegerField()
     admitted_at_ms = models.BigIntegerField(null=True, blank=True)
     completed_at_ms = models.BigIntegerField(null=True, blank=True)

@@ -13,7 +13,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Exists, F, OuterRef, Subquery, Value
+from django.db.models import BigIntegerField, Case, Exists, F, OuterRef, Subquery, Value, When
 from django.db.models.functions import Least
 
 from leaseboard.core.clock import DbNowMs, db_now_ms, now_ms_sql
@@ -129,8 +129,10 @@ def lease_end_locked(
 
 def leases_expire_locked(leases: list[Lease], now_ms: int) -> list[int]:
     """Expire live leases the caller has locked, in a few statements for the whole batch:
-    state, the EXPIRED event dated when validity ended, the lock delay, one expiry (or
-    standing-lapsed) alert each, and the jeopardy alerts it supersedes. The one expiry path
+    state, the EXPIRED event dated when validity ended, one expiry (or standing-lapsed)
+    alert each, and the jeopardy alerts it supersedes. (The lock delay needs no write: an
+    acquire derives it from the latest lease, so expiry never locks the work item row,
+    which would invert the work item -> lease lock order.) The one expiry path
     for sweeps and for lazy expiry at acquire, renew or effect time. Returns the alert ids
     opened now."""
     if not leases:
@@ -159,10 +161,6 @@ def leases_expire_locked(leases: list[Lease], now_ms: int) -> list[int]:
                 detail={"reason": reason, "materialized_at_ms": now_ms},
             )
         )
-        if lease.lock_delay_ms:
-            WorkItem.objects.filter(id=lease.work_item_id).update(
-                lock_delay_until_ms=lease.expires_at_ms + lease.lock_delay_ms
-            )
     LeaseEvent.objects.bulk_create(events)
     Alert.objects.filter(
         lease_id__in=ids, kind=Alert.Kind.JEOPARDY, resolved_at_ms__isnull=True
@@ -283,10 +281,26 @@ def lease_acquire(*, work_key: str, executor: Executor, ttl_ms: int | None = Non
                 .order_by("-seq")
                 .values("id")[:1]
             ),
+            # The lock delay: only when the latest grant ended by expiring.
+            Subquery(
+                Lease.objects.filter(work_item=OuterRef("pk"))
+                .order_by("-epoch")
+                .annotate(
+                    until=Case(
+                        When(
+                            state=Lease.State.EXPIRED,
+                            then=F("expires_at_ms") + F("lock_delay_ms"),
+                        ),
+                        default=Value(0),
+                        output_field=BigIntegerField(),
+                    )
+                )
+                .values("until")[:1]
+            ),
         )
         .get()
     )
-    now, live_lease_id, unreconciled, checkpoint_id = gates
+    now, live_lease_id, unreconciled, checkpoint_id, lock_delay_until = gates
     if item.admission != WorkItem.Admission.ADMITTED:
         raise WorkNotAdmitted(
             f"work item {work_key!r} is {item.admission}", admission=item.admission
@@ -308,11 +322,17 @@ def lease_acquire(*, work_key: str, executor: Executor, ttl_ms: int | None = Non
                 holder_kind=live.holder.kind,
                 **({"lease_id": str(live.id)} if mine else {}),
             )
-        item.refresh_from_db(fields=["lock_delay_until_ms"])
-    if item.lock_delay_until_ms > now:
+        # That lease is the latest grant and has just ended (here, by time, or while we
+        # waited for it): if it expired, its lock delay starts at its expiry.
+        ended = live or Lease.objects.only("state", "expires_at_ms", "lock_delay_ms").get(
+            id=live_lease_id
+        )
+        expired = ended.state == Lease.State.EXPIRED
+        lock_delay_until = ended.expires_at_ms + ended.lock_delay_ms if expired else 0
+    if lock_delay_until and lock_delay_until > now:
         raise LockDelay(
             "the previous holder's lease expired; grants resume after the lock delay",
-            retry_after_ms=item.lock_delay_until_ms - now,
+            retry_after_ms=lock_delay_until - now,
         )
     if (
         executor.kind == Executor.Kind.AGENT
