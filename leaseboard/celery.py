@@ -10,8 +10,11 @@ from __future__ import annotations
 import os
 
 from celery import Celery, signals
+from kombu.transport import TRANSPORT_ALIASES
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "leaseboard.settings")
+# filesystem:// is served by our atomic-write subclass (see leaseboard/sweeps/fs_transport.py).
+TRANSPORT_ALIASES["filesystem"] = "leaseboard.sweeps.fs_transport:Transport"
 
 app = Celery("leaseboard")
 app.config_from_object("django.conf:settings", namespace="CELERY")
