@@ -375,6 +375,29 @@ def test_a_lazy_expiry_opens_the_same_single_alert_a_sweep_would(agent, db_clock
     assert LeaseEvent.objects.filter(lease=lease, kind="expired").count() == 1
 
 
+def acquire_into(out: dict, key: str, executor) -> None:  # type: ignore[no-untyped-def]
+    """Thread body: acquire and keep the lease (or the error) in `out`."""
+    try:
+        out["lease"] = ls.lease_acquire(work_key=key, executor=executor).lease
+    except Exception as exc:  # surfaced by the test's assertions
+        out["error"] = exc
+    finally:
+        connections.close_all()
+
+
+def wait_until_someone_waits_for_a_lock() -> None:
+    for _ in range(200):
+        with connection.cursor() as cur:
+            cur.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                "AND datname = current_database()"
+            )
+            if cur.fetchone()[0]:
+                return
+        time.sleep(0.01)
+    raise AssertionError("nothing ever waited for a lock")
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_grant_that_waited_for_the_lock_is_dated_after_its_predecessor_ended(agent):
     """The database clock is read after the locks: a grant whose transaction began before
@@ -395,28 +418,12 @@ def test_a_grant_that_waited_for_the_lock_is_dated_after_its_predecessor_ended(a
             release_lock.wait(10)
         connections.close_all()
 
-    def acquire():  # type: ignore[no-untyped-def]
-        try:
-            grant["lease"] = ls.lease_acquire(work_key="order-1", executor=b).lease
-        except Exception as exc:  # surfaced below
-            grant["error"] = exc
-        finally:
-            connections.close_all()
-
     holder = threading.Thread(target=hold_item_lock)
     holder.start()
     locked.wait(10)
-    waiter = threading.Thread(target=acquire)
+    waiter = threading.Thread(target=acquire_into, args=(grant, "order-1", b))
     waiter.start()
-    for _ in range(200):  # until the acquire is blocked on the work item's row lock
-        with connection.cursor() as cur:
-            cur.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                "AND datname = current_database()"
-            )
-            if cur.fetchone()[0]:
-                break
-        time.sleep(0.01)
+    wait_until_someone_waits_for_a_lock()  # the acquire, on the work item's row
     ls.lease_release(lease_id=first.id, executor=a, epoch=1)
     release_lock.set()
     holder.join()
@@ -449,28 +456,12 @@ def test_a_grant_that_waited_on_the_ending_lease_is_dated_after_that_end(agent):
             )
         connections.close_all()
 
-    def acquire():  # type: ignore[no-untyped-def]
-        try:
-            grant["lease"] = ls.lease_acquire(work_key="order-2", executor=b).lease
-        except Exception as exc:  # surfaced below
-            grant["error"] = exc
-        finally:
-            connections.close_all()
-
     releaser = threading.Thread(target=release_slowly)
     releaser.start()
     locked.wait(10)
-    waiter = threading.Thread(target=acquire)
+    waiter = threading.Thread(target=acquire_into, args=(grant, "order-2", b))
     waiter.start()
-    for _ in range(200):  # until the acquire waits for the lease's row lock
-        with connection.cursor() as cur:
-            cur.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                "AND datname = current_database()"
-            )
-            if cur.fetchone()[0]:
-                break
-        time.sleep(0.01)
+    wait_until_someone_waits_for_a_lock()  # the acquire, on the lease's row
     time.sleep(0.05)  # let the database clock move past the acquire's first reading
     finish.set()
     releaser.join()
