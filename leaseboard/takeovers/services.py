@@ -66,21 +66,21 @@ BULK_MAX_ITEMS = 200
 
 
 def standing_default_ms() -> int:
-    return int(getattr(settings, "LEASEBOARD_TAKEOVER_DEFAULT_STANDING_MS", 30 * MINUTE_MS))
+    return settings.LEASEBOARD_TAKEOVER_DEFAULT_STANDING_MS
 
 
 def standing_min_ms() -> int:
-    return int(getattr(settings, "LEASEBOARD_TAKEOVER_MIN_STANDING_MS", MINUTE_MS))
+    return settings.LEASEBOARD_TAKEOVER_MIN_STANDING_MS
 
 
 def standing_max_ms() -> int:
     """The most standing a human may hold in total, extensions included."""
-    return int(getattr(settings, "LEASEBOARD_TAKEOVER_MAX_STANDING_MS", 4 * 60 * MINUTE_MS))
+    return settings.LEASEBOARD_TAKEOVER_MAX_STANDING_MS
 
 
 def decision_ttl_ms() -> int:
     """How long a request waits for a decision before it expires."""
-    return int(getattr(settings, "LEASEBOARD_TAKEOVER_DECISION_TTL_MS", 15 * MINUTE_MS))
+    return settings.LEASEBOARD_TAKEOVER_DECISION_TTL_MS
 
 
 @dataclass(frozen=True)
