@@ -53,7 +53,7 @@ def main() -> None:
 
     from leaseboard.core.models import Executor, Queue
     from leaseboard.sweeps import services
-    from tests.sweeps_fixtures import bulk_leases
+    from tests.builders import bulk_leases
 
     call_command("migrate", verbosity=0)
     Queue.objects.get_or_create(name="default")

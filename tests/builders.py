@@ -1,16 +1,33 @@
-"""Fixtures for the dashboard tests: users in roles, leases made through core services,
-and a way to move a lease through time by aging its stored database-clock times."""
+"""Test data, built through the core services (or in SQL where a test needs thousands of
+rows or needs time to pass). Plain functions: import each one by name where it is used.
+Fixtures live in the conftest.py files, not here."""
 
 from __future__ import annotations
 
 import itertools
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from django.db import connection
 
+if TYPE_CHECKING:
+    from leaseboard.core.models import Executor, Lease, WorkItem
+
 PASSWORD = "correct-horse-battery-staple"
 _seq = itertools.count(1)
+
+LEASE_TIME_COLUMNS = (
+    "granted_at_ms",
+    "renewed_at_ms",
+    "jeopardy_at_ms",
+    "expires_at_ms",
+    "due_at_ms",
+    "max_expires_at_ms",
+)
+
+
+# -- people ----------------------------------------------------------------------------
 
 
 def ensure_role_groups() -> None:
@@ -23,7 +40,8 @@ def ensure_role_groups() -> None:
         Group.objects.get_or_create(name=name)
 
 
-def make_user_in(username: str, *roles: str):  # type: ignore[no-untyped-def]
+def make_user(username: str, *roles: str):  # type: ignore[no-untyped-def]
+    """A user with password PASSWORD in the given role groups (none: no role at all)."""
     from django.contrib.auth import get_user_model
     from django.contrib.auth.models import Group
 
@@ -34,42 +52,113 @@ def make_user_in(username: str, *roles: str):  # type: ignore[no-untyped-def]
     return user
 
 
-@pytest.fixture
-def make_user(db):  # type: ignore[no-untyped-def]
-    return make_user_in
+def grant_break_glass(user: Any) -> None:
+    from django.contrib.auth.models import Permission
+
+    user.user_permissions.add(
+        Permission.objects.get(codename="break_glass", content_type__app_label="takeovers")
+    )
 
 
-@pytest.fixture
-def operator(make_user):  # type: ignore[no-untyped-def]
-    return make_user("olivia", "operator")
+# -- work items and leases -------------------------------------------------------------
 
 
-@pytest.fixture
-def operator_client(client, operator):  # type: ignore[no-untyped-def]
-    client.force_login(operator)
-    return client
+def admit(key: str, *, queue: str = "default", **timing: int) -> WorkItem:
+    """Admit a work item; `timing` overrides the queue's lease timing (ttl_ms=..., ...)."""
+    from leaseboard.core.services.work import work_admit
+
+    item, _ = work_admit(key=key, queue_name=queue, timing=timing or None)
+    return item
+
+
+def leased_item(
+    executor: Executor, key: str | None = None, queue: str = "default", **timing: int
+) -> Lease:
+    """Admit a work item and grant `executor` a lease on it; returns the Lease."""
+    from leaseboard.core.services.leases import lease_acquire
+
+    key = key or f"job-{next(_seq)}"
+    admit(key, queue=queue, **timing)
+    return lease_acquire(work_key=key, executor=executor).lease
+
+
+def bulk_leases(
+    n: int,
+    *,
+    prefix: str,
+    holder: Executor,
+    jeopardy_in_ms: int,
+    expires_in_ms: int,
+    ttl_ms: int = 15_000,
+) -> None:
+    """Insert n admitted work items, each with an active lease (epoch 1), in two statements.
+    Times are relative to the database clock; negative means already past."""
+    from leaseboard.core.clock import now_ms_sql
+    from leaseboard.core.models import Queue
+
+    queue, _ = Queue.objects.get_or_create(name="default")
+    now = now_ms_sql()
+    with connection.cursor() as cur:
+        cur.execute(
+            f"INSERT INTO core_workitem (key, queue_id, title, scope, timing, admission, status, "
+            f"epoch, created_at_ms, admitted_at_ms) "
+            f"SELECT %s || g, %s, '', '{{}}', '{{}}', 'admitted', 'open', 1, c.n, c.n "
+            f"FROM generate_series(1, %s) g, (SELECT {now} AS n) c",
+            [prefix, queue.id, n],
+        )
+        cur.execute(
+            f"INSERT INTO core_lease (id, work_item_id, holder_id, epoch, state, grant_kind, "
+            f"granted_at_ms, renewed_at_ms, jeopardy_at_ms, expires_at_ms, max_expires_at_ms, "
+            f"due_at_ms, ttl_ms, renew_after_ms, jeopardy_after_ms, lock_delay_ms, end_reason, "
+            f"takeover_reason, renew_count, max_gap_ms, recent_renewals) "
+            f"SELECT gen_random_uuid(), w.id, %s, 1, 'active', 'acquire', c.n - 1000, "
+            f"c.n - 1000, c.n + %s, c.n + %s, c.n + 86400000, c.n + %s, %s, %s, %s, 0, '', '', "
+            f"1, 0, '' FROM core_workitem w, (SELECT {now} AS n) c WHERE w.key LIKE %s",
+            [
+                holder.id,
+                jeopardy_in_ms,
+                expires_in_ms,
+                jeopardy_in_ms,
+                ttl_ms,
+                ttl_ms // 3,
+                (ttl_ms * 2) // 3,
+                prefix.replace("%", r"\%") + "%",
+            ],
+        )
+
+
+# -- moving time for some rows only ----------------------------------------------------
 
 
 def age_lease(lease_id: Any, ms: int) -> None:
     """Move one lease `ms` into its own past: every stored time earlier by `ms`."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "UPDATE core_lease SET granted_at_ms = granted_at_ms - %s, "
-            "renewed_at_ms = renewed_at_ms - %s, jeopardy_at_ms = jeopardy_at_ms - %s, "
-            "expires_at_ms = expires_at_ms - %s, max_expires_at_ms = max_expires_at_ms - %s, "
-            "due_at_ms = due_at_ms - %s WHERE id = %s",
-            [ms, ms, ms, ms, ms, ms, str(lease_id)],
+    sets = ", ".join(f"{col} = {col} - %s" for col in LEASE_TIME_COLUMNS)
+    with connection.cursor() as cur:
+        cur.execute(
+            f"UPDATE core_lease SET {sets} WHERE id = %s",
+            [ms] * len(LEASE_TIME_COLUMNS) + [str(lease_id)],
         )
 
 
-def leased_item(executor, key: str | None = None, queue: str = "default"):  # type: ignore[no-untyped-def]
-    """Admit a work item and grant `executor` a lease on it; returns the Lease."""
-    from leaseboard.core.services.leases import lease_acquire
-    from leaseboard.core.services.work import work_admit
+def age_leases(ms: int, *, lease_ids: list | None = None) -> None:
+    """Move live leases' stored times `ms` into the past: time passes for them only."""
+    sets = ", ".join(f"{col} = {col} - %s" for col in LEASE_TIME_COLUMNS)
+    params: list = [ms] * len(LEASE_TIME_COLUMNS)
+    where = "state IN ('active', 'jeopardy')"
+    if lease_ids is not None:
+        where += " AND id = ANY(%s::uuid[])"
+        params.append([str(x) for x in lease_ids])
+    with connection.cursor() as cur:
+        cur.execute(f"UPDATE core_lease SET {sets} WHERE {where}", params)
 
-    key = key or f"job-{next(_seq)}"
-    work_admit(key=key, queue_name=queue)
-    return lease_acquire(work_key=key, executor=executor).lease
+
+def age_sweep_clock(ms: int) -> None:
+    """Pretend the last sweep ran `ms` earlier (sweeps were away)."""
+    with connection.cursor() as cur:
+        cur.execute("UPDATE sweeps_sweepstate SET last_sweep_at_ms = last_sweep_at_ms - %s", [ms])
+
+
+# -- effects and takeovers -------------------------------------------------------------
 
 
 def stale_effect_on(item_key: str, old_holder, new_holder):  # type: ignore[no-untyped-def]
@@ -93,3 +182,61 @@ def stale_effect_on(item_key: str, old_holder, new_holder):  # type: ignore[no-u
             idempotency_key=f"stale-{next(_seq)}",
         )
     return old, new
+
+
+def request_for(key: str, user: Any, **kw: Any):  # type: ignore[no-untyped-def]
+    """A takeover request on work item `key` by `user` as operator; `kw` overrides."""
+    from leaseboard.takeovers.services import takeover_request
+
+    args = {
+        "work_key": key,
+        "user": user,
+        "role": "operator",
+        "reason_category": "stuck",
+        "reason_text": "agent loops on the refund step",
+        "request_id": "req-t",
+    }
+    args.update(kw)
+    return takeover_request(**args)
+
+
+# -- an agent holding a lease through the HTTP API (the payments sandbox tests) ----------
+
+
+@dataclass
+class Holder:
+    api: Any
+    token: str
+    key: str
+    lease_id: str = ""
+    epoch: int = 0
+    fencing_token: str = ""
+
+    def acquire(self) -> Holder:
+        r = self.api.post(f"/api/v1/work-items/{self.key}/lease", {}, self.token)
+        assert r.status_code == 201, r.content
+        body = r.json_body
+        return Holder(
+            self.api, self.token, self.key, body["lease_id"], body["epoch"], body["fencing_token"]
+        )
+
+    def effect(self, idempotency_key: str) -> dict:
+        r = self.api.post(
+            "/api/v1/effects",
+            {
+                "lease_id": self.lease_id,
+                "epoch": self.epoch,
+                "kind": "payment.charge",
+                "target": "sandbox:acme",
+                "idempotency_key": idempotency_key,
+            },
+            self.token,
+        )
+        assert r.status_code == 201 and r.json_body["decision"] == "authorized", r.content
+        return r.json_body
+
+    def release(self) -> None:
+        r = self.api.post(
+            f"/api/v1/leases/{self.lease_id}/release", {"epoch": self.epoch}, self.token
+        )
+        assert r.status_code == 200, r.content

@@ -1,17 +1,21 @@
 """Test set-up: real PostgreSQL and Redis.
 
 With CI=true a missing PostgreSQL or Redis fails the run. Elsewhere, tests that need them
-are skipped with the reason. Fixtures here are shared by every test module.
+are skipped with the reason. Fixtures here are shared by tests in more than one folder;
+a folder's own fixtures are in its conftest.py, and test data comes from tests/builders.py.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
+from tests.builders import leased_item, make_user
 from tests.pg_env import IN_CI, PG_OK, PG_URL, REDIS_OK, REDIS_URL
 
 
@@ -125,3 +129,47 @@ def db_clock(settings):  # type: ignore[no-untyped-def]
 
     settings.LEASEBOARD_DB_CLOCK_OFFSET_MS = 0
     return Clock()
+
+
+@pytest.fixture
+def fast_passwords(settings):  # type: ignore[no-untyped-def]
+    # PBKDF2 at full strength costs ~0.3 s per user; the takeover tests make several per test.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+_seq = itertools.count(1)
+
+
+@dataclass
+class People:
+    operator: Any
+    approver: Any
+    manager: Any
+
+
+@pytest.fixture
+def people(db) -> People:  # type: ignore[no-untyped-def]
+    """One person in each takeover role."""
+    n = next(_seq)
+    return People(
+        operator=make_user(f"olga{n}", "operator"),
+        approver=make_user(f"abe{n}", "approver"),
+        manager=make_user(f"mia{n}", "manager"),
+    )
+
+
+@dataclass
+class Scene:
+    agent: Any
+    token: str
+    lease: Any
+    key: str
+
+
+@pytest.fixture
+def scene(agent) -> Scene:  # type: ignore[no-untyped-def]
+    """An agent holding a fresh lease on a new work item."""
+    executor, token = agent()
+    key = f"to-{next(_seq)}"
+    lease = leased_item(executor, key=key)
+    return Scene(agent=executor, token=token, lease=lease, key=key)

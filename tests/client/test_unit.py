@@ -503,7 +503,7 @@ def _module_level_imports(path: Path) -> set[str]:
 
 @pytest.mark.parametrize("package", ["client", "recipient"])
 def test_the_sdk_and_recipient_modules_import_no_django_at_module_level(package: str) -> None:
-    root = Path(__file__).resolve().parent.parent / "leaseboard" / package
+    root = Path(__file__).resolve().parents[2] / "leaseboard" / package
     for path in sorted(root.glob("*.py")):
         assert not _module_level_imports(path) & {"django", "celery"}, path
 

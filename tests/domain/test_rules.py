@@ -12,7 +12,7 @@ from leaseboard.domain.errors import ALL_CODES
 from leaseboard.domain.reconciliation import needs_reconciliation, policy_for
 from leaseboard.domain.timing import TimingPolicy, TimingPolicyError
 
-DOMAIN = Path(__file__).resolve().parent.parent / "leaseboard" / "domain"
+DOMAIN = Path(__file__).resolve().parents[2] / "leaseboard" / "domain"
 FORBIDDEN = {"django", "celery", "redis", "kombu", "psycopg", "leaseboard.core"}
 
 

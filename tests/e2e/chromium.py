@@ -1,7 +1,7 @@
-"""Real headless Chromium (Debian's /usr/bin/chromium) driven by Playwright's sync API.
+"""Where Debian's Chromium is, how it is launched, and where screenshots go.
 
-Never `playwright install`: the browser comes from the distribution. Under CI=true a
-missing Chromium fails the test; elsewhere it skips.
+Never `playwright install`: the browser comes from the distribution. The `browser` fixture
+is in tests/e2e/conftest.py.
 """
 
 from __future__ import annotations
@@ -9,12 +9,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pytest
-
-__all__ = ["ARGS", "CHROMIUM", "SHOTS", "browser"]
-
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
-SHOTS = Path(__file__).resolve().parent.parent / "artifacts" / "screenshots"
+SHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
 ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -23,26 +19,3 @@ ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-
-
-@pytest.fixture
-def browser(monkeypatch):  # type: ignore[no-untyped-def]
-    if not Path(CHROMIUM).exists():
-        if os.environ.get("CI", "").lower() in {"1", "true", "yes"}:
-            pytest.fail(f"chromium not found at {CHROMIUM}; install the Debian package")
-        pytest.skip(f"chromium not found at {CHROMIUM}")
-    sync_api = pytest.importorskip("playwright.sync_api")
-    from django.db import connections
-
-    # Playwright's sync API keeps an event loop on this thread; the test's own ORM calls
-    # are ordinary blocking calls, so tell Django they are intended.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
-            # Connections the test opened inside Playwright's context are not the ones
-            # pytest-django closes; left open, they keep the test database from dropping.
-            connections.close_all()

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser_fixtures import *  # noqa: F403 (the browser fixture)
-from tests.browser_fixtures import SHOTS
-from tests.dashboard_fixtures import PASSWORD, leased_item, make_user_in
+from tests.builders import PASSWORD, leased_item, make_user
+from tests.e2e.chromium import SHOTS
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -16,7 +15,7 @@ def test_a_selection_survives_polling_and_fills_the_bulk_form(live_server, brows
     from leaseboard.core.services.leases import lease_renew
 
     SHOTS.mkdir(parents=True, exist_ok=True)
-    make_user_in("otto", "operator")
+    make_user("otto", "operator")
     holder, _ = agent("bulk-agent")
     leases = [leased_item(holder, key=f"bulk-{i}") for i in range(3)]
 

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser_fixtures import *  # noqa: F403 (the browser fixture)
-from tests.browser_fixtures import SHOTS
-from tests.dashboard_fixtures import PASSWORD, age_lease, leased_item, make_user_in
+from tests.builders import PASSWORD, age_lease, leased_item, make_user
+from tests.e2e.chromium import SHOTS
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -51,7 +50,7 @@ def test_operator_watches_a_lease_fail_acknowledges_and_finds_the_stale_effect(
     from leaseboard.domain.errors import StaleEpoch
 
     SHOTS.mkdir(parents=True, exist_ok=True)
-    make_user_in("olivia", "operator")
+    make_user("olivia", "operator")
     old_holder, _ = agent("agent-old")
     new_holder, _ = agent("agent-new")
     lease = leased_item(old_holder, key="refund-order-42")

@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser_fixtures import *  # noqa: F403 (the browser fixture)
-from tests.browser_fixtures import SHOTS
-from tests.dashboard_fixtures import PASSWORD, leased_item, make_user_in
+from tests.builders import PASSWORD, leased_item, make_user
+from tests.e2e.chromium import SHOTS
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -38,9 +37,9 @@ def test_two_people_take_over_reconcile_hand_back_and_a_manager_exports(
 
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     SHOTS.mkdir(parents=True, exist_ok=True)
-    make_user_in("oscar", "operator")
-    make_user_in("ada", "approver")
-    make_user_in("max", "manager")
+    make_user("oscar", "operator")
+    make_user("ada", "approver")
+    make_user("max", "manager")
     executor, _ = agent("refund-bot")
     lease = leased_item(executor, key="refund-77")
     effect = effect_propose(

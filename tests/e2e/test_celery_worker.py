@@ -22,7 +22,7 @@ from leaseboard.sweeps.models import SweepState
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 INTERVAL_S = 0.5
 
 

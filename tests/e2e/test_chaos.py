@@ -15,7 +15,7 @@ import pytest
 
 from tests.pg_env import PG_OK, REDIS_OK
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = [
     pytest.mark.slow,

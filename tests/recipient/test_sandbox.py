@@ -6,20 +6,38 @@ token; forged and tampered tokens refused; refusals reported and shown as recipi
 
 from __future__ import annotations
 
+import json
 import time
+from typing import Any
 
 import pytest
 
 from leaseboard.core.models import Alert, Effect
 from leaseboard.sandbox.models import EpochMark, Payment
-from tests.sandbox_fixtures import (  # noqa: F401  (fixtures are used by name)
-    fencing_headers,
-    fresh_fence_fixture,
-    holder_factory_fixture,
-    pay,
-)
+from tests.builders import Holder
 
 pytestmark = [pytest.mark.postgres]
+
+
+def pay(client: Any, headers: dict[str, str], amount: int = 500, key: str = "") -> Any:
+    """POST /sandbox/payments through Django's test client with fencing headers."""
+    extra = {"HTTP_" + k.upper().replace("-", "_"): v for k, v in headers.items()}
+    body = {"amount_cents": amount, "currency": "EUR", "payee": "acme"}
+    if key:
+        body["idempotency_key"] = key
+    response = client.post(
+        "/sandbox/payments", data=json.dumps(body), content_type="application/json", **extra
+    )
+    response.json_body = json.loads(response.content or b"null")
+    return response
+
+
+def fencing_headers(holder: Holder, token: str | None = None) -> dict[str, str]:
+    return {
+        "X-Fencing-Token": token or holder.fencing_token,
+        "X-Lease-Epoch": str(holder.epoch),
+        "X-Work-Key": holder.key,
+    }
 
 
 def take_over(old):

@@ -11,7 +11,7 @@ from django.db import connection, connections
 from leaseboard.core.models import Alert, Effect, Lease, LeaseEvent, WorkItem
 from leaseboard.core.services import effects as fx
 from leaseboard.core.services import leases as ls
-from leaseboard.core.services.work import work_admit, work_complete
+from leaseboard.core.services.work import work_complete
 from leaseboard.domain.errors import (
     InJeopardy,
     LeaseExpired,
@@ -20,25 +20,9 @@ from leaseboard.domain.errors import (
     StaleEpoch,
     WorkLeased,
 )
+from tests.builders import admit
 
 pytestmark = pytest.mark.postgres
-
-
-def admit(key: str, **timing: int) -> WorkItem:
-    item, _ = work_admit(key=key, timing=timing or None)
-    return item
-
-
-def age_lease(lease_id, ms: int) -> None:
-    """Move a lease's stored times `ms` into the past (time passes for this lease only)."""
-    with connection.cursor() as cur:
-        cur.execute(
-            "UPDATE core_lease SET granted_at_ms = granted_at_ms - %s, "
-            "renewed_at_ms = renewed_at_ms - %s, jeopardy_at_ms = jeopardy_at_ms - %s, "
-            "expires_at_ms = expires_at_ms - %s, due_at_ms = due_at_ms - %s, "
-            "max_expires_at_ms = max_expires_at_ms - %s WHERE id = %s",
-            [ms] * 6 + [str(lease_id)],
-        )
 
 
 @pytest.mark.django_db(transaction=True)

@@ -18,8 +18,9 @@ from leaseboard.domain.errors import (
 )
 from leaseboard.takeovers import services
 from leaseboard.takeovers.models import Intervention, InterventionEvent, TakeoverRequest
-from tests.takeover_fixtures import *  # noqa: F403
-from tests.takeover_fixtures import grant_break_glass, request_for
+from tests.builders import age_lease, grant_break_glass, leased_item, make_user, request_for
+
+pytestmark = pytest.mark.usefixtures("fast_passwords")
 
 MIN = 60_000
 
@@ -141,7 +142,7 @@ def test_approval_is_atomic_whichever_step_fails(people, scene, monkeypatch, ste
     assert iv.epoch == item_before.epoch + 1
 
 
-def test_the_requester_may_not_approve_or_reject_their_own_request(people, scene, make_user):
+def test_the_requester_may_not_approve_or_reject_their_own_request(people, scene):
     both = make_user("both-roles", "operator", "approver")
     req = request_for(scene.key, both)
     with pytest.raises(Forbidden):
@@ -152,8 +153,6 @@ def test_the_requester_may_not_approve_or_reject_their_own_request(people, scene
 
 
 def test_approving_after_the_epoch_moved_is_a_takeover_conflict(people, scene, agent):
-    from tests.dashboard_fixtures import age_lease
-
     req = request_for(scene.key, people.operator)
     age_lease(scene.lease.id, scene.lease.ttl_ms + 1000)  # the agent's lease expires...
     other, _ = agent()
@@ -168,8 +167,6 @@ def test_approving_after_the_epoch_moved_is_a_takeover_conflict(people, scene, a
 
 
 def test_an_expired_lease_without_an_epoch_change_is_still_taken_over(people, scene):
-    from tests.dashboard_fixtures import age_lease
-
     req = request_for(scene.key, people.operator)
     age_lease(scene.lease.id, scene.lease.ttl_ms + 1000)
     iv = approve(req, people.approver)
@@ -217,8 +214,6 @@ def test_undecided_requests_expire_with_one_alert(people, scene, db_clock):
 
 def test_the_sweep_step_expires_due_requests_once(people, scene, agent, db_clock):
     other, _ = agent()
-    from tests.dashboard_fixtures import leased_item
-
     second = leased_item(other, key="exp-2")
     r1 = request_for(scene.key, people.operator)
     r2 = request_for(second.work_item.key, people.operator)
@@ -304,7 +299,7 @@ def test_complete_is_refused_while_an_effect_is_unreconciled(people, scene):
     assert AuditEntry.objects.filter(action="effect.reconcile", actor_role="operator").exists()
 
 
-def test_only_the_grantee_acts_under_standing(people, scene, make_user):
+def test_only_the_grantee_acts_under_standing(people, scene):
     iv, lease = _standing(people, scene)
     other_op = make_user("other-op", "operator")
     with pytest.raises(Forbidden):
@@ -388,8 +383,6 @@ def test_an_approver_rejects_a_pending_effect_with_a_note(people, scene):
 
 
 def test_bulk_requests_report_per_item_and_honour_the_idempotency_key(people, scene, agent):
-    from tests.dashboard_fixtures import leased_item
-
     other, _ = agent()
     second = leased_item(other, key="bulk-2")
     args = {
@@ -443,8 +436,6 @@ def test_break_glass_needs_the_permission_and_is_flagged_for_review(people, scen
 
 
 def test_a_lapsed_standing_is_marked_by_the_sweep_step(people, scene):
-    from tests.dashboard_fixtures import age_lease
-
     iv, lease = _standing(people, scene)
     age_lease(lease.id, lease.ttl_ms + 1000)
     with pytest.raises(Exception) as err:

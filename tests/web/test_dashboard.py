@@ -12,8 +12,7 @@ from django.test.utils import CaptureQueriesContext
 
 from leaseboard.core.models import Alert, AuditEntry, Effect, Lease
 from leaseboard.core.services.leases import lease_renew
-from tests.dashboard_fixtures import *  # noqa: F403  (fixtures: make_user, operator, ...)
-from tests.dashboard_fixtures import PASSWORD, age_lease, leased_item, stale_effect_on
+from tests.builders import PASSWORD, age_lease, leased_item, make_user, stale_effect_on
 
 pytestmark = pytest.mark.django_db
 
@@ -46,9 +45,7 @@ def test_live_page_and_fragment_run_a_fixed_number_of_queries_whatever_the_page_
     assert f_small == f_large == 5  # the fragment skips the header badge
 
 
-def test_work_item_alerts_executor_and_audit_pages_have_fixed_query_counts(
-    operator_client, agent, make_user
-):
+def test_work_item_alerts_executor_and_audit_pages_have_fixed_query_counts(operator_client, agent):
     a, _ = agent()
     b, _ = agent()
     make_user("mia", "manager")
@@ -83,9 +80,7 @@ def test_work_item_alerts_executor_and_audit_pages_have_fixed_query_counts(
 READ_URLS = ["/", "/alerts/", "/alerts/badge", "/work/rk", "/executors/{ex}"]
 
 
-def test_every_view_refuses_a_user_without_a_role_and_sends_strangers_to_sign_in(
-    client, make_user, agent
-):
+def test_every_view_refuses_a_user_without_a_role_and_sends_strangers_to_sign_in(client, agent):
     executor, _ = agent()
     leased_item(executor, key="rk")
     alert = Alert.objects.create(
@@ -105,7 +100,7 @@ def test_every_view_refuses_a_user_without_a_role_and_sends_strangers_to_sign_in
 
 
 @pytest.mark.parametrize("role", ["approver", "manager"])
-def test_only_an_operator_may_acknowledge(client, make_user, role):
+def test_only_an_operator_may_acknowledge(client, role):
     alert = Alert.objects.create(kind="jeopardy", dedupe_key="k", message="m", opened_at_ms=1)
     client.force_login(make_user(f"u-{role}", role))
     assert client.get("/alerts/").status_code == 200  # reading is fine
@@ -117,7 +112,7 @@ def test_only_an_operator_may_acknowledge(client, make_user, role):
 
 
 @pytest.mark.parametrize("role,status", [("operator", 403), ("approver", 403), ("manager", 200)])
-def test_the_audit_log_is_for_managers(client, make_user, role, status):
+def test_the_audit_log_is_for_managers(client, role, status):
     client.force_login(make_user(f"a-{role}", role))
     assert client.get("/audit/").status_code == status
 
@@ -211,7 +206,7 @@ def test_an_empty_note_is_a_form_error_not_a_write(operator_client):
     assert operator_client.post("/alerts/999999/acknowledge", {"note": "x"}).status_code == 404
 
 
-def test_sign_in_and_sign_out_need_the_csrf_token(make_user):
+def test_sign_in_and_sign_out_need_the_csrf_token():
     make_user("erin", "operator")
     client = Client(enforce_csrf_checks=True)
     creds = {"username": "erin", "password": PASSWORD}

@@ -14,8 +14,9 @@ from django.test import Client
 from leaseboard.core.models import AuditEntry, Lease
 from leaseboard.takeovers import services
 from leaseboard.takeovers.models import Intervention, TakeoverRequest
-from tests.takeover_fixtures import *  # noqa: F403
-from tests.takeover_fixtures import request_for
+from tests.builders import make_user, request_for
+
+pytestmark = pytest.mark.usefixtures("fast_passwords")
 
 
 def _login(user, csrf: bool = False) -> Client:  # type: ignore[no-untyped-def]
@@ -67,7 +68,7 @@ def test_an_operator_requests_from_the_work_item_page_and_an_approver_approves(p
     assert iv.grantee.user == people.operator
 
 
-def test_the_requester_cannot_approve_their_own_request_over_http(people, scene, make_user):
+def test_the_requester_cannot_approve_their_own_request_over_http(people, scene):
     both = make_user("both", "operator", "approver")
     req = request_for(scene.key, both)
     client = _login(both, csrf=True)

@@ -17,7 +17,7 @@ from django.db import connection, connections
 
 from leaseboard.core.models import Alert, Lease, LeaseEvent
 from leaseboard.sweeps import services
-from tests.sweeps_fixtures import age_leases, bulk_leases
+from tests.builders import age_leases, bulk_leases
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 

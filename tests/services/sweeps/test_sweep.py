@@ -1,31 +1,18 @@
 """Sweep services on real PostgreSQL: transitions, alerts, injected races, outage recovery,
-retention, the worker guard, notifications and metrics. Time moves by aging stored times."""
+retention. Time moves by aging stored times."""
 
 from __future__ import annotations
 
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
-
 import pytest
 from django.contrib.auth import get_user_model
-from django.core import mail
 
-from leaseboard.celery import app as celery_app
-from leaseboard.core.models import Alert, Executor, Lease, LeaseEvent, Queue
+from leaseboard.core.models import Alert, Executor, Lease, LeaseEvent
 from leaseboard.core.services import leases as ls
 from leaseboard.core.services.alerts import lease_alert
-from leaseboard.core.services.work import work_admit
-from leaseboard.sweeps import guard, notifications, services
-from leaseboard.sweeps.models import NotificationDelivery
-from tests.sweeps_fixtures import age_leases, age_sweep_clock, bulk_leases
+from leaseboard.sweeps import services
+from tests.builders import age_leases, age_sweep_clock, bulk_leases, leased_item
 
 pytestmark = pytest.mark.postgres
-
-
-def grant(key: str, executor: Executor, **timing: int) -> Lease:
-    work_admit(key=key, timing=timing or None)
-    return ls.lease_acquire(work_key=key, executor=executor).lease
 
 
 def alerts(kind: str) -> list[Alert]:
@@ -35,7 +22,7 @@ def alerts(kind: str) -> list[Alert]:
 @pytest.mark.django_db
 def test_an_agent_that_stops_renewing_goes_to_jeopardy_then_expired_with_one_alert_each(agent):
     executor, _ = agent()
-    lease = grant("stop-1", executor)
+    lease = leased_item(executor, "stop-1")
     services.sweep_run()
     assert Lease.objects.get(id=lease.id).state == "active"
 
@@ -65,7 +52,7 @@ def test_an_agent_that_stops_renewing_goes_to_jeopardy_then_expired_with_one_ale
 @pytest.mark.django_db
 def test_a_renew_after_jeopardy_brings_the_lease_back_and_resolves_the_alert(agent):
     executor, _ = agent()
-    lease = grant("back-1", executor)
+    lease = leased_item(executor, "back-1")
     age_leases(lease.jeopardy_after_ms + 100, lease_ids=[lease.id])
     services.sweep_run()
     assert Lease.objects.get(id=lease.id).state == "jeopardy"
@@ -79,7 +66,7 @@ def test_a_renew_after_jeopardy_brings_the_lease_back_and_resolves_the_alert(age
 @pytest.mark.django_db
 def test_a_lease_that_passed_expiry_unswept_expires_directly_with_one_alert(agent):
     executor, _ = agent()
-    lease = grant("late-1", executor)
+    lease = leased_item(executor, "late-1")
     age_leases(lease.ttl_ms + 5000, lease_ids=[lease.id])
     report = services.sweep_run()
     assert (report.jeopardy, report.expired) == (0, 1)
@@ -90,7 +77,7 @@ def test_a_lease_that_passed_expiry_unswept_expires_directly_with_one_alert(agen
 def test_human_standing_that_lapses_raises_standing_lapsed(agent):
     user = get_user_model().objects.create_user("olga")
     human = Executor.objects.create(name="human:olga", kind="human", user=user)
-    lease = grant("human-1", human)
+    lease = leased_item(human, "human-1")
     age_leases(lease.ttl_ms + 1, lease_ids=[lease.id])
     services.sweep_run()
     assert Lease.objects.get(id=lease.id).state == "expired"
@@ -100,10 +87,10 @@ def test_human_standing_that_lapses_raises_standing_lapsed(agent):
 @pytest.mark.django_db
 def test_a_lease_renewed_between_the_sweeps_read_and_write_is_left_alone(agent):
     executor, _ = agent()
-    renewed = grant("race-renew", executor)
-    released = grant("race-release", executor)
-    revoked = grant("race-revoke", executor)
-    untouched = grant("race-none", executor)
+    renewed = leased_item(executor, "race-renew")
+    released = leased_item(executor, "race-release")
+    revoked = leased_item(executor, "race-revoke")
+    untouched = leased_item(executor, "race-none")
     ids = [renewed.id, released.id, revoked.id, untouched.id]
     age_leases(renewed.jeopardy_after_ms + 100, lease_ids=ids)
     calls = []
@@ -134,7 +121,7 @@ def test_a_lease_renewed_between_the_sweeps_read_and_write_is_left_alone(agent):
 def test_an_outage_of_two_ttls_gives_a_recovery_grace_and_one_summary_alert(agent, db_clock):
     executor, _ = agent()
     bulk_leases(200, prefix="outage-", holder=executor, jeopardy_in_ms=10_000, expires_in_ms=15_000)
-    healthy = grant("outage-healthy", executor)
+    healthy = leased_item(executor, "outage-healthy")
     services.sweep_run()  # the last sweep before the outage
     ttl = 15_000
     # Two ttls pass with no renewals and no sweeps; the healthy one renews just before.
@@ -207,7 +194,7 @@ def test_extra_sweep_steps_run_after_the_lease_batches(monkeypatch):
 @pytest.mark.django_db
 def test_retention_prunes_lease_events_past_the_configured_age(agent):
     executor, _ = agent()
-    lease = grant("ret-1", executor)
+    lease = leased_item(executor, "ret-1")
     LeaseEvent.objects.filter(lease=lease).update(at_ms=1_000)  # 1970: far past any age
     LeaseEvent.objects.create(
         lease=lease, work_item_id=lease.work_item_id, epoch=1, kind="extended", at_ms=10**13
@@ -218,161 +205,12 @@ def test_retention_prunes_lease_events_past_the_configured_age(agent):
     assert lease.renew_count == 0  # aggregates live on the lease row, untouched
 
 
-@pytest.fixture
-def celery_conf():
-    """Override Celery settings for one test: celery_conf(key=value, ...)."""
-    saved: dict = {}
-
-    def override(**values):  # type: ignore[no-untyped-def]
-        for key, value in values.items():
-            saved.setdefault(key, celery_app.conf[key])
-            celery_app.conf[key] = value
-
-    yield override
-    for key, value in saved.items():
-        celery_app.conf[key] = value
-
-
-def test_the_worker_guard_accepts_the_shipped_settings():
-    assert guard.worker_config_problems(celery_app) == []
-
-
-def test_the_worker_guard_names_a_visibility_timeout_at_or_below_a_time_limit(celery_conf):
-    celery_conf(
-        broker_url="redis://127.0.0.1:6379/0",
-        broker_transport_options={"visibility_timeout": 60},
-        task_time_limit=60,
-    )
-    problems = guard.worker_config_problems(celery_app)
-    assert problems and all("visibility_timeout" in p for p in problems)
-
-
-def test_the_worker_guard_refuses_reject_on_worker_lost_with_late_acks(monkeypatch):
-    task = celery_app.tasks["leaseboard.sweeps.tasks.deliver_email"]
-    monkeypatch.setattr(task, "reject_on_worker_lost", True)
-    problems = guard.worker_config_problems(celery_app)
-    assert any("CELERY_TASK_REJECT_ON_WORKER_LOST" in p for p in problems)
-
-
-def test_the_worker_guard_refuses_a_notification_task_that_acks_early(monkeypatch):
-    task = celery_app.tasks["leaseboard.sweeps.tasks.deliver_webhook"]
-    monkeypatch.setattr(task, "acks_late", False)
-    problems = guard.worker_config_problems(celery_app)
-    assert any(
-        "acks_late is off for leaseboard.sweeps.tasks.deliver_webhook" in p for p in problems
-    )
-
-
-class _Hook(BaseHTTPRequestHandler):
-    received: list = []
-    statuses: list = []
-
-    def do_POST(self):
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        self.received.append((dict(self.headers), body))
-        self.send_response(self.statuses.pop(0) if self.statuses else 200)
-        self.end_headers()
-
-    def log_message(self, *args):  # keep test output quiet
-        pass
-
-
-@pytest.fixture
-def webhook_server():
-    _Hook.received, _Hook.statuses = [], []
-    server = HTTPServer(("127.0.0.1", 0), _Hook)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}/hook", _Hook
-    server.shutdown()
-
-
-@pytest.mark.django_db(transaction=True)
-def test_alerts_notify_a_signed_webhook_with_retries_and_an_email(
-    agent, webhook_server, monkeypatch, celery_conf
-):
-    url, hook = webhook_server
-    hook.statuses = [503]  # first attempt fails, the retry succeeds
-    Queue.objects.filter(name="default").update(
-        notify={"webhooks": [{"url": url, "secret": "s3cret"}], "emails": ["ops@example.com"]}
-    )
-    celery_conf(task_always_eager=True)
-    monkeypatch.setattr(notifications, "backoff_s", lambda attempt: 0)
-    executor, _ = agent()
-    lease = grant("notify-1", executor)
-    age_leases(lease.jeopardy_after_ms + 1, lease_ids=[lease.id])
-    services.sweep_run()  # enqueues notify_alert on commit (eager here)
-
-    alert = Alert.objects.get(kind="jeopardy")
-    assert len(hook.received) == 2
-    headers, body = hook.received[-1]
-    assert notifications.verify(body, headers["X-Leaseboard-Signature"], "s3cret")
-    assert not notifications.verify(body, headers["X-Leaseboard-Signature"], "wrong")
-    assert json.loads(body)["kind"] == "jeopardy" and json.loads(body)["id"] == alert.id
-    webhook = NotificationDelivery.objects.get(alert=alert, channel="webhook")
-    assert (webhook.status, webhook.attempts, webhook.last_status_code) == ("delivered", 2, 200)
-    email = NotificationDelivery.objects.get(alert=alert, channel="email")
-    assert email.status == "delivered"
-    assert len(mail.outbox) == 1 and "jeopardy" in mail.outbox[0].subject
-    # A redelivered fan-out sends nothing twice.
-    notifications.alert_fan_out(alert_id=alert.id)
-    assert len(hook.received) == 2 and len(mail.outbox) == 1
-
-
-@pytest.mark.django_db
-def test_a_webhook_that_keeps_refusing_is_logged_as_failed(agent, webhook_server, settings):
-    url, hook = webhook_server
-    hook.statuses = [410]
-    Queue.objects.filter(name="default").update(notify={"webhooks": [{"url": url}]})
-    executor, _ = agent()
-    lease = grant("notify-2", executor)
-    alert_id = services.alerts_open(
-        [
-            lease_alert(
-                Lease.objects.select_related("holder").get(id=lease.id),
-                "jeopardy",
-                "m",
-                due_at_ms=0,
-                now_ms=0,
-            )
-        ]
-    )[0]
-    delivery = NotificationDelivery.objects.create(alert_id=alert_id, channel="webhook", target=url)
-    assert notifications.webhook_deliver(delivery_id=delivery.id) is None  # 4xx: no retry
-    delivery.refresh_from_db()
-    assert (delivery.status, delivery.last_error) == ("failed", "HTTP 410")
-
-
 @pytest.mark.django_db
 def test_alerts_open_skips_an_existing_dedupe_key_and_returns_only_new_ids(agent):
     executor, _ = agent()
-    lease = Lease.objects.select_related("holder").get(id=grant("dup-1", executor).id)
+    lease = Lease.objects.select_related("holder").get(id=leased_item(executor, "dup-1").id)
     make = lambda: lease_alert(lease, "expired", "m", due_at_ms=1, now_ms=2)  # noqa: E731
     first = services.alerts_open([make()])
     assert len(first) == 1
     assert services.alerts_open([make(), make()]) == []
     assert Alert.objects.count() == 1
-
-
-@pytest.mark.django_db
-def test_metrics_report_certainty_sweeps_alerts_and_latency(agent, client):
-    executor, _ = agent()
-    bulk_leases(3, prefix="m-", holder=executor, jeopardy_in_ms=-500, expires_in_ms=10_000)
-    bulk_leases(2, prefix="n-", holder=executor, jeopardy_in_ms=5_000, expires_in_ms=10_000)
-    services.sweep_run()
-    text = client.get("/metrics").content.decode()
-    assert 'leaseboard_leases{certainty="jeopardy"} 3.0' in text
-    assert 'leaseboard_leases{certainty="active"} 2.0' in text
-    assert 'leaseboard_alerts_opened_total{kind="jeopardy"} 3.0' in text
-    assert "leaseboard_sweeps_total 1.0" in text
-    assert 'leaseboard_alert_latency_seconds_bucket{le="1.0"} 3.0' in text
-    assert "leaseboard_sweep_duration_seconds_count 1.0" in text
-    assert "leaseboard_live_lease_renewals 5.0" in text
-    assert "leaseboard_refusals_total" in text or "leaseboard_refusals" in text
-
-
-@pytest.mark.django_db
-def test_healthz_reports_the_broker(client):
-    body = client.get("/healthz").json()
-    assert "broker" in body["checks"]
-    assert body["checks"]["broker"]["ok"] is True

@@ -1,0 +1,264 @@
+"""Recipient-side token checks with no database: the verifier accepts the current epoch and
+refuses stale, forged and expired tokens, reports each refusal, and the WSGI middleware and
+Django decorator answer with problem details.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from typing import Any
+
+from leaseboard.domain.fencing import (
+    FencingClaims,
+    generate_private_key,
+    jwks,
+    key_id,
+    public_key_raw,
+    sign_token,
+)
+from leaseboard.recipient import (
+    FencingMiddleware,
+    InMemoryEpochGuard,
+    MemoryReporter,
+    RecipientReporter,
+    Refusal,
+    TokenVerifier,
+)
+
+KEY = generate_private_key()
+KID = key_id(public_key_raw(KEY))
+NOW = 1_700_000_000_000
+
+
+def token_for(work_key: str, epoch: int, *, key: bytes = KEY, expires: int = NOW + 15_000) -> str:
+    claims = FencingClaims(
+        work_key=work_key,
+        epoch=epoch,
+        lease_id=str(uuid.uuid4()),
+        holder="agent-1",
+        issued_at_ms=NOW - 1_000,
+        expires_at_ms=expires,
+        kid=key_id(public_key_raw(key)),
+    )
+    return sign_token(claims, private_key_raw=key)
+
+
+def make_verifier(**kwargs: Any) -> tuple[TokenVerifier, MemoryReporter]:
+    reporter = MemoryReporter()
+    options: dict[str, Any] = {
+        "recipient": "payments",
+        "public_keys": {KID: public_key_raw(KEY)},
+        "guard": InMemoryEpochGuard(),
+        "reporter": reporter,
+        "clock_ms": lambda: NOW,
+    }
+    options.update(kwargs)
+    return TokenVerifier(**options), reporter
+
+
+def test_the_verifier_accepts_current_and_refuses_stale_tokens_and_reports_them() -> None:
+    verifier, reporter = make_verifier()
+    assert verifier.check(token_for("pay-1", 2), work_key="pay-1", epoch=2).accepted
+    stale = verifier.check(token_for("pay-1", 1), work_key="pay-1")
+    assert (stale.accepted, stale.code, stale.high_water, stale.epoch) == (
+        False,
+        "stale_epoch",
+        2,
+        1,
+    )
+    forged = verifier.check(token_for("pay-1", 9, key=generate_private_key()), work_key="pay-1")
+    assert forged.code == "unknown_key"
+    wrong = verifier.check(token_for("pay-2", 3), work_key="pay-1")
+    assert wrong.code == "wrong_work"
+    expired = verifier.check(token_for("pay-1", 3, expires=NOW), work_key="pay-1")
+    assert expired.code == "expired"
+    mismatch = verifier.check(token_for("pay-1", 2), work_key="pay-1", epoch=3)
+    assert mismatch.code == "malformed"
+    assert [r.reason for r in reporter.refusals] == [
+        "stale_epoch",
+        "unknown_key",
+        "wrong_work",
+        "expired",
+        "malformed",
+    ]
+    first = reporter.refusals[0]
+    assert (first.work_key, first.epoch, first.high_water, first.recipient) == (
+        "pay-1",
+        1,
+        2,
+        "payments",
+    )
+    # A missing token claims no standing: refused, not reported.
+    assert verifier.check(None, work_key="pay-1").code == "malformed"
+    assert len(reporter.refusals) == 5
+
+
+def test_an_unknown_kid_triggers_one_rate_limited_jwks_refresh() -> None:
+    new_key = generate_private_key()
+    published: dict[str, bytes] = {KID: public_key_raw(KEY)}
+    fetches = []
+    clock = [0.0]
+
+    def fetch(url: str) -> dict:
+        fetches.append(url)
+        return jwks(published)
+
+    verifier, _ = make_verifier(
+        public_keys=None,
+        jwks_url="http://leaseboard.test/api/v1/fencing/keys",
+        fetch=fetch,
+        monotonic=lambda: clock[0],
+    )
+    assert verifier.check(token_for("k", 1), work_key="k").accepted
+    assert len(fetches) == 1
+    published[key_id(public_key_raw(new_key))] = public_key_raw(new_key)  # rotation
+    clock[0] = 31.0
+    assert verifier.check(token_for("k", 2, key=new_key), work_key="k").accepted
+    assert len(fetches) == 2
+    # Forged kids do not make us hammer the server: one fetch per interval at most.
+    for _ in range(5):
+        assert verifier.check(token_for("k", 3, key=generate_private_key()), work_key="k").code == (
+            "unknown_key"
+        )
+    assert len(fetches) == 2
+    # Retiring a key on the server stops it verifying here after the next refresh.
+    del published[KID]
+    assert verifier.refresh_keys()
+    assert verifier.check(token_for("k", 4), work_key="k").code == "unknown_key"
+
+
+class _Capture(BaseHTTPRequestHandler):
+    received: list[tuple[str, str, dict]] = []
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        _Capture.received.append((self.path, self.headers["Authorization"], body))
+        self.send_response(201)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_the_reporter_posts_the_refusal_body_with_a_bearer_token() -> None:
+    server = HTTPServer(("127.0.0.1", 0), _Capture)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        reporter = RecipientReporter(
+            base_url=f"http://127.0.0.1:{server.server_port}/", token="s3cret"
+        )
+        long_token = "x" * 5000
+        reporter.report(
+            Refusal(
+                work_key="pay-1",
+                epoch=1,
+                high_water=2,
+                reason="stale_epoch",
+                recipient="payments",
+                token=long_token,
+                detail="older",
+            )
+        )
+        assert reporter.flush(5)
+        reporter.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+    path, auth, body = _Capture.received[-1]
+    assert path == "/api/v1/recipient-reports" and auth == "Bearer s3cret"
+    assert set(body) == {
+        "work_key",
+        "epoch",
+        "high_water",
+        "reason",
+        "recipient",
+        "token",
+        "detail",
+    }
+    assert body["reason"] == "stale_epoch" and len(body["token"]) < len(long_token)
+
+
+def test_a_failed_report_never_breaks_the_recipient() -> None:
+    reporter = RecipientReporter(base_url="http://127.0.0.1:9", token="t", background=False)
+    verifier, _ = make_verifier(reporter=reporter)
+    assert verifier.check(token_for("k", 2), work_key="k").accepted
+    assert verifier.check(token_for("k", 1), work_key="k").code == "stale_epoch"
+    assert reporter.failed == 1
+    # Nothing to file without a work key (the server needs one): skipped, not failed.
+    reporter.report(Refusal(None, None, None, "malformed", "payments"))
+    assert reporter.failed == 1
+
+
+def _call_wsgi(app: Any, headers: dict[str, str], method: str = "POST") -> tuple[str, dict | bytes]:
+    environ = {"REQUEST_METHOD": method, "PATH_INFO": "/pay"}
+    environ.update({"HTTP_" + k.upper().replace("-", "_"): v for k, v in headers.items()})
+    seen: dict[str, Any] = {}
+    body = b"".join(app(environ, lambda status, hdrs: seen.update(status=status, headers=hdrs)))
+    if dict(seen["headers"]).get("Content-Type") == "application/problem+json":
+        return seen["status"], json.loads(body)
+    return seen["status"], body
+
+
+def test_the_wsgi_middleware_refuses_with_problem_details() -> None:
+    verifier, reporter = make_verifier()
+
+    def app(environ: dict, start_response: Any) -> list[bytes]:
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        claims = environ.get("leaseboard.fencing")
+        return [f"paid under epoch {claims.epoch}".encode() if claims else b"read"]
+
+    fenced = FencingMiddleware(app, verifier=verifier)
+    new = {"X-Fencing-Token": token_for("pay-1", 5), "X-Lease-Epoch": "5", "X-Work-Key": "pay-1"}
+    assert _call_wsgi(fenced, new) == ("200 OK", b"paid under epoch 5")
+    old = {"X-Fencing-Token": token_for("pay-1", 4), "X-Lease-Epoch": "4", "X-Work-Key": "pay-1"}
+    status, problem = _call_wsgi(fenced, old)
+    assert status == "409 Conflict"
+    assert problem == {
+        "type": "urn:leaseboard:problem:stale_epoch",
+        "title": problem["title"],
+        "status": 409,
+        "code": "stale_epoch",
+        "detail": problem["detail"],
+        "current_epoch": 5,
+        "your_epoch": 4,
+    }
+    status, problem = _call_wsgi(fenced, {**new, "X-Fencing-Token": new["X-Fencing-Token"][:-6]})
+    assert status == "403 Forbidden" and problem["code"] == "forged"
+    status, problem = _call_wsgi(fenced, {**new, "X-Lease-Epoch": "five"})
+    assert status == "403 Forbidden" and problem["code"] == "malformed"
+    assert _call_wsgi(fenced, {}, method="GET") == ("200 OK", b"read")  # reads are not fenced
+    assert [r.reason for r in reporter.refusals] == ["stale_epoch", "forged"]
+
+
+def test_the_django_decorator_refuses_a_stale_epoch() -> None:
+    from django.conf import settings
+
+    if not settings.configured:
+        settings.configure(DEFAULT_CHARSET="utf-8", ALLOWED_HOSTS=["*"], USE_TZ=True)
+    from django.http import HttpResponse
+    from django.test import RequestFactory
+
+    from leaseboard.recipient.django_guard import fenced
+
+    verifier, reporter = make_verifier()
+
+    @fenced(verifier)
+    def pay(request: Any) -> HttpResponse:
+        return HttpResponse(f"paid {request.fencing.epoch}")
+
+    factory = RequestFactory()
+    ok = pay(
+        factory.post("/pay", headers={"X-Fencing-Token": token_for("p", 3), "X-Work-Key": "p"})
+    )
+    assert ok.status_code == 200 and ok.content == b"paid 3"
+    stale = pay(
+        factory.post("/pay", headers={"X-Fencing-Token": token_for("p", 2), "X-Work-Key": "p"})
+    )
+    assert stale.status_code == 409
+    assert json.loads(stale.content)["current_epoch"] == 3
+    assert stale["Content-Type"] == "application/problem+json"
+    assert reporter.refusals[-1].reason == "stale_epoch"
