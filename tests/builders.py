@@ -79,7 +79,30 @@ def leased_item(
 
     key = key or f"job-{next(_seq)}"
     admit(key, queue=queue, **timing)
+    if executor.kind == "human":
+        return human_standing(executor, key)
     return lease_acquire(work_key=key, executor=executor).lease
+
+
+def human_standing(executor: Executor, key: str, standing_ms: int = 15_000) -> Lease:
+    """Grant a human executor standing on an admitted, unleased work item, as an approved
+    takeover would (humans never acquire)."""
+    from django.db import transaction
+
+    from leaseboard.core.clock import db_now_ms
+    from leaseboard.core.locking import work_item_locked_by
+    from leaseboard.core.services.leases import lease_grant_locked
+
+    with transaction.atomic():
+        item = work_item_locked_by(key=key)
+        return lease_grant_locked(
+            item=item,
+            holder=executor,
+            now_ms=db_now_ms(),
+            grant_kind="takeover",
+            ttl_ms=standing_ms,
+            jeopardy_after_ms=standing_ms,
+        )
 
 
 def bulk_leases(
@@ -186,12 +209,12 @@ def stale_effect_on(item_key: str, old_holder, new_holder):  # type: ignore[no-u
 
 def request_for(key: str, user: Any, **kw: Any):  # type: ignore[no-untyped-def]
     """A takeover request on work item `key` by `user` as operator; `kw` overrides."""
+    from leaseboard.core.authority import Actor
     from leaseboard.takeovers.services import takeover_request
 
     args = {
         "work_key": key,
-        "user": user,
-        "role": "operator",
+        "actor": Actor.human(user),
         "reason_category": "stuck",
         "reason_text": "agent loops on the refund step",
         "request_id": "req-t",

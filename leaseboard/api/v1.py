@@ -12,10 +12,12 @@ from ninja.security import HttpBearer
 
 from leaseboard.api import schemas as s
 from leaseboard.api.errors import problem, problem_from_error
+from leaseboard.core.authority import Actor
 from leaseboard.core.models import Executor
 from leaseboard.core.selectors import work_item_state
 from leaseboard.core.services import effects as effect_services
 from leaseboard.core.services import leases as lease_services
+from leaseboard.core.services import recipients, reconciliation
 from leaseboard.core.services.executors import executor_for_token
 from leaseboard.core.services.fencing import fencing_public_keys
 from leaseboard.core.services.work import work_admit, work_complete
@@ -231,9 +233,9 @@ def report_outcome(request: HttpRequest, effect_id: str, body: s.OutcomeIn) -> d
 
 @api.post("/effects/{effect_id}/reconcile", response={200: s.ReconcileOut, **ERRORS})
 def reconcile(request: HttpRequest, effect_id: str, body: s.ReconcileIn) -> dict[str, Any]:
-    effect = effect_services.effect_reconcile(
+    effect = reconciliation.effect_reconcile(
         effect_id=effect_id,
-        actor=_executor(request),
+        actor=Actor.agent(_executor(request)),
         resolution=body.resolution,
         note=body.note,
         lease_id=body.lease_id,
@@ -251,7 +253,7 @@ def fencing_keys(request: HttpRequest) -> dict[str, Any]:
 
 @api.post("/recipient-reports", response={201: s.RecipientReportOut, **ERRORS})
 def recipient_report(request: HttpRequest, body: s.RecipientReportIn):  # type: ignore[no-untyped-def]
-    effect = effect_services.recipient_report_record(
+    effect = recipients.recipient_report_record(
         executor=_executor(request),
         work_key=body.work_key,
         reason=body.reason,

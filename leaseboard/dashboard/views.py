@@ -11,11 +11,12 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from leaseboard.dashboard import selectors, services
+from leaseboard.core.authority import Actor
+from leaseboard.core.services.alerts import alert_acknowledge as alert_acknowledge_service
+from leaseboard.dashboard import selectors
 from leaseboard.dashboard.roles import (
     OPERATOR,
     VIEWER_ROLES,
-    acting_role,
     has_role,
     request_id,
     role_required,
@@ -90,10 +91,9 @@ def alert_acknowledge(request: HttpRequest, pk: int) -> HttpResponse:
     note = request.POST.get("note", "")
     error = ""
     try:
-        ack = services.alert_acknowledge(
+        ack = alert_acknowledge_service(
             alert_id=pk,
-            user=request.user,
-            role=acting_role(request, OPERATOR),
+            actor=Actor.human(request.user),
             note=note,
             request_id=request_id(request),
         )

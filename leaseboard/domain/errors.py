@@ -129,30 +129,35 @@ class TakeoverConflict(LeaseboardError):
     decision = "lease"
 
 
-ALL_CODES = frozenset(
-    cls.code
-    for cls in (
-        ValidationFailed,
-        NotFound,
-        Unauthenticated,
-        Forbidden,
-        RateLimited,
-        WorkNotAdmitted,
-        CapacityExhausted,
-        WorkLeased,
-        LockDelay,
-        NeedsReconciliation,
-        StaleEpoch,
-        LeaseExpired,
-        LeaseRevoked,
-        LeaseReleased,
-        NotHolder,
-        InJeopardy,
-        PolicyDenied,
-        ApprovalRequired,
-        TakeoverConflict,
-    )
+class IdempotencyConflict(LeaseboardError):
+    code = "idempotency_conflict"
+    title = "The idempotency key was used for a different request"
+
+
+ERROR_CLASSES: tuple[type[LeaseboardError], ...] = (
+    ValidationFailed,
+    NotFound,
+    Unauthenticated,
+    Forbidden,
+    RateLimited,
+    WorkNotAdmitted,
+    CapacityExhausted,
+    WorkLeased,
+    LockDelay,
+    NeedsReconciliation,
+    StaleEpoch,
+    LeaseExpired,
+    LeaseRevoked,
+    LeaseReleased,
+    NotHolder,
+    InJeopardy,
+    PolicyDenied,
+    ApprovalRequired,
+    TakeoverConflict,
+    IdempotencyConflict,
 )
+ERRORS_BY_CODE: dict[str, type[LeaseboardError]] = {cls.code: cls for cls in ERROR_CLASSES}
+ALL_CODES = frozenset(ERRORS_BY_CODE)
 
 # Terminal lease state -> the refusal a caller gets for acting under it.
 ENDED_STATE_ERRORS: dict[str, type[LeaseboardError]] = {

@@ -15,7 +15,9 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from leaseboard.core.authority import Actor
 from leaseboard.core.models import WorkItem
+from leaseboard.core.services import approvals, reconciliation
 from leaseboard.dashboard.roles import (
     APPROVER,
     MANAGER,
@@ -42,11 +44,8 @@ def _page(request: HttpRequest, template: str, context: dict[str, Any], status: 
 
 
 def _ctx(request: HttpRequest, role: str) -> dict[str, Any]:
-    return {
-        "user": request.user,
-        "role": acting_role(request, role),
-        "request_id": request_id(request),
-    }
+    acting_role(request, role)  # the page's role gate; the authority decides the act
+    return {"actor": Actor.human(request.user), "request_id": request_id(request)}
 
 
 def _int(raw: Any) -> int:
@@ -223,7 +222,7 @@ def effect_record(request: HttpRequest, pk: int) -> HttpResponse:
 @role_required(OPERATOR)
 def effect_reconcile(request: HttpRequest, effect_id: uuid.UUID) -> HttpResponse:
     try:
-        services.effect_reconcile_human(
+        reconciliation.effect_reconcile(
             effect_id=effect_id,
             resolution=request.POST.get("resolution", ""),
             note=request.POST.get("note", ""),
@@ -280,10 +279,10 @@ def effect_decide(request: HttpRequest, effect_id: uuid.UUID, decision: str) -> 
     note = request.POST.get("note", "")
     try:
         if decision == "approve":
-            services.effect_approve(effect_id=effect_id, note=note, **_ctx(request, APPROVER))
+            approvals.effect_approve(effect_id=effect_id, note=note, **_ctx(request, APPROVER))
             messages.success(request, "Effect authorized.")
         else:
-            services.effect_reject(effect_id=effect_id, note=note, **_ctx(request, APPROVER))
+            approvals.effect_reject(effect_id=effect_id, note=note, **_ctx(request, APPROVER))
             messages.success(request, "Effect rejected.")
     except LeaseboardError as exc:
         messages.error(request, f"Effect: {exc.detail} ({exc.code})")

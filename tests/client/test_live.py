@@ -416,15 +416,20 @@ def take_over(work_key: str, lease_id: str, new_holder: Any) -> int:
     """Revoke the lease and grant the work to `new_holder` in one transaction (a takeover)."""
     from django.db import transaction
 
+    from leaseboard.core.authority import Actor
     from leaseboard.core.clock import db_now_ms
     from leaseboard.core.models import Lease, WorkItem
     from leaseboard.core.services.leases import lease_grant_locked, lease_revoke_locked
+    from tests.builders import make_user
 
+    approver = Actor.human(make_user(f"approver-{work_key}", "approver"))
     with transaction.atomic():
         now = db_now_ms()
         item = WorkItem.objects.select_for_update().select_related("queue").get(key=work_key)
         lease = Lease.objects.select_for_update().get(id=lease_id)
-        lease_revoke_locked(lease=lease, now_ms=now, reason="taken over by an operator")
+        lease_revoke_locked(
+            lease=lease, actor=approver, now_ms=now, reason="taken over by an operator"
+        )
         new = lease_grant_locked(
             item=item,
             holder=new_holder,

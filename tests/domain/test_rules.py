@@ -133,4 +133,5 @@ def test_error_codes_are_the_design_list():
         "unauthenticated",
         "forbidden",
         "rate_limited",
+        "idempotency_conflict",
     }

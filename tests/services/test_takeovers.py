@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from leaseboard.core.authority import Actor
 from leaseboard.core.models import Alert, AuditEntry, Effect, EffectPolicy, Lease, WorkItem
+from leaseboard.core.services import approvals, reconciliation
 from leaseboard.core.services.effects import effect_propose, effect_report_outcome
 from leaseboard.core.services.leases import lease_acquire, lease_renew
 from leaseboard.domain.errors import (
@@ -17,6 +19,7 @@ from leaseboard.domain.errors import (
     ValidationFailed,
 )
 from leaseboard.takeovers import services
+from leaseboard.takeovers.services import decisions
 from leaseboard.takeovers.models import Intervention, InterventionEvent, TakeoverRequest
 from tests.builders import age_lease, grant_break_glass, leased_item, make_user, request_for
 
@@ -27,7 +30,7 @@ MIN = 60_000
 
 def approve(req, user, **kw):  # type: ignore[no-untyped-def]
     return services.takeover_approve(
-        request_pk=req.id, user=user, role="approver", note=kw.pop("note", "ok"), **kw
+        request_pk=req.id, actor=Actor.human(user), note=kw.pop("note", "ok"), **kw
     )
 
 
@@ -109,9 +112,9 @@ STEPS = [
     "lease_revoke_locked",
     "lease_grant_locked",
     "_intervention_open",
-    "_alerts_resolve",
-    "_event",
-    "audit_record",
+    "alerts_resolve",
+    "timeline",
+    "audited",
 ]
 
 
@@ -124,7 +127,7 @@ def test_approval_is_atomic_whichever_step_fails(people, scene, monkeypatch, ste
     def boom(*args, **kwargs):  # type: ignore[no-untyped-def]
         raise RuntimeError(f"injected failure in {step}")
 
-    monkeypatch.setattr(services, step, boom)
+    monkeypatch.setattr(decisions, step, boom)
     with pytest.raises(RuntimeError, match="injected"):
         approve(req, people.approver)
     monkeypatch.undo()
@@ -146,9 +149,9 @@ def test_the_requester_may_not_approve_or_reject_their_own_request(people, scene
     both = make_user("both-roles", "operator", "approver")
     req = request_for(scene.key, both)
     with pytest.raises(Forbidden):
-        services.takeover_approve(request_pk=req.id, user=both, role="approver")
+        services.takeover_approve(request_pk=req.id, actor=Actor.human(both))
     with pytest.raises(Forbidden):
-        services.takeover_reject(request_pk=req.id, user=both, role="approver", note="no")
+        services.takeover_reject(request_pk=req.id, actor=Actor.human(both), note="no")
     assert TakeoverRequest.objects.get(id=req.id).status == "pending"
 
 
@@ -190,9 +193,9 @@ def test_requests_need_a_reason_and_bounded_standing(people, scene):
 def test_a_rejection_needs_a_note(people, scene):
     req = request_for(scene.key, people.operator)
     with pytest.raises(ValidationFailed):
-        services.takeover_reject(request_pk=req.id, user=people.approver, role="approver", note="")
+        services.takeover_reject(request_pk=req.id, actor=Actor.human(people.approver), note="")
     services.takeover_reject(
-        request_pk=req.id, user=people.approver, role="approver", note="the agent recovered"
+        request_pk=req.id, actor=Actor.human(people.approver), note="the agent recovered"
     )
     req.refresh_from_db()
     assert req.status == "rejected" and req.decision_note == "the agent recovered"
@@ -237,8 +240,7 @@ def _standing(people, scene):  # type: ignore[no-untyped-def]
 def _ctx(people, iv, lease):  # type: ignore[no-untyped-def]
     return {
         "intervention_pk": iv.id,
-        "user": people.operator,
-        "role": "operator",
+        "actor": Actor.human(people.operator),
         "lease_id": lease.id,
         "epoch": lease.epoch,
     }
@@ -286,10 +288,9 @@ def test_complete_is_refused_while_an_effect_is_unreconciled(people, scene):
         services.standing_complete(**_ctx(people, iv, lease))
     with pytest.raises(NeedsReconciliation):
         services.standing_hand_back(**_ctx(people, iv, lease))
-    services.effect_reconcile_human(
+    reconciliation.effect_reconcile(
         effect_id=effect.id,
-        user=people.operator,
-        role="operator",
+        actor=Actor.human(people.operator),
         resolution="confirmed",
         note="the refund shows in the ledger",
     )
@@ -303,7 +304,7 @@ def test_only_the_grantee_acts_under_standing(people, scene):
     iv, lease = _standing(people, scene)
     other_op = make_user("other-op", "operator")
     with pytest.raises(Forbidden):
-        services.standing_hand_back(**{**_ctx(people, iv, lease), "user": other_op})
+        services.standing_hand_back(**{**_ctx(people, iv, lease), "actor": Actor.human(other_op)})
 
 
 def test_extend_within_the_maximum_keeps_the_epoch(people, scene, settings):
@@ -358,11 +359,11 @@ def test_a_pending_effect_is_authorized_only_while_its_lease_is_current(people, 
     first = propose(scene, "wait-1")
     second = propose(scene, "wait-2")
     assert first.decision == second.decision == "pending_approval"
-    ok = services.effect_approve(effect_id=first.id, user=people.approver, role="approver")
+    ok = approvals.effect_approve(effect_id=first.id, actor=Actor.human(people.approver))
     assert ok.decision == "authorized" and ok.fencing_token
     approve(request_for(scene.key, people.operator), people.approver)
     with pytest.raises(StaleEpoch):
-        services.effect_approve(effect_id=second.id, user=people.approver, role="approver")
+        approvals.effect_approve(effect_id=second.id, actor=Actor.human(people.approver))
     second.refresh_from_db()
     assert (second.decision, second.refusal_code) == ("refused", "stale_epoch")
     assert AuditEntry.objects.filter(action="effect.approve_refused").count() == 1
@@ -374,9 +375,9 @@ def test_an_approver_rejects_a_pending_effect_with_a_note(people, scene):
     )
     effect = propose(scene, "rej-1")
     with pytest.raises(ValidationFailed):
-        services.effect_reject(effect_id=effect.id, user=people.approver, role="approver", note="")
-    services.effect_reject(
-        effect_id=effect.id, user=people.approver, role="approver", note="too large"
+        approvals.effect_reject(effect_id=effect.id, actor=Actor.human(people.approver), note="")
+    approvals.effect_reject(
+        effect_id=effect.id, actor=Actor.human(people.approver), note="too large"
     )
     effect.refresh_from_db()
     assert effect.decision == "refused" and effect.refusal_code == "policy_denied"
@@ -386,8 +387,7 @@ def test_bulk_requests_report_per_item_and_honour_the_idempotency_key(people, sc
     other, _ = agent()
     second = leased_item(other, key="bulk-2")
     args = {
-        "user": people.operator,
-        "role": "operator",
+        "actor": Actor.human(people.operator),
         "reason_category": "incident",
         "reason_text": "payments outage",
         "idempotency_key": "bulk-abc",
@@ -412,8 +412,7 @@ def test_bulk_requests_report_per_item_and_honour_the_idempotency_key(people, sc
 def test_break_glass_needs_the_permission_and_is_flagged_for_review(people, scene):
     kwargs = {
         "work_key": scene.key,
-        "user": people.operator,
-        "role": "operator",
+        "actor": Actor.human(people.operator),
         "reason_category": "incident",
         "reason_text": "double refunds going out",
     }
@@ -424,13 +423,13 @@ def test_break_glass_needs_the_permission_and_is_flagged_for_review(people, scen
     from django.contrib.auth import get_user_model
 
     op = get_user_model().objects.get(id=people.operator.id)  # fresh permission cache
-    iv = services.takeover_break_glass(**{**kwargs, "user": op})
+    iv = services.takeover_break_glass(**{**kwargs, "actor": Actor.human(op)})
     assert iv.break_glass and iv.approved_by == op and iv.reviewed_at_ms is None
     assert Lease.objects.get(id=scene.lease.id).state == "revoked"
     with pytest.raises(Forbidden):
-        services.intervention_review(intervention_pk=iv.id, user=op, role="manager", note="self")
+        services.intervention_review(intervention_pk=iv.id, actor=Actor.human(op), note="self")
     iv = services.intervention_review(
-        intervention_pk=iv.id, user=people.manager, role="manager", note="justified"
+        intervention_pk=iv.id, actor=Actor.human(people.manager), note="justified"
     )
     assert iv.reviewed_by == people.manager
 

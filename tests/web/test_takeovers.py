@@ -11,6 +11,7 @@ import uuid
 import pytest
 from django.test import Client
 
+from leaseboard.core.authority import Actor
 from leaseboard.core.models import AuditEntry, Lease
 from leaseboard.takeovers import services
 from leaseboard.takeovers.models import Intervention, TakeoverRequest
@@ -122,7 +123,7 @@ def test_a_request_form_without_a_reason_is_a_form_error_not_a_write(people, sce
 )
 def test_every_mutating_endpoint_needs_the_csrf_token(people, scene, path, role):
     req = request_for(scene.key, people.operator)
-    iv = services.takeover_approve(request_pk=req.id, user=people.approver, role="approver")
+    iv = services.takeover_approve(request_pk=req.id, actor=Actor.human(people.approver))
     url = path.format(key=scene.key, iv=iv.id, req=req.id, eid=uuid.uuid4())
     user = getattr(people, role)
     client = _login(user, csrf=True)
@@ -150,11 +151,10 @@ def test_pages_are_for_their_role_only(people, path, allowed):
 
 def test_managers_filter_read_and_export_intervention_records(people, scene, agent):
     req = request_for(scene.key, people.operator)
-    iv = services.takeover_approve(request_pk=req.id, user=people.approver, role="approver")
+    iv = services.takeover_approve(request_pk=req.id, actor=Actor.human(people.approver))
     services.standing_hand_back(
         intervention_pk=iv.id,
-        user=people.operator,
-        role="operator",
+        actor=Actor.human(people.operator),
         lease_id=iv.lease_id,
         epoch=iv.epoch,
         note="fixed",
@@ -185,7 +185,7 @@ def test_the_summary_measures_decision_to_the_agents_first_refused_effect(people
 
     req = request_for(scene.key, people.operator)
     db_clock.advance(90_000)
-    services.takeover_approve(request_pk=req.id, user=people.approver, role="approver")
+    services.takeover_approve(request_pk=req.id, actor=Actor.human(people.approver))
     db_clock.advance(4_000)
     with pytest.raises(StaleEpoch):
         effect_propose(

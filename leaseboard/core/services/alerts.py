@@ -8,11 +8,17 @@ hooks (the notification fan-out) only about the alerts this call opened.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from django.db import connection
+from django.db import connection, transaction
 
+from leaseboard.core.authority import Actor, authorize
+from leaseboard.core.clock import db_now_ms
 from leaseboard.core.models import Alert, Executor, Lease
+from leaseboard.core.services.audit import audit_act
+from leaseboard.domain.authority import Act
+from leaseboard.domain.errors import NotFound, ValidationFailed
 
 # Called inside the opening transaction with the new alert ids; hooks enqueue on commit.
 ALERT_OPENED_HOOKS: list[Callable[[list[int]], None]] = []
@@ -83,3 +89,81 @@ def expiry_alert(lease: Lease, now_ms: int) -> Alert:
             f"{lease.holder.name} stopped renewing; the lease expired",
         )
     return lease_alert(lease, kind, message, due_at_ms=lease.expires_at_ms, now_ms=now_ms)
+
+
+def alerts_resolve(
+    *,
+    now_ms: int,
+    lease: Lease | None = None,
+    work_item_id: int | None = None,
+    kind: str | None = None,
+) -> int:
+    """Resolve the open alerts about one lease or one work item (optionally of one kind).
+    Returns how many were open."""
+    if lease is None and work_item_id is None:
+        raise ValueError("resolve the alerts of a lease or of a work item")
+    qs = Alert.objects.filter(resolved_at_ms__isnull=True)
+    if lease is not None:
+        qs = qs.filter(lease=lease)
+    if work_item_id is not None:
+        qs = qs.filter(work_item_id=work_item_id)
+    if kind is not None:
+        qs = qs.filter(kind=kind)
+    return qs.update(resolved_at_ms=now_ms)
+
+
+NOTE_MAX = 1000
+
+
+@dataclass(frozen=True)
+class Acknowledgement:
+    alert: Alert
+    changed: bool  # False when it was already acknowledged (a retried click)
+
+
+@transaction.atomic(durable=True)
+def alert_acknowledge(
+    *, alert_id: int, actor: Actor, note: str, request_id: str = ""
+) -> Acknowledgement:
+    """Record who acknowledged an alert, when (database clock) and why. Idempotent: a second
+    acknowledgement changes nothing and writes no audit entry."""
+    authorize(Act.ACKNOWLEDGE_ALERT, actor)
+    note = (note or "").strip()
+    if not note:
+        raise ValidationFailed("say what you are doing about it", param="note")
+    if len(note) > NOTE_MAX:
+        raise ValidationFailed(f"the note is limited to {NOTE_MAX} characters", param="note")
+    alert = (
+        Alert.objects.select_for_update(no_key=True, of=("self",))
+        .select_related("work_item")
+        .filter(id=alert_id)
+        .first()
+    )
+    if alert is None:
+        raise NotFound(f"no alert {alert_id}")
+    if alert.acknowledged_at_ms is not None:
+        return Acknowledgement(alert, changed=False)
+    now = db_now_ms()
+    alert.acknowledged_at_ms = now
+    alert.acknowledged_by_id = actor.user_id
+    alert.acknowledge_note = note
+    alert.save(update_fields=["acknowledged_at_ms", "acknowledged_by", "acknowledge_note"])
+    audit_act(
+        act=Act.ACKNOWLEDGE_ALERT,
+        actor=actor,
+        action="alert.acknowledge",
+        object_type="alert",
+        object_id=str(alert.id),
+        work_item=alert.work_item,
+        at_ms=now,
+        reason=note,
+        before={"acknowledged_at_ms": None, "acknowledged_by": None, "acknowledge_note": ""},
+        after={
+            "acknowledged_at_ms": now,
+            "acknowledged_by": actor.name,
+            "acknowledge_note": note,
+            "kind": alert.kind,
+        },
+        request_id=request_id,
+    )
+    return Acknowledgement(alert, changed=True)

@@ -6,7 +6,9 @@ from typing import Any
 
 from django.db import transaction
 
+from leaseboard.core.authority import Actor, audit_role
 from leaseboard.core.models import AuditEntry, AuditHead, WorkItem
+from leaseboard.domain.authority import Act
 
 
 def audit_record(
@@ -48,6 +50,37 @@ def audit_record(
     entry.save()
     AuditHead.objects.filter(id=1).update(seq=entry.seq, last_hash=entry.hash)
     return entry
+
+
+def audit_act(
+    *,
+    act: Act,
+    actor: Actor,
+    action: str,
+    object_type: str,
+    object_id: str,
+    at_ms: int,
+    work_item: WorkItem | None = None,
+    reason: str = "",
+    before: dict[str, Any] | None = None,
+    after: dict[str, Any] | None = None,
+    request_id: str = "",
+) -> AuditEntry:
+    """Record an act by an actor: who, and in which role the authority allowed it."""
+    return audit_record(
+        at_ms=at_ms,
+        actor_user_id=actor.user_id,
+        actor_name=actor.name,
+        actor_role=audit_role(act, actor),
+        action=action,
+        object_type=object_type,
+        object_id=object_id,
+        work_item=work_item,
+        reason=reason,
+        before=before,
+        after=after,
+        request_id=request_id,
+    )
 
 
 def audit_verify() -> tuple[int, list[str]]:

@@ -16,6 +16,8 @@ from leaseboard.core.services.audit import audit_record
 from leaseboard.domain.errors import ValidationFailed
 
 TOKEN_PREFIX = "lb_"
+# Human executors are named "human:<username>"; no agent may take a name there.
+HUMAN_PREFIX = "human:"
 
 
 @transaction.atomic(durable=True)
@@ -23,7 +25,13 @@ def agent_create(*, name: str, actor_name: str = "cli") -> tuple[Executor, str]:
     """Create an agent and return (executor, token). Only the token's hash is stored."""
     name = name.strip()
     if not name or len(name) > 150:
-        raise ValidationFailed("an agent name is 1 to 150 characters")
+        raise ValidationFailed("an agent name is 1 to 150 characters", param="name")
+    if name.lower().startswith(HUMAN_PREFIX):
+        raise ValidationFailed(
+            f"agent names may not start with {HUMAN_PREFIX!r}: that namespace is reserved "
+            "for the people who take work over",
+            param="name",
+        )
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
     try:
         with transaction.atomic():
@@ -51,18 +59,29 @@ def agent_rotate_token_locked(executor: Executor) -> str:
     return token
 
 
-def human_executor_for(user) -> Executor:  # type: ignore[no-untyped-def]
+def human_executor_for_user_id(user_id: int | None) -> Executor:
     """The executor a human acts as under standing; created on first need."""
-    executor = Executor.objects.filter(user=user).first()
+    if user_id is None:
+        raise ValidationFailed("only a signed-in person acts as a human executor")
+    executor = Executor.objects.filter(user_id=user_id).first()
     if executor:
         return executor
+    from django.contrib.auth import get_user_model
+
+    user = get_user_model().objects.get(pk=user_id)
     try:
         with transaction.atomic():
             return Executor.objects.create(
-                name=f"human:{user.get_username()}", kind=Executor.Kind.HUMAN, user=user
+                name=f"{HUMAN_PREFIX}{user.get_username()}", kind=Executor.Kind.HUMAN, user=user
             )
     except IntegrityError:
-        return Executor.objects.get(user=user)
+        executor = Executor.objects.filter(user_id=user_id).first()
+        if executor is None:  # an agent created before the namespace was reserved
+            raise ValidationFailed(
+                f"the executor name {HUMAN_PREFIX}{user.get_username()} is taken by an agent; "
+                "rename that agent"
+            ) from None
+        return executor
 
 
 _token_cache: dict[str, tuple[float, Executor]] = {}

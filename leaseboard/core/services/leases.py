@@ -16,21 +16,22 @@ from django.db import connection, transaction
 from django.db.models import BigIntegerField, Case, Exists, F, OuterRef, Subquery, Value, When
 from django.db.models.functions import Least
 
+from leaseboard.core.authority import Actor, authorize
 from leaseboard.core.clock import DbNowMs, db_now_ms, now_ms_sql
+from leaseboard.core.locking import work_item_locked
 from leaseboard.core.models import Alert, Checkpoint, Executor, Lease, LeaseEvent, WorkItem
 from leaseboard.core.models.leases import LIVE_STATES, RENEWAL_SLOT, RENEWAL_WINDOW
-from leaseboard.core.services.alerts import alerts_open, expiry_alert
+from leaseboard.core.services.alerts import alerts_open, alerts_resolve, expiry_alert
+from leaseboard.core.services.audit import audit_act
 from leaseboard.core.services.fencing import fencing_token_issue
 from leaseboard.core.services.jsondocs import json_size_checked
-from leaseboard.domain.certainty import LIVE, Certainty, LeaseTimes, state_at
+from leaseboard.domain.authority import Act
+from leaseboard.domain.certainty import Certainty, LeaseTimes, state_at
 from leaseboard.domain.errors import (
-    ENDED_STATE_ERRORS,
     LeaseboardError,
     LockDelay,
     NeedsReconciliation,
     NotFound,
-    NotHolder,
-    StaleEpoch,
     ValidationFailed,
     WorkLeased,
     WorkNotAdmitted,
@@ -101,10 +102,11 @@ def lease_end_locked(
     state: str,
     now_ms: int,
     reason: str,
-    actor: Executor | None = None,
+    actor_id: int | None = None,
     detail: dict[str, Any] | None = None,
 ) -> Lease:
-    """End a live lease (already locked by the caller) and record the event."""
+    """End a live lease (already locked by the caller) and record the event. The caller
+    has asked the authority; this is the one place a lease is ended early."""
     if lease.state not in LIVE_STATES:
         raise RuntimeError(f"lease {lease.id} is already {lease.state}")
     if state == Lease.State.EXPIRED:
@@ -113,7 +115,7 @@ def lease_end_locked(
     lease.state = state
     lease.ended_at_ms = now_ms
     lease.end_reason = reason[:300]
-    lease.ended_by = actor
+    lease.ended_by_id = actor_id
     lease.save(update_fields=["state", "ended_at_ms", "end_reason", "ended_by"])
     LeaseEvent.objects.create(
         lease=lease,
@@ -121,7 +123,7 @@ def lease_end_locked(
         epoch=lease.epoch,
         kind=state,
         at_ms=now_ms,
-        actor=actor,
+        actor_id=actor_id,
         detail={"reason": reason[:300], **(detail or {})},
     )
     return lease
@@ -189,7 +191,7 @@ def lease_grant_locked(
     jeopardy_after_ms: int | None = None,
     max_lifetime_ms: int | None = None,
     takeover_reason: str = "",
-    actor: Executor | None = None,
+    actor_id: int | None = None,
 ) -> Lease:
     """Raise the epoch and create the lease. The caller holds the work item's row lock and
     has ended any live lease; the partial unique constraint backs that up."""
@@ -228,7 +230,7 @@ def lease_grant_locked(
         epoch=lease.epoch,
         kind=LeaseEvent.Kind.GRANTED,
         at_ms=now_ms,
-        actor=actor or holder,
+        actor_id=actor_id or holder.id,
         detail={"grant_kind": grant_kind, "holder": holder.name, "ttl_ms": policy.ttl_ms},
     )
     return lease
@@ -251,6 +253,7 @@ def lease_acquire(*, work_key: str, executor: Executor, ttl_ms: int | None = Non
     # locking statement would use its pre-wait snapshot: the race test catches that.)
     from leaseboard.core.models import Effect
 
+    authorize(Act.ACQUIRE, Actor.of_executor(executor))
     item = (
         WorkItem.objects.select_for_update(no_key=True, of=("self",))
         .select_related("queue")
@@ -430,17 +433,15 @@ def _renew_slow(*, lease_id: uuid.UUID, executor: Executor, epoch: int) -> Renew
     )
     if lease is None:
         raise NotFound(f"no lease {lease_id}")
-    if lease.holder_id != executor.id:
-        raise NotHolder("this lease is held by another executor")
-    current = lease.work_item.epoch
-    if epoch != lease.epoch:
-        raise StaleEpoch(
-            f"lease {lease_id} has epoch {lease.epoch}", current_epoch=current, your_epoch=epoch
-        )
     now = db_now_ms()
-    error = _ended_error(lease, now, epoch)
-    if error is not None:
-        raise error
+    authorize(
+        Act.RENEW,
+        Actor.agent(executor),
+        now_ms=now,
+        lease=lease,
+        epoch=epoch,
+        current_epoch=lease.work_item.epoch,
+    )
     was_jeopardy = lease.state == Lease.State.JEOPARDY
     expires = min(now + lease.ttl_ms, lease.max_expires_at_ms)
     jeopardy_at = min(now + lease.jeopardy_after_ms, lease.max_expires_at_ms)
@@ -466,9 +467,7 @@ def _renew_slow(*, lease_id: uuid.UUID, executor: Executor, epoch: int) -> Renew
             actor=executor,
             detail={"gap_ms": gap},
         )
-        Alert.objects.filter(
-            lease=lease, kind=Alert.Kind.JEOPARDY, resolved_at_ms__isnull=True
-        ).update(resolved_at_ms=now)
+        alerts_resolve(lease=lease, kind=Alert.Kind.JEOPARDY, now_ms=now)
     return Renewal(lease.id, lease.epoch, Certainty.ACTIVE.value, expires - now)
 
 
@@ -528,10 +527,11 @@ def lease_renew_many(*, executor: Executor, items: list[tuple[Any, int]]) -> lis
     return results
 
 
-def held_lease_locked(*, lease_id: Any, executor: Executor, epoch: int) -> tuple[Lease, int]:
-    """Lock a lease the caller claims to hold at `epoch` and check it is still live; returns
-    it with the database clock read after the lock. Jeopardy is allowed: the holder may
-    still checkpoint and report."""
+def held_lease_locked(
+    *, act: Act, lease_id: Any, executor: Executor, epoch: int
+) -> tuple[Lease, int]:
+    """Lock a lease the caller claims to hold at `epoch`, ask the authority whether `act`
+    may happen under it now, and return it with the database clock read after the lock."""
     lid = parse_lease_id(lease_id)
     lease = (
         Lease.objects.select_for_update(no_key=True, of=("self",))
@@ -541,35 +541,16 @@ def held_lease_locked(*, lease_id: Any, executor: Executor, epoch: int) -> tuple
     )
     if lease is None:
         raise NotFound(f"no lease {lid}")
-    if lease.holder_id != executor.id:
-        raise NotHolder("this lease is held by another executor")
-    current = lease.work_item.epoch
-    if epoch != lease.epoch or current != lease.epoch:
-        raise StaleEpoch(
-            f"the work item is at epoch {current}", current_epoch=current, your_epoch=epoch
-        )
     now_ms = db_now_ms()
-    error = _ended_error(lease, now_ms, epoch)
-    if error is not None:
-        raise error
-    return lease, now_ms
-
-
-def _ended_error(lease: Lease, now_ms: int, epoch: int) -> LeaseboardError | None:
-    """The refusal for acting under a lease that has ended, by its state or by time alone
-    (a refusal path writes nothing; the sweep materializes the expiry)."""
-    certainty = state_at(
-        LeaseTimes(Certainty(lease.state), lease.jeopardy_at_ms, lease.expires_at_ms), now_ms
-    )
-    if certainty in LIVE:
-        return None
-    reason = lease.end_reason or ("ttl elapsed" if certainty is Certainty.EXPIRED else "")
-    return ENDED_STATE_ERRORS[certainty.value](
-        reason or f"the lease is {certainty.value}",
+    authorize(
+        act,
+        Actor.of_executor(executor),
+        now_ms=now_ms,
+        lease=lease,
+        epoch=epoch,
         current_epoch=lease.work_item.epoch,
-        your_epoch=epoch,
-        reason=reason,
     )
+    return lease, now_ms
 
 
 @transaction.atomic(durable=True)
@@ -585,33 +566,32 @@ def lease_release(*, lease_id: Any, executor: Executor, epoch: int) -> Lease:
     )
     if lease is None:
         raise NotFound(f"no lease {lid}")
-    if lease.holder_id != executor.id:
-        raise NotHolder("this lease is held by another executor")
-    if epoch != lease.epoch:
-        raise StaleEpoch(
-            f"lease {lid} has epoch {lease.epoch}",
-            your_epoch=epoch,
-            current_epoch=lease.work_item.epoch,
-        )
+    now = db_now_ms()
+    authorize(
+        Act.RELEASE,
+        Actor.agent(executor),
+        now_ms=now,
+        lease=lease,
+        epoch=epoch,
+        current_epoch=lease.work_item.epoch,
+    )
     if lease.state == Lease.State.RELEASED:
         return lease  # a retried release
-    now = db_now_ms()
-    error = _ended_error(lease, now, epoch)
-    if error is not None:
-        raise error
     return lease_end_locked(
         lease=lease,
         state=Lease.State.RELEASED,
         now_ms=now,
         reason="released by holder",
-        actor=executor,
+        actor_id=executor.id,
     )
 
 
 @transaction.atomic(durable=True)
 def lease_checkpoint(*, lease_id: Any, executor: Executor, epoch: int, data: Any) -> Checkpoint:
     size = json_size_checked(data, param="data", limit=settings.LEASEBOARD_MAX_CHECKPOINT_BYTES)
-    lease, now = held_lease_locked(lease_id=lease_id, executor=executor, epoch=epoch)
+    lease, now = held_lease_locked(
+        act=Act.CHECKPOINT, lease_id=lease_id, executor=executor, epoch=epoch
+    )
     last = Checkpoint.objects.filter(work_item_id=lease.work_item_id).order_by("-seq").first()
     return Checkpoint.objects.create(
         work_item_id=lease.work_item_id,
@@ -624,15 +604,141 @@ def lease_checkpoint(*, lease_id: Any, executor: Executor, epoch: int, data: Any
     )
 
 
-def lease_revoke_locked(
-    *, lease: Lease, now_ms: int, reason: str, actor: Executor | None = None
-) -> Lease:
-    """Revoke a live lease inside a caller's transaction (takeover, operator revoke).
-    Old-epoch effects are refused from the moment the caller commits."""
+def executor_id_of(actor: Actor) -> int:
+    """The executor row an actor writes history as; a human's is created on first need,
+    only once an act has been allowed."""
+    if actor.executor_id is not None:
+        return actor.executor_id
+    from leaseboard.core.services.executors import human_executor_for_user_id
+
+    return human_executor_for_user_id(actor.user_id).id
+
+
+def lease_revoke_locked(*, lease: Lease, actor: Actor, now_ms: int, reason: str) -> Lease:
+    """Revoke a live lease inside a caller's transaction (takeover approval, operator
+    revoke). Old-epoch effects are refused from the moment the caller commits."""
     if not reason.strip():
-        raise ValidationFailed("a revocation needs a reason")
+        raise ValidationFailed("a revocation needs a reason", param="reason")
+    authorize(Act.REVOKE, actor, now_ms=now_ms, lease=lease)
     lease_end_locked(
-        lease=lease, state=Lease.State.REVOKED, now_ms=now_ms, reason=reason, actor=actor
+        lease=lease,
+        state=Lease.State.REVOKED,
+        now_ms=now_ms,
+        reason=reason,
+        actor_id=executor_id_of(actor),
     )
-    Alert.objects.filter(lease=lease, resolved_at_ms__isnull=True).update(resolved_at_ms=now_ms)
+    alerts_resolve(lease=lease, now_ms=now_ms)
+    return lease
+
+
+def lease_extend_locked(
+    *,
+    lease: Lease,
+    actor: Actor,
+    epoch: int,
+    current_epoch: int,
+    now_ms: int,
+    extend_ms: int,
+    reason: str,
+) -> Lease:
+    """Human standing: a new absolute expiry `now + extend_ms`, within the lease's lifetime
+    cap. Same epoch; recorded as an EXTENDED event."""
+    authorize(
+        Act.EXTEND_STANDING,
+        actor,
+        now_ms=now_ms,
+        lease=lease,
+        epoch=epoch,
+        current_epoch=current_epoch,
+    )
+    new_expiry = min(now_ms + extend_ms, lease.max_expires_at_ms)
+    if new_expiry <= lease.expires_at_ms:
+        raise ValidationFailed(
+            "the standing is already at its maximum; hand back, assign or complete",
+            param="extend_ms",
+        )
+    # Compare-and-set on the epoch, under the row lock the caller holds.
+    Lease.objects.filter(id=lease.id, epoch=lease.epoch).update(
+        expires_at_ms=new_expiry, jeopardy_at_ms=new_expiry, due_at_ms=new_expiry
+    )
+    lease.expires_at_ms = lease.jeopardy_at_ms = lease.due_at_ms = new_expiry
+    LeaseEvent.objects.create(
+        lease=lease,
+        work_item_id=lease.work_item_id,
+        epoch=lease.epoch,
+        kind=LeaseEvent.Kind.EXTENDED,
+        at_ms=now_ms,
+        actor_id=executor_id_of(actor),
+        detail={"reason": reason[:300], "expires_at_ms": new_expiry},
+    )
+    return lease
+
+
+def lease_hand_back_locked(
+    *, lease: Lease, actor: Actor, epoch: int, current_epoch: int, now_ms: int
+) -> Lease:
+    """End human standing to the agent pool: the next agent acquire raises the epoch."""
+    authorize(
+        Act.HAND_BACK, actor, now_ms=now_ms, lease=lease, epoch=epoch, current_epoch=current_epoch
+    )
+    return lease_end_locked(
+        lease=lease,
+        state=Lease.State.RELEASED,
+        now_ms=now_ms,
+        reason="handed back to the agent pool",
+        actor_id=executor_id_of(actor),
+    )
+
+
+def lease_assign_locked(
+    *, item: WorkItem, lease: Lease, actor: Actor, epoch: int, agent: Executor, now_ms: int
+) -> Lease:
+    """End human standing and grant the named agent a lease at a new epoch (the caller
+    holds the work item's lock)."""
+    authorize(Act.ASSIGN, actor, now_ms=now_ms, lease=lease, epoch=epoch, current_epoch=item.epoch)
+    by = executor_id_of(actor)
+    lease_end_locked(
+        lease=lease,
+        state=Lease.State.RELEASED,
+        now_ms=now_ms,
+        reason=f"assigned to {agent.name}",
+        actor_id=by,
+    )
+    return lease_grant_locked(
+        item=item, holder=agent, now_ms=now_ms, grant_kind=Lease.GrantKind.ASSIGN, actor_id=by
+    )
+
+
+@transaction.atomic(durable=True)
+def lease_revoke(*, lease_id: Any, actor: Actor, reason: str, request_id: str = "") -> Lease:
+    """A supervisor revokes a live lease with a reason; the work item returns to the pool
+    and the holder's next renew answers `lease_revoked` with that reason."""
+    reason = (reason or "").strip()
+    if not reason or len(reason) > 1000:
+        raise ValidationFailed(
+            "a revocation needs a reason of 1 to 1000 characters", param="reason"
+        )
+    lid = parse_lease_id(lease_id)
+    item = work_item_locked(Lease, lid, what="lease")
+    lease = (
+        Lease.objects.select_for_update(no_key=True, of=("self",))
+        .select_related("holder")
+        .get(id=lid)
+    )
+    now = db_now_ms()
+    before = {"state": lease.state, "epoch": lease.epoch, "holder": lease.holder.name}
+    lease_revoke_locked(lease=lease, actor=actor, now_ms=now, reason=reason)
+    audit_act(
+        act=Act.REVOKE,
+        actor=actor,
+        action="lease.revoke",
+        object_type="lease",
+        object_id=str(lease.id),
+        work_item=item,
+        at_ms=now,
+        reason=reason,
+        before=before,
+        after={"state": lease.state, "epoch": item.epoch},
+        request_id=request_id,
+    )
     return lease

@@ -7,22 +7,19 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
+from leaseboard.core.authority import Actor, authorize
 from leaseboard.core.clock import db_now_ms
 from leaseboard.core.models import Executor, Lease, Queue, WorkItem
 from leaseboard.core.services.jsondocs import json_size_checked
 from leaseboard.core.services.leases import (
+    executor_id_of,
     held_lease_locked,
     lease_end_locked,
     timing_for,
     unreconciled_effects_exist,
 )
-from leaseboard.domain.certainty import Certainty, LeaseTimes, state_at
-from leaseboard.domain.errors import (
-    InJeopardy,
-    NeedsReconciliation,
-    NotFound,
-    ValidationFailed,
-)
+from leaseboard.domain.authority import Act
+from leaseboard.domain.errors import NeedsReconciliation, NotFound, ValidationFailed
 
 KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,199}$")
 
@@ -95,14 +92,26 @@ def work_admit_waiting_locked(queue: Queue, now_ms: int) -> WorkItem | None:
     return nxt
 
 
-def work_complete_locked(*, lease: Lease, executor: Executor, now_ms: int, reason: str) -> WorkItem:
-    item = lease.work_item
+def work_complete_locked(
+    *, item: WorkItem, lease: Lease, actor: Actor, epoch: int, now_ms: int, reason: str
+) -> WorkItem:
+    """Complete the work under a lease the caller has locked with its work item (human
+    standing takes this path); the authority decides, then the reconciliation gate."""
+    authorize(
+        Act.COMPLETE, actor, now_ms=now_ms, lease=lease, epoch=epoch, current_epoch=item.epoch
+    )
+    return _complete(
+        item=item, lease=lease, actor_id=executor_id_of(actor), now_ms=now_ms, reason=reason
+    )
+
+
+def _complete(*, item: WorkItem, lease: Lease, actor_id: int, now_ms: int, reason: str) -> WorkItem:
     if unreconciled_effects_exist(item):
         raise NeedsReconciliation(
             "effects without a known outcome must be reported or reconciled before completion"
         )
     lease_end_locked(
-        lease=lease, state=Lease.State.RELEASED, now_ms=now_ms, reason=reason, actor=executor
+        lease=lease, state=Lease.State.RELEASED, now_ms=now_ms, reason=reason, actor_id=actor_id
     )
     item.status = WorkItem.Status.COMPLETED
     item.completed_at_ms = now_ms
@@ -118,10 +127,11 @@ def work_complete(
 ) -> WorkItem:
     """Complete the work under a live, active lease; refused while effects are unreconciled.
     A holder in jeopardy may not claim completion (quiescence)."""
-    lease, now = held_lease_locked(lease_id=lease_id, executor=executor, epoch=epoch)
+    lease, now = held_lease_locked(
+        act=Act.COMPLETE, lease_id=lease_id, executor=executor, epoch=epoch
+    )
     if work_key is not None and lease.work_item.key != work_key:
         raise ValidationFailed(f"lease {lease.id} is not a lease on {work_key!r}", param="key")
-    times = LeaseTimes(Certainty(lease.state), lease.jeopardy_at_ms, lease.expires_at_ms)
-    if state_at(times, now) is Certainty.JEOPARDY:
-        raise InJeopardy("renew before completing", current_epoch=lease.epoch, your_epoch=epoch)
-    return work_complete_locked(lease=lease, executor=executor, now_ms=now, reason="completed")
+    return _complete(
+        item=lease.work_item, lease=lease, actor_id=executor.id, now_ms=now, reason="completed"
+    )

@@ -1,0 +1,248 @@
+"""The one authority: may this executor do this act on this work item now?
+
+Services call `authorize` (or `verdict`, when a refusal must be recorded before it is
+raised) after taking their locks and reading the database clock, for the API and the
+dashboard alike. The rules themselves are a table in `leaseboard.domain.authority`; this
+module only gathers the facts the table is asked about. Nothing here writes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from leaseboard.core.models import Effect, Executor, Lease
+from leaseboard.domain.authority import RULES, Act, Epoch, Party, Role, Verdict, decide
+from leaseboard.domain.certainty import LIVE, Certainty, LeaseTimes, state_at
+from leaseboard.domain.errors import ERRORS_BY_CODE, LeaseboardError
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+
+    User = AbstractBaseUser | AnonymousUser
+
+BREAK_GLASS_PERMISSION = "takeovers.break_glass"
+
+
+def user_roles(user: User) -> frozenset[Role]:
+    """A signed-in, active user's roles (auth groups of the roles' names; a superuser has
+    every role). One query."""
+    if not user.is_authenticated or not user.is_active:
+        return frozenset()
+    if getattr(user, "is_superuser", False):
+        return frozenset(Role)
+    names = user.groups.filter(name__in=list(Role)).values_list("name", flat=True)  # type: ignore[union-attr]
+    return frozenset(Role(name) for name in names)
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who is acting: an agent (by its bearer token) or a signed-in human."""
+
+    kind: str  # Executor.Kind
+    name: str
+    executor_id: int | None = None
+    user_id: int | None = None
+    roles: frozenset[Role] = frozenset()
+    break_glass: bool = False
+
+    @classmethod
+    def agent(cls, executor: Executor) -> Actor:
+        return cls(kind=Executor.Kind.AGENT, name=executor.name, executor_id=executor.id)
+
+    @classmethod
+    def of_executor(cls, executor: Executor) -> Actor:
+        """The actor behind an executor row: an agent, or the human its user is."""
+        if executor.kind == Executor.Kind.AGENT or executor.user is None:
+            return cls.agent(executor)
+        return cls.human(executor.user)
+
+    @classmethod
+    def human(cls, user: User) -> Actor:
+        """Roles and the executor a human acts as are read from the database, never taken
+        from the caller."""
+        executor_id = (
+            Executor.objects.filter(user_id=user.pk).values_list("id", flat=True).first()
+            if user.is_authenticated
+            else None
+        )
+        return cls(
+            kind=Executor.Kind.HUMAN,
+            name=user.get_username(),
+            executor_id=executor_id,
+            user_id=user.pk,
+            roles=user_roles(user),
+            break_glass=bool(user.is_active and user.has_perm(BREAK_GLASS_PERMISSION)),
+        )
+
+    @property
+    def is_agent(self) -> bool:
+        return self.kind == Executor.Kind.AGENT
+
+    def is_holder_of(self, lease: Lease | None) -> bool:
+        return (
+            lease is not None
+            and self.executor_id is not None
+            and (lease.holder_id == self.executor_id)
+        )
+
+
+def audit_role(act: Act, actor: Actor) -> str:
+    """The capacity an act was done in, for the audit log: the first of the act's roles
+    the actor holds ("operator" for acts under standing; else any role it holds), or
+    "agent"."""
+    if actor.is_agent:
+        return "agent"
+    allow = RULES[act].allow
+    for role in Role:
+        if Party(role.value) in allow and role in actor.roles:
+            return role.value
+    if Party.STANDING in allow:
+        return Role.OPERATOR.value
+    held = [role for role in Role if role in actor.roles]
+    return held[0].value if held else "human"
+
+
+def certainty_of(lease: Lease | None, now_ms: int | None) -> Certainty | None:
+    if lease is None:
+        return None
+    assert now_ms is not None, "a decision about a lease needs the database clock"
+    times = LeaseTimes(Certainty(lease.state), lease.jeopardy_at_ms, lease.expires_at_ms)
+    return state_at(times, now_ms)
+
+
+def _parties(
+    actor: Actor,
+    *,
+    act: Act,
+    lease: Lease | None,
+    effect: Effect | None,
+    successor: Lease | None,
+    epoch: int | None,
+    current_epoch: int | None,
+    requester_user_id: int | None,
+    now_ms: int | None,
+) -> frozenset[Party]:
+    parties: set[Party] = {Party.AGENT if actor.is_agent else Party.HUMAN}
+    parties.update(Party(role.value) for role in actor.roles)
+    if actor.break_glass:
+        parties.add(Party.BREAK_GLASS)
+    operator = Role.OPERATOR in actor.roles
+    if act is Act.RECONCILE:
+        # Standing over an effect comes from holding the work item's live lease now,
+        # at its current epoch and later than the effect's.
+        if (
+            actor.is_holder_of(successor)
+            and successor is not None
+            and effect is not None
+            and certainty_of(successor, now_ms) in LIVE
+            and successor.epoch == current_epoch
+            and successor.epoch > effect.epoch
+        ):
+            if actor.is_agent and epoch == successor.epoch:
+                parties.add(Party.SUCCESSOR)
+            elif not actor.is_agent and operator:
+                parties.add(Party.STANDING)
+    elif actor.is_holder_of(lease):
+        parties.add(Party.HOLDER if actor.is_agent else Party.STANDING)
+        if not actor.is_agent and not operator:
+            parties.discard(Party.STANDING)  # standing is acted on in the operator role
+    if effect is not None and actor.executor_id is not None:
+        if effect.executor_id == actor.executor_id:
+            parties.add(Party.PROPOSER)
+    if requester_user_id is not None and requester_user_id == actor.user_id:
+        parties.add(Party.REQUESTER)
+    return frozenset(parties)
+
+
+def verdict(
+    act: Act,
+    actor: Actor,
+    *,
+    now_ms: int | None = None,
+    lease: Lease | None = None,
+    epoch: int | None = None,
+    current_epoch: int | None = None,
+    effect: Effect | None = None,
+    successor: Lease | None = None,
+    requester_user_id: int | None = None,
+) -> Verdict:
+    """The table's answer for this actor, object and moment. `lease` is the lease the act
+    is about (for a decision on an effect, the effect's lease); `current_epoch` is the
+    work item's epoch read under its lock."""
+    parties = _parties(
+        actor,
+        act=act,
+        lease=lease,
+        effect=effect,
+        successor=successor,
+        epoch=epoch,
+        current_epoch=current_epoch,
+        requester_user_id=requester_user_id,
+        now_ms=now_ms,
+    )
+    rule = RULES[act]
+    matches = True
+    if rule.epoch is not Epoch.NONE:
+        presented = effect.epoch if effect is not None and epoch is None else epoch
+        matches = lease is not None and presented == lease.epoch
+        if rule.epoch is Epoch.CURRENT:
+            matches = matches and presented == current_epoch
+    return decide(
+        act, parties=parties, certainty=certainty_of(lease, now_ms), epoch_matches=matches
+    )
+
+
+def refusal(
+    v: Verdict,
+    *,
+    lease: Lease | None = None,
+    epoch: int | None = None,
+    current_epoch: int | None = None,
+    **extra: object,
+) -> LeaseboardError:
+    """The typed error for a refusing verdict. An ended lease's refusal carries the reason
+    it ended (a revoked agent learns why)."""
+    assert v.code is not None
+    cls = ERRORS_BY_CODE[v.code]
+    detail = v.detail
+    reason = ""
+    if v.code in {"lease_expired", "lease_released", "lease_revoked"} and lease is not None:
+        reason = lease.end_reason or ("ttl elapsed" if v.code == "lease_expired" else "")
+        detail = reason or detail
+    fields: dict[str, object] = {**extra}
+    if current_epoch is not None:
+        fields["current_epoch"] = current_epoch
+    if epoch is not None:
+        fields["your_epoch"] = epoch
+    if reason:
+        fields["reason"] = reason
+    return cls(detail, **fields)
+
+
+def authorize(
+    act: Act,
+    actor: Actor,
+    *,
+    now_ms: int | None = None,
+    lease: Lease | None = None,
+    epoch: int | None = None,
+    current_epoch: int | None = None,
+    effect: Effect | None = None,
+    successor: Lease | None = None,
+    requester_user_id: int | None = None,
+) -> None:
+    """Raise the refusal unless the table allows the act."""
+    v = verdict(
+        act,
+        actor,
+        now_ms=now_ms,
+        lease=lease,
+        epoch=epoch,
+        current_epoch=current_epoch,
+        effect=effect,
+        successor=successor,
+        requester_user_id=requester_user_id,
+    )
+    if not v.allowed:
+        raise refusal(v, lease=lease, epoch=epoch, current_epoch=current_epoch)

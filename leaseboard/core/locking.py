@@ -1,0 +1,29 @@
+"""Locking helpers written once: every decision locks the work item first, then the rows
+it is about (the core's lock order: work item, lease, then anything else)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import Model
+
+from leaseboard.core.models import WorkItem
+from leaseboard.domain.errors import NotFound
+
+
+def work_item_locked_by(*, key: str | None = None, item_id: int | None = None) -> WorkItem:
+    """Lock a work item (only its own row) by key or id."""
+    qs = WorkItem.objects.select_for_update(no_key=True, of=("self",)).select_related("queue")
+    item = qs.filter(key=key).first() if key is not None else qs.filter(id=item_id).first()
+    if item is None:
+        raise NotFound(f"no work item {key!r}" if key is not None else "no such work item")
+    return item
+
+
+def work_item_locked(model: type[Model], pk: Any, *, what: str) -> WorkItem:
+    """Lock the work item a row belongs to, before the row itself: peek at the row's
+    `work_item_id` without a lock, then lock the item (the caller then locks the row)."""
+    peek = model._default_manager.filter(pk=pk).values("work_item_id").first()
+    if peek is None:
+        raise NotFound(f"no {what} {pk}")
+    return work_item_locked_by(item_id=peek["work_item_id"])

@@ -1,0 +1,195 @@
+"""Who may do what, now: one table of rules for every act by every executor (DESIGN §9).
+
+Pure: the caller (leaseboard.core.authority) gathers the facts — which parties the actor
+is to the object (holder, successor, human with standing, a role, the requester), the
+certainty of the lease the act is about, whether the presented epoch is current — and
+`decide` answers from RULES alone. Checks run in one fixed order, so the same situation
+always gets the same code: who you are, then your epoch, then the lease's state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from leaseboard.domain.certainty import Certainty
+
+
+class Act(StrEnum):
+    ACQUIRE = "acquire"
+    RENEW = "renew"
+    RELEASE = "release"
+    CHECKPOINT = "checkpoint"
+    PROPOSE_EFFECT = "propose_effect"
+    APPROVE_EFFECT = "approve_effect"
+    REJECT_EFFECT = "reject_effect"
+    REPORT_OUTCOME = "report_outcome"
+    RECONCILE = "reconcile"
+    COMPLETE = "complete"
+    EXTEND_STANDING = "extend_standing"
+    REVOKE = "revoke"
+    HAND_BACK = "hand_back"
+    ASSIGN = "assign"
+    REQUEST_TAKEOVER = "request_takeover"
+    APPROVE_TAKEOVER = "approve_takeover"
+    REJECT_TAKEOVER = "reject_takeover"
+    BREAK_GLASS = "break_glass"
+    ACKNOWLEDGE_ALERT = "acknowledge_alert"
+    REVIEW_INTERVENTION = "review_intervention"
+
+
+class Role(StrEnum):
+    """Human roles (auth groups of the same names)."""
+
+    OPERATOR = "operator"
+    APPROVER = "approver"
+    MANAGER = "manager"
+
+
+class Party(StrEnum):
+    """What the actor is to the object of an act. An actor is usually several at once."""
+
+    AGENT = "agent"  # any authenticated agent
+    HUMAN = "human"  # any signed-in human
+    HOLDER = "holder"  # an agent holding the lease the act is about
+    SUCCESSOR = "successor"  # an agent holding the item's live lease at a later epoch
+    STANDING = "standing"  # an operator holding live human standing on the work item
+    PROPOSER = "proposer"  # the executor that proposed the effect the act is about
+    REQUESTER = "requester"  # the human who asked for (or broke the glass on) the object
+    OPERATOR = "operator"
+    APPROVER = "approver"
+    MANAGER = "manager"
+    BREAK_GLASS = "break_glass"  # holds the break-glass permission
+
+
+class Epoch(StrEnum):
+    """Which epoch a presented epoch must equal."""
+
+    NONE = "none"  # the act carries no epoch
+    LEASE = "lease"  # the lease's own (renew, release: the lease's fate explains the rest)
+    CURRENT = "current"  # the lease's and the work item's current epoch
+
+
+# Lease certainties, plus None for "no lease" (a work item nobody holds).
+LIVE: frozenset[Certainty | None] = frozenset({Certainty.ACTIVE, Certainty.JEOPARDY})
+ENDED: frozenset[Certainty | None] = frozenset(
+    {Certainty.EXPIRED, Certainty.RELEASED, Certainty.REVOKED}
+)
+ANY: frozenset[Certainty | None] = LIVE | ENDED | {None}
+ACTIVE_ONLY: frozenset[Certainty | None] = frozenset({Certainty.ACTIVE})
+
+
+@dataclass(frozen=True)
+class Rule:
+    allow: frozenset[Party]  # the actor must be at least one of these
+    states: frozenset[Certainty | None] = ANY  # certainty of the lease the act is about
+    epoch: Epoch = Epoch.NONE
+    deny: frozenset[Party] = frozenset()  # ...and none of these (four eyes)
+    refuse: str = "forbidden"  # the code when the actor is not allowed
+    why: str = ""  # said in the refusal's detail
+
+
+def _rule(
+    allow: set[Party],
+    states: frozenset[Certainty | None] = ANY,
+    epoch: Epoch = Epoch.NONE,
+    deny: set[Party] | None = None,
+    refuse: str = "forbidden",
+    why: str = "",
+) -> Rule:
+    return Rule(frozenset(allow), states, epoch, frozenset(deny or ()), refuse, why)
+
+
+P = Party
+RULES: dict[Act, Rule] = {
+    # Agents, on their own leases (the API). Humans never hold an agent's lease.
+    Act.ACQUIRE: _rule({P.AGENT}, why="only agents acquire; humans take over"),
+    Act.RENEW: _rule({P.HOLDER}, LIVE, Epoch.LEASE, refuse="not_holder"),
+    # A released lease answers a retried release as done (idempotent compare-and-set).
+    Act.RELEASE: _rule({P.HOLDER}, LIVE | {Certainty.RELEASED}, Epoch.LEASE, refuse="not_holder"),
+    Act.CHECKPOINT: _rule({P.HOLDER}, LIVE, Epoch.CURRENT, refuse="not_holder"),
+    # Quiescence, not optimism: new effects only under an active lease.
+    Act.PROPOSE_EFFECT: _rule(
+        {P.HOLDER, P.STANDING}, ACTIVE_ONLY, Epoch.CURRENT, refuse="not_holder"
+    ),
+    Act.COMPLETE: _rule({P.HOLDER, P.STANDING}, ACTIVE_ONLY, Epoch.CURRENT, refuse="not_holder"),
+    # The truth about an attempt is always welcome, whatever became of the lease.
+    Act.REPORT_OUTCOME: _rule(
+        {P.PROPOSER}, refuse="not_holder", why="only the executor that proposed an effect"
+    ),
+    # Nobody reconciles an effect of a lease that is still live: that outcome is its
+    # holder's to report. Then the successor, or a human under their own standing.
+    Act.RECONCILE: _rule(
+        {P.SUCCESSOR, P.STANDING},
+        ENDED | {None},
+        why="only the current holder of a later epoch, or a human with standing on this item",
+    ),
+    # Approvers decide require_approval effects; never their own.
+    Act.APPROVE_EFFECT: _rule({P.APPROVER}, ACTIVE_ONLY, Epoch.CURRENT, deny={P.PROPOSER}),
+    Act.REJECT_EFFECT: _rule({P.APPROVER}, deny={P.PROPOSER}),
+    # Human standing, by the human who holds it.
+    Act.EXTEND_STANDING: _rule({P.STANDING}, LIVE, Epoch.CURRENT),
+    Act.HAND_BACK: _rule({P.STANDING}, LIVE, Epoch.CURRENT),
+    Act.ASSIGN: _rule({P.STANDING}, LIVE, Epoch.CURRENT),
+    # Supervision.
+    Act.REVOKE: _rule({P.OPERATOR, P.APPROVER}, LIVE),
+    Act.REQUEST_TAKEOVER: _rule({P.OPERATOR}),
+    Act.APPROVE_TAKEOVER: _rule(
+        {P.APPROVER}, deny={P.REQUESTER}, why="an approver, never the requester"
+    ),
+    Act.REJECT_TAKEOVER: _rule(
+        {P.APPROVER}, deny={P.REQUESTER}, why="an approver, never the requester"
+    ),
+    Act.BREAK_GLASS: _rule({P.BREAK_GLASS}, why="needs the break_glass permission"),
+    Act.ACKNOWLEDGE_ALERT: _rule({P.OPERATOR}),
+    Act.REVIEW_INTERVENTION: _rule(
+        {P.MANAGER}, deny={P.REQUESTER}, why="a manager other than the one who broke the glass"
+    ),
+}
+
+# Terminal certainty -> the code an act under it is refused with.
+ENDED_CODES = {
+    Certainty.EXPIRED: "lease_expired",
+    Certainty.RELEASED: "lease_released",
+    Certainty.REVOKED: "lease_revoked",
+}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    code: str | None = None  # None: allowed
+    detail: str = ""
+
+    @property
+    def allowed(self) -> bool:
+        return self.code is None
+
+
+ALLOW = Verdict()
+
+
+def decide(
+    act: Act,
+    *,
+    parties: frozenset[Party],
+    certainty: Certainty | None = None,
+    epoch_matches: bool = True,
+) -> Verdict:
+    """Allow, or refuse with a stable code: who, then epoch, then the lease's state."""
+    rule = RULES[act]
+    if not parties & rule.allow or parties & rule.deny:
+        names = " or ".join(sorted(rule.allow))
+        # An agent is told it does not hold the lease; a human, that the act is not theirs.
+        code = rule.refuse if Party.AGENT in parties else "forbidden"
+        return Verdict(code, rule.why or f"{act} needs: {names}")
+    if rule.epoch is not Epoch.NONE and not epoch_matches:
+        return Verdict("stale_epoch", "the epoch presented is not the current one")
+    if certainty not in rule.states:
+        if certainty is Certainty.JEOPARDY:
+            return Verdict("in_jeopardy", "the lease missed its renewals; renew first")
+        if certainty in ENDED_CODES:
+            return Verdict(ENDED_CODES[certainty], f"the lease is {certainty}")
+        if certainty in LIVE:
+            return Verdict("forbidden", "the lease is still live: its holder reports outcomes")
+        return Verdict("not_found", "there is no lease to act under")
+    return ALLOW

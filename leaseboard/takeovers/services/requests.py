@@ -1,0 +1,194 @@
+"""Asking to take work over: one request, or one reason for many work items (bulk)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from django.db import IntegrityError, transaction
+
+from leaseboard.core.authority import Actor, audit_role, authorize
+from leaseboard.core.clock import db_now_ms
+from leaseboard.core.locking import work_item_locked_by
+from leaseboard.core.models import WorkItem
+from leaseboard.core.services.executors import human_executor_for_user_id
+from leaseboard.core.services.leases import lease_expire_if_due_locked, live_lease_locked
+from leaseboard.domain.authority import Act
+from leaseboard.domain.errors import LeaseboardError, ValidationFailed
+from leaseboard.takeovers.models import BulkTakeover, TakeoverRequest
+from leaseboard.takeovers.services._common import (
+    agent_named,
+    audited,
+    decision_ttl_ms,
+    lease_view,
+    reason_checked,
+    standing_checked,
+)
+
+BULK_MAX_ITEMS = 200
+
+
+@dataclass(frozen=True)
+class BulkOutcome:
+    work_key: str
+    ok: bool
+    request_id: int | None = None
+    code: str | None = None
+    detail: str = ""
+
+
+def request_locked(
+    *,
+    work_key: str,
+    actor: Actor,
+    reason_category: str,
+    reason_text: str,
+    standing_ms: int | None,
+    grantee_agent: str | None,
+    request_id: str,
+    now: int,
+    bulk: BulkTakeover | None = None,
+    break_glass: bool = False,
+) -> TakeoverRequest:
+    """Record a request in the caller's transaction (a break-glass is a request decided at
+    once). Standing goes to the requester unless an agent is named."""
+    act = Act.BREAK_GLASS if break_glass else Act.REQUEST_TAKEOVER
+    authorize(act, actor)
+    text = reason_checked(reason_category, reason_text)
+    standing = standing_checked(standing_ms)
+    item = work_item_locked_by(key=work_key)
+    if item.status != WorkItem.Status.OPEN:
+        raise ValidationFailed(f"work item {work_key!r} is {item.status}")
+    live = live_lease_locked(item)
+    if live is not None and lease_expire_if_due_locked(live, now):
+        live = None
+    grantee = (
+        agent_named(grantee_agent) if grantee_agent else human_executor_for_user_id(actor.user_id)
+    )
+    if live is not None and live.holder_id == grantee.id:
+        raise ValidationFailed(f"{grantee.name} already holds this work item")
+    req = TakeoverRequest(
+        work_item=item,
+        target_lease=live,
+        target_epoch=item.epoch,
+        target_holder=live.holder if live else None,
+        requested_by_id=actor.user_id,
+        requester_role=audit_role(act, actor),
+        grantee=grantee,
+        reason_category=reason_category,
+        reason_text=text,
+        standing_ms=standing,
+        break_glass=break_glass,
+        bulk=bulk,
+        requested_at_ms=now,
+        decide_by_ms=now + decision_ttl_ms(),
+        request_id=request_id[:64],
+    )
+    try:
+        with transaction.atomic():
+            req.save(force_insert=True)
+    except IntegrityError:
+        raise ValidationFailed(
+            f"a takeover of {work_key!r} is already waiting for a decision"
+        ) from None
+    audited(
+        act=act,
+        actor=actor,
+        action="takeover.break_glass" if break_glass else "takeover.request",
+        obj=req,
+        item=item,
+        now=now,
+        reason=f"{reason_category}: {text}",
+        before=lease_view(live),
+        after={"grantee": grantee.name, "standing_ms": standing, "target_epoch": item.epoch},
+        request_id=request_id,
+    )
+    return req
+
+
+@transaction.atomic(durable=True)
+def takeover_request(
+    *,
+    work_key: str,
+    actor: Actor,
+    reason_category: str,
+    reason_text: str,
+    standing_ms: int | None = None,
+    grantee_agent: str | None = None,
+    request_id: str = "",
+) -> TakeoverRequest:
+    """Ask to take over a work item; an approver decides."""
+    return request_locked(
+        work_key=work_key,
+        actor=actor,
+        reason_category=reason_category,
+        reason_text=reason_text,
+        standing_ms=standing_ms,
+        grantee_agent=grantee_agent,
+        request_id=request_id,
+        now=db_now_ms(),
+    )
+
+
+@transaction.atomic(durable=True)
+def takeover_bulk_request(
+    *,
+    work_keys: list[str],
+    actor: Actor,
+    reason_category: str,
+    reason_text: str,
+    idempotency_key: str,
+    standing_ms: int | None = None,
+    request_id: str = "",
+) -> BulkTakeover:
+    """One reason for many work items; per-item outcomes. A repeated idempotency key
+    answers with the first bulk's outcomes and requests nothing new."""
+    authorize(Act.REQUEST_TAKEOVER, actor)
+    key = (idempotency_key or "").strip()
+    if not key or len(key) > 200:
+        raise ValidationFailed("an idempotency key of 1 to 200 characters is required")
+    first = BulkTakeover.objects.filter(requested_by_id=actor.user_id, idempotency_key=key).first()
+    if first is not None:
+        return first
+    text = reason_checked(reason_category, reason_text)
+    standing_checked(standing_ms)
+    keys = list(dict.fromkeys(k.strip() for k in work_keys if k and k.strip()))
+    if not keys:
+        raise ValidationFailed("select at least one work item", param="work_keys")
+    if len(keys) > BULK_MAX_ITEMS:
+        raise ValidationFailed(f"at most {BULK_MAX_ITEMS} work items per bulk request")
+    now = db_now_ms()
+    bulk = BulkTakeover(
+        requested_by_id=actor.user_id,
+        idempotency_key=key,
+        reason_category=reason_category,
+        reason_text=text,
+        created_at_ms=now,
+    )
+    try:
+        with transaction.atomic():
+            bulk.save(force_insert=True)
+    except IntegrityError:
+        # A concurrent retry with the same key committed first.
+        return BulkTakeover.objects.get(requested_by_id=actor.user_id, idempotency_key=key)
+    results: list[dict[str, Any]] = []
+    for work_key in keys:
+        try:
+            with transaction.atomic():
+                req = request_locked(
+                    work_key=work_key,
+                    actor=actor,
+                    reason_category=reason_category,
+                    reason_text=text,
+                    standing_ms=standing_ms,
+                    grantee_agent=None,
+                    request_id=request_id,
+                    now=now,
+                    bulk=bulk,
+                )
+            results.append(asdict(BulkOutcome(work_key, True, request_id=req.id)))
+        except LeaseboardError as exc:
+            results.append(asdict(BulkOutcome(work_key, False, code=exc.code, detail=exc.detail)))
+    bulk.results = results
+    bulk.save(update_fields=["results"])
+    return bulk
