@@ -19,8 +19,8 @@ from leaseboard.domain.errors import (
     ValidationFailed,
 )
 from leaseboard.takeovers import services
-from leaseboard.takeovers.services import decisions
 from leaseboard.takeovers.models import Intervention, InterventionEvent, TakeoverRequest
+from leaseboard.takeovers.services import decisions
 from tests.builders import age_lease, grant_break_glass, leased_item, make_user, request_for
 
 pytestmark = pytest.mark.usefixtures("fast_passwords")
