@@ -1,7 +1,7 @@
-"""Human roles (auth groups) and the server-side checks every dashboard view uses.
-
-Reusable by later workflows (takeover, approvals): `@role_required("operator")` on a view,
-`acting_role(request, "approver")` for the role written to the audit log.
+"""Human roles (auth groups) and the server-side checks every view uses, whatever app it
+belongs to: `@role_required("operator")` on a view, `acting_role(request, "approver")` for
+the role written to the audit log, `actor(request, role)` for a service call's audit
+fields (user, role, request id).
 """
 
 from __future__ import annotations
@@ -64,6 +64,16 @@ def request_id(request: HttpRequest) -> str:
         rid = raw if _REQUEST_ID_RE.match(raw) else uuid.uuid4().hex
         request._leaseboard_request_id = rid  # type: ignore[attr-defined]
     return rid
+
+
+def actor(request: HttpRequest, *allowed: str) -> dict[str, Any]:
+    """Who acts, in which role and under which request id: the keyword arguments every
+    service write takes for its audit entry."""
+    return {
+        "user": request.user,
+        "role": acting_role(request, *allowed),
+        "request_id": request_id(request),
+    }
 
 
 View = Callable[..., HttpResponse]
