@@ -376,7 +376,7 @@ class Chaos:
         from leaseboard.core.services.executors import agent_create
         from leaseboard.core.services.fencing import fencing_public_keys
         from leaseboard.core.services.work import work_admit
-        from leaseboard.dashboard.roles import ROLES
+        from leaseboard.web.roles import ROLES
 
         # Unknown outcomes (killed agents) must not park items for a human: this run is
         # about fencing, and reconciliation has its own tests.

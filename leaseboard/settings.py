@@ -143,6 +143,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_htmx",
     "leaseboard.core",
+    "leaseboard.web",
     "leaseboard.dashboard",
     "leaseboard.sweeps",
     "leaseboard.takeovers",

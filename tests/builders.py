@@ -34,7 +34,7 @@ def ensure_role_groups() -> None:
     # Transactional tests truncate tables, so the migration's groups may be gone.
     from django.contrib.auth.models import Group
 
-    from leaseboard.dashboard.roles import ROLES
+    from leaseboard.web.roles import ROLES
 
     for name in ROLES:
         Group.objects.get_or_create(name=name)

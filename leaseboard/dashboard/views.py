@@ -1,88 +1,64 @@
 """Thin htmx views: one view serves the full page and its fragment; roles are checked on
-the server by `role_required`; reads come from `selectors`, writes from `services`."""
+the server by `role_required`; reads come from `selectors`, writes from `services`, and
+what the views of several apps share (roles, page rendering, redirects) from `web`."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import redirect, render
+from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from leaseboard.core.authority import Actor
-from leaseboard.core.services.alerts import alert_acknowledge as alert_acknowledge_service
-from leaseboard.dashboard import selectors
-from leaseboard.dashboard.roles import (
-    OPERATOR,
-    VIEWER_ROLES,
-    has_role,
-    request_id,
-    role_required,
-    user_roles,
-)
+from leaseboard.core.services import alerts as alert_services
+from leaseboard.dashboard.selectors import alerts as alert_reads
+from leaseboard.dashboard.selectors import audit as audit_reads
+from leaseboard.dashboard.selectors import executor as executor_reads
+from leaseboard.dashboard.selectors import live as live_reads
+from leaseboard.dashboard.selectors import work_item as work_item_reads
 from leaseboard.domain.errors import LeaseboardError, NotFound
-
-VERSION_HEADER = "X-Leaseboard-Version"
-SEQ_HEADER = "X-Leaseboard-Seq"
-
-
-def _page(request: HttpRequest, template: str, context: dict[str, Any], status: int = 200):
-    """Render a full page with what the header needs on every page (badge, roles)."""
-    context.setdefault("alert_badge", selectors.alert_badge_count())
-    context["roles"] = user_roles(request)
-    context["can_acknowledge"] = has_role(request, OPERATOR)
-    return render(request, template, context, status=status)
-
-
-def _no_store(response: HttpResponse) -> HttpResponse:
-    response["Cache-Control"] = "no-store"
-    response["Vary"] = "HX-Request, HX-Target"
-    return response
+from leaseboard.web.htmx import page_or_fragment, polled_fragment, wants_fragment
+from leaseboard.web.pages import alert_badge_count, render_page
+from leaseboard.web.redirects import redirect_next
+from leaseboard.web.roles import MANAGER, OPERATOR, VIEWER_ROLES, acting, role_required, user_roles
 
 
 @require_GET
 @role_required(*VIEWER_ROLES)
 def live_leases(request: HttpRequest) -> HttpResponse:
-    filters = selectors.LiveFilters.from_query(request.GET)
-    if request.htmx and request.htmx.target == "live":
-        page = selectors.live_leases(filters)
-        if request.headers.get(VERSION_HEADER) == page.version:
-            response = HttpResponse(status=304)
-        else:
-            # The rows' actions (takeover link, bulk pick) depend on the roles, here as on
-            # the full page; role_required has already read them for this request.
-            context = {"page": page, "roles": user_roles(request)}
-            response = render(request, "dashboard/_live.html", context)
-        response[VERSION_HEADER] = page.version
-        response[SEQ_HEADER] = str(page.now_ms)
-        return _no_store(response)
-    page = selectors.live_leases(filters)
+    filters = live_reads.LiveFilters.from_query(request.GET)
+    page = live_reads.live_leases(filters)
+    if wants_fragment(request, "live"):
+        # The rows' actions (takeover link, bulk pick) depend on the roles, here as on
+        # the full page; role_required has already read them for this request.
+        context = {"page": page, "roles": user_roles(request)}
+        return polled_fragment(
+            request, "dashboard/_live.html", context, version=page.version, seq=page.now_ms
+        )
     context = {
         "page": page,
         "queues": [],
-        "certainty_choices": selectors.CERTAINTY_FILTERS,
-        "page_sizes": selectors.PAGE_SIZES,
+        "certainty_choices": live_reads.CERTAINTY_FILTERS,
+        "page_sizes": live_reads.PAGE_SIZES,
     }
-    return _no_store(_page(request, "dashboard/live.html", context))
+    return page_or_fragment(render_page(request, "dashboard/live.html", context))
 
 
 @require_GET
 @role_required(*VIEWER_ROLES)
 def alert_badge(request: HttpRequest) -> HttpResponse:
-    count = selectors.alert_badge_count()
+    count = alert_badge_count()
     response = render(request, "dashboard/_badge.html", {"alert_badge": count})
-    return _no_store(response)
+    return page_or_fragment(response)
 
 
 @require_GET
 @role_required(*VIEWER_ROLES)
 def alerts(request: HttpRequest) -> HttpResponse:
-    page = selectors.alerts_list(
+    page = alert_reads.alerts_list(
         show=request.GET.get("show", "open"), cursor=request.GET.get("cursor", "")
     )
-    return _no_store(_page(request, "dashboard/alerts.html", {"page": page}))
+    return page_or_fragment(render_page(request, "dashboard/alerts.html", {"page": page}))
 
 
 @require_POST
@@ -91,12 +67,7 @@ def alert_acknowledge(request: HttpRequest, pk: int) -> HttpResponse:
     note = request.POST.get("note", "")
     error = ""
     try:
-        ack = alert_acknowledge_service(
-            alert_id=pk,
-            actor=Actor.human(request.user),
-            note=note,
-            request_id=request_id(request),
-        )
+        ack = alert_services.alert_acknowledge(alert_id=pk, note=note, **acting(request))
         alert = ack.alert
     except NotFound:
         raise Http404("no such alert") from None
@@ -105,39 +76,40 @@ def alert_acknowledge(request: HttpRequest, pk: int) -> HttpResponse:
         alert = None
     if request.htmx:
         if alert is None:
-            page_alert = selectors.alert_for_row(pk)
+            page_alert = alert_reads.alert_for_row(pk)
             if page_alert is None:
                 raise Http404("no such alert")
             alert = page_alert
         context = {"alert": alert, "error": error, "note": note, "can_acknowledge": True}
-        return _no_store(render(request, "dashboard/_alert_row.html", context))
+        return page_or_fragment(render(request, "dashboard/_alert_row.html", context))
     if error:
         messages.error(request, f"Alert {pk}: {error}")
     else:
         messages.success(request, f"Alert {pk} acknowledged.")
-    return redirect(request.POST.get("next") or reverse("dashboard:alerts"))
+    # `next` comes from the browser: only a path on this site is honoured.
+    return redirect_next(request, reverse("dashboard:alerts"))
 
 
 @require_GET
 @role_required(*VIEWER_ROLES)
 def work_item(request: HttpRequest, key: str) -> HttpResponse:
-    page = selectors.work_item_page(key=key, lease_id=request.GET.get("lease", ""))
+    page = work_item_reads.work_item_page(key=key, lease_id=request.GET.get("lease", ""))
     if page is None:
         raise Http404("no such work item")
-    return _no_store(_page(request, "dashboard/work_item.html", {"page": page}))
+    return page_or_fragment(render_page(request, "dashboard/work_item.html", {"page": page}))
 
 
 @require_GET
 @role_required(*VIEWER_ROLES)
 def executor(request: HttpRequest, pk: int) -> HttpResponse:
-    page = selectors.executor_page(executor_id=pk)
+    page = executor_reads.executor_page(executor_id=pk)
     if page is None:
         raise Http404("no such executor")
-    return _no_store(_page(request, "dashboard/executor.html", {"page": page}))
+    return page_or_fragment(render_page(request, "dashboard/executor.html", {"page": page}))
 
 
 @require_GET
-@role_required("manager")
+@role_required(MANAGER)
 def audit(request: HttpRequest) -> HttpResponse:
-    page = selectors.audit_log(cursor=request.GET.get("cursor", ""))
-    return _no_store(_page(request, "dashboard/audit.html", {"page": page}))
+    page = audit_reads.audit_log(cursor=request.GET.get("cursor", ""))
+    return page_or_fragment(render_page(request, "dashboard/audit.html", {"page": page}))

@@ -475,7 +475,7 @@ def test_the_lease_sweep_runs_the_takeover_step(people, scene, db_clock):
 
 @pytest.mark.django_db
 def test_the_live_page_counter_shows_pending_takeovers(people, scene):
-    from leaseboard.dashboard.selectors import live_counters
+    from leaseboard.dashboard.selectors.live import live_counters
 
     assert live_counters()[1].pending_takeovers == 0
     request_for(scene.key, people.operator)

@@ -181,7 +181,8 @@ def test_managers_filter_read_and_export_intervention_records(people, scene, age
 def test_the_summary_measures_decision_to_the_agents_first_refused_effect(people, scene, db_clock):
     from leaseboard.core.services.effects import effect_propose
     from leaseboard.domain.errors import StaleEpoch
-    from leaseboard.takeovers import selectors
+    from leaseboard.takeovers.selectors.records import InterventionFilters
+    from leaseboard.takeovers.selectors.summary import summary
 
     req = request_for(scene.key, people.operator)
     db_clock.advance(90_000)
@@ -196,6 +197,6 @@ def test_the_summary_measures_decision_to_the_agents_first_refused_effect(people
             target="t",
             idempotency_key="late",
         )
-    s = selectors.summary(selectors.InterventionFilters())
+    s = summary(InterventionFilters())
     assert 90_000 <= s.median_request_to_decision_ms < 95_000
     assert 4_000 <= s.median_decision_to_first_refusal_ms < 9_000

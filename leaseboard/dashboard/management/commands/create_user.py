@@ -10,7 +10,7 @@ from django.contrib.auth.models import Group
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
-from leaseboard.dashboard.roles import ROLES
+from leaseboard.web.roles import ROLES
 
 
 class Command(BaseCommand):

@@ -1,4 +1,5 @@
-"""Formatting for database-clock milliseconds and query strings."""
+"""Template filters every app's pages use (`{% load web %}`): database-clock milliseconds as
+times and durations, JSON, and query strings."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""Human roles (auth groups) and the server-side checks every dashboard view uses.
-
-Reusable by later workflows (takeover, approvals): `@role_required("operator")` on a view,
-`acting_role(request, "approver")` for the role written to the audit log.
+"""Human roles (auth groups) and the server-side checks every view uses, whatever app it
+belongs to: `@role_required("operator")` gates a page; `acting(request)` gives a service
+call its actor and request id. Whether the act itself is allowed is the core authority's
+answer (leaseboard.core.authority), never the page's.
 """
 
 from __future__ import annotations
@@ -17,10 +17,14 @@ from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 
-OPERATOR = "operator"
-APPROVER = "approver"
-MANAGER = "manager"
-ROLES = (OPERATOR, APPROVER, MANAGER)
+from leaseboard.core.authority import Actor
+from leaseboard.core.authority import user_roles as core_user_roles
+from leaseboard.domain.authority import Role
+
+OPERATOR = Role.OPERATOR.value
+APPROVER = Role.APPROVER.value
+MANAGER = Role.MANAGER.value
+ROLES = tuple(role.value for role in Role)
 # Every role may read the supervision pages; actions name their own roles.
 VIEWER_ROLES = ROLES
 
@@ -32,28 +36,13 @@ def user_roles(request: HttpRequest) -> frozenset[str]:
     cached = getattr(request, "_leaseboard_roles", None)
     if cached is not None:
         return cached
-    user = request.user
-    if not user.is_authenticated or not user.is_active:
-        roles: frozenset[str] = frozenset()
-    elif user.is_superuser:
-        roles = frozenset(ROLES)
-    else:
-        roles = frozenset(user.groups.filter(name__in=ROLES).values_list("name", flat=True))
+    roles = frozenset(role.value for role in core_user_roles(request.user))
     request._leaseboard_roles = roles  # type: ignore[attr-defined]
     return roles
 
 
 def has_role(request: HttpRequest, *roles: str) -> bool:
     return bool(user_roles(request) & set(roles))
-
-
-def acting_role(request: HttpRequest, *allowed: str) -> str:
-    """The role an action is taken in: the first of `allowed` the user holds."""
-    held = user_roles(request)
-    for role in allowed:
-        if role in held:
-            return role
-    raise PermissionDenied("no role for this action")
 
 
 def request_id(request: HttpRequest) -> str:
@@ -64,6 +53,12 @@ def request_id(request: HttpRequest) -> str:
         rid = raw if _REQUEST_ID_RE.match(raw) else uuid.uuid4().hex
         request._leaseboard_request_id = rid  # type: ignore[attr-defined]
     return rid
+
+
+def acting(request: HttpRequest) -> dict[str, Any]:
+    """Who acts (roles read from the database, never from the form) and the request id:
+    the keyword arguments every service write takes."""
+    return {"actor": Actor.human(request.user), "request_id": request_id(request)}
 
 
 View = Callable[..., HttpResponse]

@@ -1,0 +1,33 @@
+"""A lease as the dashboard lists it: its certainty now (computed from the stored times and
+the database clock, before any sweep) and the time left, shared by every page that lists
+leases."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from leaseboard.core.models import Lease
+from leaseboard.domain.certainty import Certainty, LeaseTimes, state_at
+
+
+def certainty_of(lease: Lease, now_ms: int) -> str:
+    return state_at(
+        LeaseTimes(Certainty(lease.state), lease.jeopardy_at_ms, lease.expires_at_ms), now_ms
+    ).value
+
+
+@dataclass(frozen=True)
+class LeaseRow:
+    lease: Lease
+    certainty: str
+    expires_in_ms: int
+    jeopardy_in_ms: int
+
+
+def lease_row(lease: Lease, now_ms: int) -> LeaseRow:
+    return LeaseRow(
+        lease=lease,
+        certainty=certainty_of(lease, now_ms),
+        expires_in_ms=max(0, lease.expires_at_ms - now_ms),
+        jeopardy_in_ms=max(0, lease.jeopardy_at_ms - now_ms),
+    )

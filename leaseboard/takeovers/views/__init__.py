@@ -1,0 +1,9 @@
+"""Thin takeover views, one module per subject: requests (single and bulk), standing (what
+the operator does under human standing), approvals (the approver's decisions) and
+interventions (the manager's records, summary, export and review).
+
+Roles are checked on the server by `role_required` on every view; writes go through
+services, reads through selectors; a refusal is a form error or a message, never a 500
+and never a partial write. Shared web code comes from `leaseboard.web`, never from the
+dashboard app.
+"""

@@ -1,0 +1,127 @@
+"""What an operator does under human standing: see it, extend it, complete the work, hand
+it back or assign it, record and reconcile effects. Each action redirects back to a
+local `next` (or the standing page)."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from leaseboard.core.services import reconciliation
+from leaseboard.domain.errors import LeaseboardError
+from leaseboard.takeovers import services
+from leaseboard.takeovers.selectors.standing import my_standing
+from leaseboard.web.pages import render_page
+from leaseboard.web.params import int_param
+from leaseboard.web.redirects import redirect_next
+from leaseboard.web.roles import OPERATOR, acting, role_required
+
+
+@require_GET
+@role_required(OPERATOR)
+def standing(request: HttpRequest) -> HttpResponse:
+    return render_page(
+        request,
+        "takeovers/standing.html",
+        {
+            "standings": my_standing(request.user),
+            "resolutions": [
+                ("confirmed", "confirmed"),
+                ("not_applied", "not applied"),
+                ("compensated", "compensated"),
+            ],
+        },
+    )
+
+
+def _standing_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
+    p = request.POST
+    base = {
+        "intervention_pk": pk,
+        "lease_id": p.get("lease_id", ""),
+        "epoch": int_param(p.get("epoch")),
+        **acting(request),
+    }
+    try:
+        if action == "extend":
+            services.standing_extend(
+                **base, extend_ms=int_param(p.get("minutes")) * 60_000, reason=p.get("reason", "")
+            )
+            msg = "Standing extended."
+        elif action == "complete":
+            services.standing_complete(**base, note=p.get("note", ""))
+            msg = "Work completed."
+        elif action == "hand_back":
+            services.standing_hand_back(**base, note=p.get("note", ""))
+            msg = "Handed back to the agent pool; the next agent grant gets a new epoch."
+        elif action == "assign":
+            iv = services.standing_assign(
+                **base, agent_name=p.get("agent", "").strip(), note=p.get("note", "")
+            )
+            msg = f"Assigned at epoch {iv.successor_lease.epoch if iv.successor_lease else '?'}."
+        else:
+            services.effect_record_human(
+                **base,
+                kind=p.get("kind", ""),
+                target=p.get("target", ""),
+                outcome=p.get("outcome", ""),
+                detail=p.get("detail", ""),
+                idempotency_key=p.get("idempotency_key", ""),
+            )
+            msg = "Effect recorded under your epoch."
+    except LeaseboardError as exc:
+        messages.error(request, f"{exc.detail} ({exc.code})")
+    else:
+        messages.success(request, msg)
+    return redirect_next(request, reverse("takeovers:standing"))
+
+
+@require_POST
+@role_required(OPERATOR)
+def standing_extend(request: HttpRequest, pk: int) -> HttpResponse:
+    return _standing_action(request, pk, "extend")
+
+
+@require_POST
+@role_required(OPERATOR)
+def standing_complete(request: HttpRequest, pk: int) -> HttpResponse:
+    return _standing_action(request, pk, "complete")
+
+
+@require_POST
+@role_required(OPERATOR)
+def standing_hand_back(request: HttpRequest, pk: int) -> HttpResponse:
+    return _standing_action(request, pk, "hand_back")
+
+
+@require_POST
+@role_required(OPERATOR)
+def standing_assign(request: HttpRequest, pk: int) -> HttpResponse:
+    return _standing_action(request, pk, "assign")
+
+
+@require_POST
+@role_required(OPERATOR)
+def effect_record(request: HttpRequest, pk: int) -> HttpResponse:
+    return _standing_action(request, pk, "record")
+
+
+@require_POST
+@role_required(OPERATOR)
+def effect_reconcile(request: HttpRequest, effect_id: uuid.UUID) -> HttpResponse:
+    try:
+        reconciliation.effect_reconcile(
+            effect_id=effect_id,
+            resolution=request.POST.get("resolution", ""),
+            note=request.POST.get("note", ""),
+            **acting(request),
+        )
+    except LeaseboardError as exc:
+        messages.error(request, f"{exc.detail} ({exc.code})")
+    else:
+        messages.success(request, "Effect reconciled.")
+    return redirect_next(request, reverse("takeovers:standing"))
