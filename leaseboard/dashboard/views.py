@@ -5,6 +5,7 @@ what the views of several apps share (roles, page rendering, redirects) from `we
 from __future__ import annotations
 
 from django.contrib import messages
+from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
@@ -20,6 +21,7 @@ from leaseboard.domain.errors import LeaseboardError, NotFound
 from leaseboard.web.htmx import page_or_fragment, polled_fragment, wants_fragment
 from leaseboard.web.pages import alert_badge_count, render_page
 from leaseboard.web.redirects import redirect_next
+from leaseboard.web.refusals import WHO_YOU_ARE
 from leaseboard.web.roles import MANAGER, OPERATOR, VIEWER_ROLES, acting, role_required, user_roles
 
 
@@ -72,6 +74,8 @@ def alert_acknowledge(request: HttpRequest, pk: int) -> HttpResponse:
     except NotFound:
         raise Http404("no such alert") from None
     except LeaseboardError as exc:
+        if exc.code in WHO_YOU_ARE:
+            raise PermissionDenied(exc.detail) from None
         error = exc.detail
         alert = None
     if request.htmx:

@@ -185,11 +185,11 @@ def decide(
     if rule.epoch is not Epoch.NONE and not epoch_matches:
         return Verdict("stale_epoch", "the epoch presented is not the current one")
     if certainty not in rule.states:
+        if certainty in LIVE and not rule.states & LIVE:
+            return Verdict("forbidden", "the lease is still live: its holder reports outcomes")
         if certainty is Certainty.JEOPARDY:
             return Verdict("in_jeopardy", "the lease missed its renewals; renew first")
         if certainty in ENDED_CODES:
             return Verdict(ENDED_CODES[certainty], f"the lease is {certainty}")
-        if certainty in LIVE:
-            return Verdict("forbidden", "the lease is still live: its holder reports outcomes")
         return Verdict("not_found", "there is no lease to act under")
     return ALLOW

@@ -5,16 +5,16 @@ from __future__ import annotations
 import uuid
 
 from django.contrib import messages
-from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_GET, require_POST
 
 from leaseboard.core.services import approvals
-from leaseboard.domain.errors import Forbidden, LeaseboardError
+from leaseboard.domain.errors import LeaseboardError
 from leaseboard.takeovers import services
 from leaseboard.takeovers.selectors.approvals import pending_effects, pending_requests
 from leaseboard.web.pages import render_page
+from leaseboard.web.refusals import refuse
 from leaseboard.web.roles import APPROVER, acting, role_required
 
 
@@ -44,10 +44,8 @@ def request_decide(request: HttpRequest, pk: int, decision: str) -> HttpResponse
         else:
             services.takeover_reject(request_pk=pk, note=note, **acting(request))
             messages.success(request, f"Takeover #{pk} rejected.")
-    except Forbidden as exc:
-        raise PermissionDenied(exc.detail) from None
     except LeaseboardError as exc:
-        messages.error(request, f"Takeover #{pk}: {exc.detail} ({exc.code})")
+        refuse(request, exc, prefix=f"Takeover #{pk}: ")
     return redirect("takeovers:pending")
 
 
@@ -65,5 +63,5 @@ def effect_decide(request: HttpRequest, effect_id: uuid.UUID, decision: str) -> 
             approvals.effect_reject(effect_id=effect_id, note=note, **acting(request))
             messages.success(request, "Effect rejected.")
     except LeaseboardError as exc:
-        messages.error(request, f"Effect: {exc.detail} ({exc.code})")
+        refuse(request, exc, prefix="Effect: ")
     return redirect("takeovers:pending")

@@ -14,6 +14,7 @@ from leaseboard.takeovers.models import Intervention, ReasonCategory
 from leaseboard.takeovers.selectors import records, summary, timeline
 from leaseboard.web.csv_export import csv_download
 from leaseboard.web.pages import render_page
+from leaseboard.web.refusals import refuse
 from leaseboard.web.roles import MANAGER, acting, role_required
 
 
@@ -112,7 +113,7 @@ def intervention_review(request: HttpRequest, pk: int) -> HttpResponse:
             intervention_pk=pk, note=request.POST.get("note", ""), **acting(request)
         )
     except LeaseboardError as exc:
-        messages.error(request, f"{exc.detail} ({exc.code})")
+        refuse(request, exc)
     else:
         messages.success(request, "Review recorded.")
     return redirect("takeovers:intervention", pk=pk)

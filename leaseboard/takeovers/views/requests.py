@@ -14,6 +14,7 @@ from leaseboard.domain.errors import LeaseboardError
 from leaseboard.takeovers import services
 from leaseboard.takeovers.forms import BulkRequestForm, TakeoverRequestForm
 from leaseboard.web.pages import render_page
+from leaseboard.web.refusals import refused_for_form
 from leaseboard.web.roles import OPERATOR, acting, role_required
 
 
@@ -46,7 +47,7 @@ def request_takeover(request: HttpRequest, key: str) -> HttpResponse:
                 return redirect("takeovers:standing")
             req = services.takeover_request(**args)
         except LeaseboardError as exc:
-            form.add_error(None, f"{exc.detail} ({exc.code})")
+            form.add_error(None, refused_for_form(exc))
         else:
             messages.success(request, f"Takeover #{req.id} of {key} is waiting for an approver.")
             return redirect("dashboard:work_item", key=key)
@@ -79,5 +80,5 @@ def bulk_request(request: HttpRequest) -> HttpResponse:
                 **acting(request),
             )
         except LeaseboardError as exc:
-            form.add_error(None, f"{exc.detail} ({exc.code})")
+            form.add_error(None, refused_for_form(exc))
     return render_page(request, "takeovers/bulk.html", {"form": form, "bulk": bulk})

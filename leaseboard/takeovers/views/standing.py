@@ -18,6 +18,7 @@ from leaseboard.takeovers.selectors.standing import my_standing
 from leaseboard.web.pages import render_page
 from leaseboard.web.params import int_param
 from leaseboard.web.redirects import redirect_next
+from leaseboard.web.refusals import refuse
 from leaseboard.web.roles import OPERATOR, acting, role_required
 
 
@@ -74,7 +75,7 @@ def _standing_action(request: HttpRequest, pk: int, action: str) -> HttpResponse
             )
             msg = "Effect recorded under your epoch."
     except LeaseboardError as exc:
-        messages.error(request, f"{exc.detail} ({exc.code})")
+        refuse(request, exc)
     else:
         messages.success(request, msg)
     return redirect_next(request, reverse("takeovers:standing"))
@@ -121,7 +122,7 @@ def effect_reconcile(request: HttpRequest, effect_id: uuid.UUID) -> HttpResponse
             **acting(request),
         )
     except LeaseboardError as exc:
-        messages.error(request, f"{exc.detail} ({exc.code})")
+        refuse(request, exc)
     else:
         messages.success(request, "Effect reconciled.")
     return redirect_next(request, reverse("takeovers:standing"))
