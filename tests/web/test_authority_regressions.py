@@ -34,9 +34,7 @@ def _agent_with_effect(api, agent, key: str):  # type: ignore[no-untyped-def]
     return token, lease, effect
 
 
-def test_an_operator_without_standing_cannot_reconcile_a_live_agents_effect(
-    api, agent, client
-):
+def test_an_operator_without_standing_cannot_reconcile_a_live_agents_effect(api, agent, client):
     token, _, effect = _agent_with_effect(api, agent, "regress-reconcile")
     client.force_login(make_user("olga-no-standing", "operator"))
     audit_before = AuditEntry.objects.count()
