@@ -17,6 +17,7 @@ urlpatterns = [
     path("alerts/badge", views.alert_badge, name="alert_badge"),
     path("alerts/<int:pk>/acknowledge", views.alert_acknowledge, name="alert_acknowledge"),
     path("work/<path:key>", views.work_item, name="work_item"),
+    path("leases/<uuid:lease_id>/revoke", views.lease_revoke, name="lease_revoke"),
     path("executors/<int:pk>", views.executor, name="executor"),
     path("audit/", views.audit, name="audit"),
 ]

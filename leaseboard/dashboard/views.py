@@ -4,6 +4,8 @@ what the views of several apps share (roles, page rendering, redirects) from `we
 
 from __future__ import annotations
 
+import uuid
+
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
@@ -12,6 +14,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from leaseboard.core.services import alerts as alert_services
+from leaseboard.core.services import leases as lease_services
 from leaseboard.dashboard.selectors import alerts as alert_reads
 from leaseboard.dashboard.selectors import audit as audit_reads
 from leaseboard.dashboard.selectors import executor as executor_reads
@@ -21,8 +24,16 @@ from leaseboard.domain.errors import LeaseboardError, NotFound
 from leaseboard.web.htmx import page_or_fragment, polled_fragment, wants_fragment
 from leaseboard.web.pages import alert_badge_count, render_page
 from leaseboard.web.redirects import redirect_next
-from leaseboard.web.refusals import WHO_YOU_ARE
-from leaseboard.web.roles import MANAGER, OPERATOR, VIEWER_ROLES, acting, role_required, user_roles
+from leaseboard.web.refusals import WHO_YOU_ARE, refuse
+from leaseboard.web.roles import (
+    APPROVER,
+    MANAGER,
+    OPERATOR,
+    VIEWER_ROLES,
+    acting,
+    role_required,
+    user_roles,
+)
 
 
 @require_GET
@@ -101,6 +112,23 @@ def work_item(request: HttpRequest, key: str) -> HttpResponse:
     if page is None:
         raise Http404("no such work item")
     return page_or_fragment(render_page(request, "dashboard/work_item.html", {"page": page}))
+
+
+@require_POST
+@role_required(OPERATOR, APPROVER)
+def lease_revoke(request: HttpRequest, lease_id: uuid.UUID) -> HttpResponse:
+    """Revoke an agent's lease with a reason; the work item returns to the pool."""
+    try:
+        lease = lease_services.lease_revoke(
+            lease_id=lease_id, reason=request.POST.get("reason", ""), **acting(request)
+        )
+    except NotFound:
+        raise Http404("no such lease") from None
+    except LeaseboardError as exc:
+        refuse(request, exc, prefix="Revoke: ")
+        return redirect_next(request, reverse("dashboard:live"))
+    messages.success(request, f"Lease at epoch {lease.epoch} revoked.")
+    return redirect_next(request, reverse("dashboard:work_item", args=[lease.work_item.key]))
 
 
 @require_GET

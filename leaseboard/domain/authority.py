@@ -147,6 +147,9 @@ RULES: dict[Act, Rule] = {
     ),
 }
 
+# Refusals about who the actor is, as opposed to the state of what they act on.
+IDENTITY_CODES = frozenset({"forbidden", "not_holder"})
+
 # Terminal certainty -> the code an act under it is refused with.
 ENDED_CODES = {
     Certainty.EXPIRED: "lease_expired",

@@ -8,9 +8,8 @@ from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest
 
+from leaseboard.domain.authority import IDENTITY_CODES as WHO_YOU_ARE
 from leaseboard.domain.errors import LeaseboardError
-
-WHO_YOU_ARE = frozenset({"forbidden", "not_holder"})
 
 
 def refusal_text(exc: LeaseboardError, prefix: str = "") -> str:

@@ -13,7 +13,7 @@ from typing import Any
 
 from django.db import transaction
 
-from leaseboard.core.authority import Actor
+from leaseboard.core.authority import Actor, refusal, verdict
 from leaseboard.core.clock import db_now_ms
 from leaseboard.core.models import Effect, Lease, WorkItem
 from leaseboard.core.services.effects import effect_record_locked
@@ -21,12 +21,11 @@ from leaseboard.core.services.leases import (
     lease_assign_locked,
     lease_extend_locked,
     lease_hand_back_locked,
-    parse_lease_id,
     unreconciled_effects_exist,
 )
 from leaseboard.core.services.work import work_complete_locked
-from leaseboard.domain.authority import Act
-from leaseboard.domain.errors import NeedsReconciliation, NotFound, ValidationFailed
+from leaseboard.domain.authority import IDENTITY_CODES, Act
+from leaseboard.domain.errors import NeedsReconciliation, ValidationFailed
 from leaseboard.takeovers.models import Intervention
 from leaseboard.takeovers.services._common import (
     agent_named,
@@ -48,13 +47,24 @@ def _under_standing(
     return iv, item, lease, db_now_ms()
 
 
-def _already(iv: Intervention, outcome: str, lease_id: Any, epoch: int) -> bool:
-    """A retry of the end that already happened to exactly this (lease, epoch)."""
-    try:
-        lid = parse_lease_id(lease_id)
-    except NotFound:
-        return False
-    return iv.outcome == outcome and iv.lease_id == lid and iv.epoch == epoch
+def _retried(
+    act: Act,
+    *,
+    iv: Intervention,
+    item: WorkItem,
+    lease: Lease,
+    actor: Actor,
+    epoch: int,
+    now: int,
+    outcome: str,
+) -> bool:
+    """A retry, by the person who holds the standing, of the end that already happened to
+    exactly this (lease, epoch): answered as done, writing nothing. Who may act is asked
+    first, so nobody else learns anything from a retry."""
+    v = verdict(act, actor, now_ms=now, lease=lease, epoch=epoch, current_epoch=item.epoch)
+    if v.code in IDENTITY_CODES:
+        raise refusal(v, lease=lease, epoch=epoch, current_epoch=item.epoch)
+    return iv.outcome == outcome and iv.lease_id == lease.id and iv.epoch == epoch
 
 
 def _ended(iv: Intervention, outcome: str, now: int) -> None:
@@ -166,7 +176,16 @@ def standing_hand_back(
     (no placeholder grant that nobody renews). Refused while effects are unreconciled when
     the queue would refuse agents anyway."""
     iv, item, lease, now = _under_standing(intervention_pk, lease_id, epoch)
-    if _already(iv, Intervention.Outcome.HANDED_BACK, lease_id, epoch):
+    if _retried(
+        Act.HAND_BACK,
+        iv=iv,
+        item=item,
+        lease=lease,
+        actor=actor,
+        epoch=epoch,
+        now=now,
+        outcome=Intervention.Outcome.HANDED_BACK,
+    ):
         return iv
     before = lease_view(lease)
     if item.queue.agent_acquire_needs_reconciliation and unreconciled_effects_exist(item):
@@ -208,7 +227,16 @@ def standing_assign(
     """End the human lease and grant the named agent a lease at a new epoch, in one
     transaction."""
     iv, item, lease, now = _under_standing(intervention_pk, lease_id, epoch)
-    if _already(iv, Intervention.Outcome.ASSIGNED, lease_id, epoch):
+    if _retried(
+        Act.ASSIGN,
+        iv=iv,
+        item=item,
+        lease=lease,
+        actor=actor,
+        epoch=epoch,
+        now=now,
+        outcome=Intervention.Outcome.ASSIGNED,
+    ):
         return iv
     agent = agent_named(agent_name)
     before = lease_view(lease)
