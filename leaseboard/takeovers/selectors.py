@@ -13,18 +13,19 @@ from django.db.models import Min, Q, QuerySet
 
 from leaseboard.core.clock import db_now_ms
 from leaseboard.core.models import Checkpoint, Effect, Lease
+from leaseboard.core.models.leases import LIVE_STATES
 from leaseboard.takeovers.models import Intervention, ReasonCategory, TakeoverRequest
 
 PAGE_SIZE = 50
 
 
 def pending_count() -> int:
-    return TakeoverRequest.objects.filter(status="pending").count()
+    return TakeoverRequest.objects.filter(status=TakeoverRequest.Status.PENDING).count()
 
 
 def pending_requests(limit: int = 200) -> list[TakeoverRequest]:
     return list(
-        TakeoverRequest.objects.filter(status="pending")
+        TakeoverRequest.objects.filter(status=TakeoverRequest.Status.PENDING)
         .select_related("work_item", "requested_by", "grantee", "target_holder")
         .order_by("decide_by_ms", "id")[:limit]
     )
@@ -72,7 +73,7 @@ def my_standing(user: Any) -> list[Standing]:
     out = []
     for iv in ivs:
         lease = iv.lease
-        live = lease.state in ("active", "jeopardy") and lease.expires_at_ms > now
+        live = lease.state in LIVE_STATES and lease.expires_at_ms > now
         mine = effects[iv.work_item_id]
         out.append(
             Standing(
@@ -259,7 +260,11 @@ def _effect_entries(e: Effect, iv: Intervention) -> list[TimelineEntry]:
                 {"effect_id": str(e.id)},
             )
         )
-    if e.outcome_at_ms and e.outcome_at_ms >= iv.requested_at_ms and e.source != "human":
+    if (
+        e.outcome_at_ms
+        and e.outcome_at_ms >= iv.requested_at_ms
+        and e.source != Effect.Source.HUMAN
+    ):
         out.append(
             TimelineEntry(
                 e.outcome_at_ms, "effect_outcome", who, f"{e.kind} on {e.target}: {e.outcome}"
