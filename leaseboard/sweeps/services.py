@@ -16,14 +16,13 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import reduce
-from operator import or_
 from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F, Q
+from django.db.models import F
 
+from leaseboard.core import sql
 from leaseboard.core.clock import db_now_ms
 from leaseboard.core.models import Alert, Lease, LeaseEvent
 from leaseboard.core.models.leases import LIVE_STATES
@@ -173,17 +172,6 @@ def _plan(lease: Lease, now: int, window: OutageWindow | None) -> str:
     return REDUE  # due_at is behind the stored times; only move it forward
 
 
-def _version_q(lease: Lease) -> Q:
-    return Q(
-        id=lease.id,
-        state=lease.state,
-        epoch=lease.epoch,
-        renewed_at_ms=lease.renewed_at_ms,
-        expires_at_ms=lease.expires_at_ms,
-        due_at_ms=lease.due_at_ms,
-    )
-
-
 @transaction.atomic(durable=True)
 def _sweep_batch(
     *,
@@ -283,31 +271,20 @@ def _sweep_batch(
 
 def _unchanged_ids(claimed: list[Lease]) -> set:
     """Ids of claimed leases whose stored version still equals what the claim read."""
-    if connection.vendor != "postgresql":
-        q = reduce(or_, (_version_q(lease) for lease in claimed))
-        return set(Lease.objects.filter(q).values_list("id", flat=True))
-    rows = ", ".join(
-        ["(%s::uuid, %s, %s::bigint, %s::bigint, %s::bigint, %s::bigint)"] * len(claimed)
-    )
+    pk = Lease._meta.pk
     params: list[Any] = []
     for lease in claimed:
         params += [
-            lease.id,
+            pk.get_db_prep_value(lease.id, connection),
             lease.state,
             lease.epoch,
             lease.renewed_at_ms,
             lease.expires_at_ms,
             lease.due_at_ms,
         ]
-    sql = (
-        f"SELECT l.id FROM {Lease._meta.db_table} l JOIN (VALUES {rows}) "
-        "AS v(id, state, epoch, renewed, expires, due) ON l.id = v.id AND l.state = v.state "
-        "AND l.epoch = v.epoch AND l.renewed_at_ms = v.renewed "
-        "AND l.expires_at_ms = v.expires AND l.due_at_ms = v.due"
-    )
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return {row[0] for row in cursor.fetchall()}
+        cursor.execute(sql.lease_versions_unchanged(connection.vendor, len(claimed)), params)
+        return {pk.to_python(row[0]) for row in cursor.fetchall()}
 
 
 def notify_targets(notify: dict[str, Any] | None, kind: str) -> dict[str, Any]:
