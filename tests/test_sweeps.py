@@ -16,7 +16,7 @@ from leaseboard.core.models import Alert, Executor, Lease, LeaseEvent, Queue
 from leaseboard.core.services import leases as ls
 from leaseboard.core.services.alerts import lease_alert
 from leaseboard.core.services.work import work_admit
-from leaseboard.sweeps import guard, notifications, services
+from leaseboard.sweeps import guard, notifications, services, tasks
 from leaseboard.sweeps.models import NotificationDelivery
 from tests.sweeps_fixtures import age_leases, age_sweep_clock, bulk_leases
 
@@ -185,23 +185,38 @@ def test_a_short_gap_between_sweeps_is_not_an_outage(agent):
 
 
 @pytest.mark.django_db
-def test_extra_sweep_steps_run_after_the_lease_batches(monkeypatch):
+def test_the_takeover_step_runs_after_the_lease_batches_with_the_sweeps_batch_size(
+    monkeypatch, agent
+):
+    executor, _ = agent()
+    lease = grant("step-1", executor)
     seen = []
 
     def expire_takeover_requests(*, batch_size: int) -> int:
-        seen.append(batch_size)
+        # The lease batches have committed by the time the step runs.
+        seen.append((batch_size, Lease.objects.get(id=lease.id).state))
         return 3
+
+    monkeypatch.setattr(services, "takeover_sweep_step", expire_takeover_requests)
+    age_leases(lease.ttl_ms + 100, lease_ids=[lease.id])
+    report = services.sweep_run(batch_size=7)
+    assert seen == [(7, "expired")]
+    assert report.steps == {"takeovers": 3}
+
+
+@pytest.mark.django_db
+def test_a_failing_takeover_step_does_not_stop_lease_expiry(monkeypatch, agent):
+    executor, _ = agent()
+    lease = grant("step-2", executor)
 
     def broken(*, batch_size: int) -> int:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(services, "SWEEP_STEPS", {})
-    services.register_step("broken", broken)
-    services.register_step("takeovers", expire_takeover_requests)
-    services.register_step("takeovers", expire_takeover_requests)  # idempotent
-    report = services.sweep_run(batch_size=7)
-    assert seen == [7]
-    assert report.steps == {"takeovers": 3}
+    monkeypatch.setattr(services, "takeover_sweep_step", broken)
+    age_leases(lease.ttl_ms + 100, lease_ids=[lease.id])
+    report = services.sweep_run()
+    assert report.expired == 1 and report.steps == {}
+    assert Lease.objects.get(id=lease.id).state == "expired"
 
 
 @pytest.mark.django_db
@@ -315,7 +330,7 @@ def test_alerts_notify_a_signed_webhook_with_retries_and_an_email(
     assert email.status == "delivered"
     assert len(mail.outbox) == 1 and "jeopardy" in mail.outbox[0].subject
     # A redelivered fan-out sends nothing twice.
-    notifications.alert_fan_out(alert_id=alert.id)
+    assert tasks.notify_alert(alert.id) == 0
     assert len(hook.received) == 2 and len(mail.outbox) == 1
 
 

@@ -29,20 +29,9 @@ from leaseboard.core.models.leases import LIVE_STATES
 from leaseboard.core.services.alerts import alerts_open, lease_alert
 from leaseboard.core.services.leases import leases_expire_locked
 from leaseboard.sweeps.models import MetricCounter, NotificationDelivery, SweepState
+from leaseboard.takeovers.sweep import takeover_sweep_step
 
 log = logging.getLogger(__name__)
-
-# Extra sweep steps, run by every sweep after the lease batches, by name. Another app
-# registers `step(*, batch_size: int, **_) -> int` (items handled) with `register_step`,
-# e.g. `leaseboard.takeovers` expiring undecided takeover requests. A step owns its
-# transactions and must be safe to run concurrently (SKIP LOCKED + compare-and-set).
-SWEEP_STEPS: dict[str, Callable[..., int]] = {}
-
-
-def register_step(name: str, step: Callable[..., int]) -> None:
-    """Add (or replace) a named sweep step; idempotent, so app reloads are harmless."""
-    SWEEP_STEPS[name] = step
-
 
 # Latency buckets (seconds) for "due time -> alert opened".
 LATENCY_BUCKETS = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0)
@@ -86,7 +75,8 @@ def sweep_run(
     before_write: Callable[[list[Lease]], None] | None = None,
 ) -> SweepReport:
     """One sweep: stamp the sweep clock, then claim and transition due leases batch by
-    batch, then run the extra steps. `before_write` is a test seam called inside each batch
+    batch, then expire takeover requests and lapsed standing (leaseboard.takeovers, below
+    sweeps in the layer order). `before_write` is a test seam called inside each batch
     transaction between the claim and the write."""
     started = time.monotonic()
     batch_size = batch_size or settings.LEASEBOARD_SWEEP_BATCH
@@ -102,11 +92,10 @@ def sweep_run(
             break
     else:
         report.more = True
-    for name, step in list(SWEEP_STEPS.items()):
-        try:
-            report.steps[name] = step(batch_size=batch_size)
-        except Exception:  # one broken step must not stop lease expiry; it is logged
-            log.exception("sweep step %s failed", name)
+    try:
+        report.steps["takeovers"] = takeover_sweep_step(batch_size=batch_size)
+    except Exception:  # a broken step must not stop lease expiry; it is logged
+        log.exception("sweep step takeovers failed")
     report.duration_s = time.monotonic() - started
     _record_metrics(report)
     return report
@@ -287,31 +276,6 @@ def _unchanged_ids(claimed: list[Lease]) -> set:
         return {pk.to_python(row[0]) for row in cursor.fetchall()}
 
 
-def notify_targets(notify: dict[str, Any] | None, kind: str) -> dict[str, Any]:
-    """The configured targets for an alert kind (Queue.notify or the default)."""
-    config = notify or settings.LEASEBOARD_NOTIFY_DEFAULT or {}
-    kinds = config.get("kinds")
-    if kinds and kind not in kinds:
-        return {}
-    return {k: v for k, v in config.items() if k in ("webhooks", "emails") and v}
-
-
-def notify_on_commit(alert_ids: list[int]) -> None:
-    """Enqueue notification fan-out after commit, only for alerts that have targets."""
-    if not alert_ids:
-        return
-    rows = Alert.objects.filter(id__in=alert_ids).values_list(
-        "id", "kind", "work_item__queue__notify"
-    )
-    wanted = [aid for aid, kind, notify in rows if notify_targets(notify, kind)]
-    if not wanted:
-        return
-    from leaseboard.sweeps.tasks import notify_alert
-
-    for aid in wanted:
-        notify_alert.delay_on_commit(aid)
-
-
 def _bucket_counts(values: list[float], buckets: tuple[float, ...]) -> dict[str, float]:
     out: dict[str, float] = {}
     for le in buckets:
@@ -412,14 +376,11 @@ def sweep_report_json(report: SweepReport) -> str:
 
 
 __all__ = [
-    "SWEEP_STEPS",
     "OutageWindow",
     "SweepReport",
     "alerts_open",
-    "register_step",
     "lease_events_prune",
     "metric_add",
-    "notify_on_commit",
     "sweep_clock_tick",
     "sweep_run",
 ]
