@@ -10,9 +10,9 @@ from django.db import connection
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from leaseboard.core.services.leases import _renew_sql
+from leaseboard.core.sql import POSTGRESQL, lease_renew
 
-SQL = _renew_sql("postgresql", 1)
+SQL = lease_renew(POSTGRESQL, 1)
 
 
 @csrf_exempt

@@ -318,7 +318,7 @@ def bench_pgbench(leases: list[str], holder: int) -> float | None:
         return None
     import psycopg
 
-    from leaseboard.core.services.leases import _renew_sql
+    from leaseboard.core.sql import lease_renew
 
     with psycopg.connect(DB_URL, autocommit=True) as conn:
         conn.execute("DROP TABLE IF EXISTS bench_lease_ids")
@@ -328,7 +328,7 @@ def bench_pgbench(leases: list[str], holder: int) -> float | None:
                 "INSERT INTO bench_lease_ids VALUES (%s, %s)",
                 [(i + 1, lid) for i, lid in enumerate(leases)],
             )
-    sql = _renew_sql("postgresql", 1).replace(
+    sql = lease_renew("postgresql", 1).replace(
         "(%s::uuid, %s::bigint)",
         "((SELECT id FROM bench_lease_ids WHERE n = :n), 1::bigint)",
     )
@@ -410,7 +410,7 @@ def _guard_worker(args: tuple[str, int, float]) -> int:
     import psycopg
     import redis
 
-    from leaseboard.recipient.guard import PostgresEpochGuard, RedisEpochGuard, _upsert_sql
+    from leaseboard.recipient.guard import PostgresEpochGuard, RedisEpochGuard, upsert_sql
 
     n, epoch = 0, 0
     keys = [f"bench-{wid}-{k}" for k in range(100)]
@@ -423,7 +423,7 @@ def _guard_worker(args: tuple[str, int, float]) -> int:
             n += 1
         guard.close()
     elif kind == "pg-raw":
-        sql = _upsert_sql("bench_raw_guard")
+        sql = upsert_sql("bench_raw_guard")
         with psycopg.connect(DB_URL, autocommit=True) as conn, conn.cursor() as cur:
             while time.monotonic() < end:
                 epoch += 1

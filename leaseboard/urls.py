@@ -3,7 +3,7 @@
 from django.urls import include, path
 
 from leaseboard.api.v1 import api
-from leaseboard.core.views import healthz
+from leaseboard.sweeps.health import healthz
 from leaseboard.sweeps.metrics import metrics
 
 urlpatterns = [

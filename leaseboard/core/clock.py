@@ -7,25 +7,16 @@ this process agrees on the shifted time.
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.db import connection
 from django.db.models import BigIntegerField, Func
 
+from leaseboard.core import sql
+
 
 def now_ms_sql(vendor: str | None = None) -> str:
-    """A SQL expression for the database's current time in milliseconds (offset included)."""
-    vendor = vendor or connection.vendor
-    offset = int(settings.LEASEBOARD_DB_CLOCK_OFFSET_MS)
-    if vendor == "postgresql":
-        # clock_timestamp(), not now(): now() is the transaction's start, which can lie
-        # before a wait for a row lock, and a grant would then be dated before the end of
-        # the lease it replaces. Services read the clock once, after taking their locks.
-        expr = "(floor(extract(epoch from clock_timestamp()) * 1000))::bigint"
-    elif vendor == "sqlite":
-        expr = "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)"
-    else:  # pragma: no cover - only the two supported back ends
-        raise NotImplementedError(vendor)
-    return f"({expr} + {offset})" if offset else expr
+    """A SQL expression for the database's current time in milliseconds (offset included);
+    both dialects are in leaseboard.core.sql."""
+    return sql.now_ms(vendor or connection.vendor)
 
 
 def db_now_ms() -> int:

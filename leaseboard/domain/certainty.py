@@ -1,7 +1,8 @@
 """Certainty states of a lease and how time moves them (DESIGN §4).
 
 Validity is a function of time: `state_at` answers from the stored times alone, so a lease
-past its `expires_at` is invalid whether or not a sweep has marked it yet.
+past its `expires_at` is invalid whether or not a sweep has marked it yet. `Certainty` is
+also the one definition of the stored lease state (`Lease.State` and its constraints).
 """
 
 from __future__ import annotations

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from leaseboard.domain.certainty import Certainty
+
 
 class LeaseboardError(Exception):
     code = "validation_error"
@@ -161,7 +163,7 @@ ALL_CODES = frozenset(ERRORS_BY_CODE)
 
 # Terminal lease state -> the refusal a caller gets for acting under it.
 ENDED_STATE_ERRORS: dict[str, type[LeaseboardError]] = {
-    "expired": LeaseExpired,
-    "released": LeaseReleased,
-    "revoked": LeaseRevoked,
+    Certainty.EXPIRED: LeaseExpired,
+    Certainty.RELEASED: LeaseReleased,
+    Certainty.REVOKED: LeaseRevoked,
 }

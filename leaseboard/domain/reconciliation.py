@@ -1,4 +1,8 @@
-"""Effect decisions, outcomes and the reconciliation gate (DESIGN §6)."""
+"""Effect decisions, outcomes and the reconciliation gate (DESIGN §6).
+
+These enums are the one definition of the values an effect row and a policy row may hold;
+model choices and check constraints are derived from them.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ from enum import StrEnum
 
 
 class Decision(StrEnum):
-    PROPOSED = "proposed"
+    # An effect row is written with its decision; there is no stored "proposed" state.
     AUTHORIZED = "authorized"
     REFUSED = "refused"
     PENDING_APPROVAL = "pending_approval"
@@ -16,6 +20,12 @@ class Outcome(StrEnum):
     APPLIED = "applied"
     FAILED = "failed"
     UNKNOWN = "unknown"
+
+
+class Source(StrEnum):
+    AGENT = "agent"  # proposed through the API
+    HUMAN = "human"  # recorded by a human acting under standing
+    RECIPIENT = "recipient"  # a refusal reported by a recipient's guard
 
 
 class Resolution(StrEnum):

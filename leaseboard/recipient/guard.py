@@ -47,7 +47,10 @@ def _check_table(table: str) -> str:
     return table
 
 
-def _upsert_sql(table: str) -> str:
+def upsert_sql(table: str) -> str:
+    """The check's statement (PostgreSQL); parameters work_key, epoch. Public so a host
+    that runs the check on its own cursor (leaseboard.core.sql) runs exactly this."""
+    table = _check_table(table)
     # The WHERE makes the update conditional; a refused row is still locked by ON CONFLICT,
     # so inside a transaction a newer epoch waits for our commit instead of racing it.
     return (
@@ -68,7 +71,7 @@ def check_in(cursor: Any, work_key: str, epoch: int, *, table: str = DEFAULT_TAB
     """
     _check_args(work_key, epoch)
     table = _check_table(table)
-    cursor.execute(_upsert_sql(table), (work_key, epoch))
+    cursor.execute(upsert_sql(table), (work_key, epoch))
     row = cursor.fetchone()
     if row is not None:
         return GuardResult(accepted=True, high_water=int(row[0]))

@@ -1,9 +1,10 @@
 """The sandbox's fence: the recipient guard's verifier, with the epoch check in our transaction.
 
-PostgreSQL runs the guard's own `INSERT … ON CONFLICT … WHERE` (`recipient.guard.check_in`)
+PostgreSQL runs the guard's own `INSERT … ON CONFLICT … WHERE` (`recipient.guard.upsert_sql`)
 on `EpochMark`'s table. SQLite runs the same conditional upsert in SQLite's dialect (the
-guard's statement calls PostgreSQL's `now()`); with the project's IMMEDIATE transactions
-the write lock is held from BEGIN, so the mark and the ledger row commit together.
+guard's statement calls PostgreSQL's `now()`); both are in `leaseboard.core.sql`. With the
+project's IMMEDIATE transactions the write lock is held from BEGIN, so the mark and the
+ledger row commit together.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ from typing import Any
 from django.conf import settings
 from django.db import connection, transaction
 
+from leaseboard.core.sql import epoch_mark_upsert
 from leaseboard.recipient import RecipientReporter, Refusal, TokenVerifier
 from leaseboard.recipient.guard import GuardResult
-from leaseboard.recipient.guard import check_in as pg_check_in
 from leaseboard.sandbox.models import EpochMark
 
 log = logging.getLogger(__name__)
@@ -35,15 +36,7 @@ class LedgerEpochGuard:
     def check_in(self, cursor: Any, work_key: str, epoch: int) -> GuardResult:
         if not transaction.get_connection().in_atomic_block:
             raise RuntimeError("the sandbox's epoch check must run inside its transaction")
-        if connection.vendor == "postgresql":
-            return pg_check_in(cursor, work_key, epoch, table=self.table)
-        cursor.execute(
-            f"INSERT INTO {self.table} AS mark (work_key, high_water, updated_at) "
-            "VALUES (%s, %s, CURRENT_TIMESTAMP) ON CONFLICT (work_key) DO UPDATE "
-            "SET high_water = excluded.high_water, updated_at = CURRENT_TIMESTAMP "
-            "WHERE mark.high_water <= excluded.high_water RETURNING high_water",
-            (work_key, epoch),
-        )
+        cursor.execute(epoch_mark_upsert(connection.vendor, self.table), (work_key, epoch))
         row = cursor.fetchone()
         if row is not None:
             return GuardResult(accepted=True, high_water=int(row[0]))

@@ -26,12 +26,15 @@ class EpochMark(models.Model):
         ]
 
 
+class PaymentStatus(models.TextChoices):
+    ACCEPTED = "accepted"
+    REFUSED = "refused"
+
+
 class Payment(models.Model):
     """One attempted payment: accepted (money moved) or refused (and why)."""
 
-    class Status(models.TextChoices):
-        ACCEPTED = "accepted"
-        REFUSED = "refused"
+    Status = PaymentStatus
 
     status = models.CharField(max_length=10, choices=Status.choices)
     refusal_code = models.CharField(max_length=40, blank=True, default="")
@@ -52,11 +55,11 @@ class Payment(models.Model):
         indexes = [models.Index(fields=["work_key", "-id"], name="sandbox_payment_work")]
         constraints = [
             models.CheckConstraint(
-                condition=Q(status__in=["accepted", "refused"]), name="sandbox_payment_status"
+                condition=Q(status__in=PaymentStatus.values), name="sandbox_payment_status"
             ),
             models.UniqueConstraint(
                 fields=["payment_key"],
-                condition=Q(status="accepted") & ~Q(payment_key=""),
+                condition=Q(status=PaymentStatus.ACCEPTED.value) & ~Q(payment_key=""),
                 name="sandbox_payment_once",
             ),
         ]

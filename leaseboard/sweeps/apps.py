@@ -9,16 +9,9 @@ class SweepsConfig(AppConfig):
     def ready(self) -> None:
         # Binds shared tasks (delay_on_commit) to our app in web processes too.
         import leaseboard.celery  # noqa: F401
-        from leaseboard.core.views import BROKER_CHECKS
-        from leaseboard.sweeps.health import broker_check
-
-        if broker_check not in BROKER_CHECKS:
-            BROKER_CHECKS.append(broker_check)
-
-        from leaseboard.core.services.alerts import ALERT_OPENED_HOOKS
-        from leaseboard.sweeps.services import notify_on_commit
+        from leaseboard.core.signals import alerts_opened
+        from leaseboard.sweeps.tasks import notify_on_commit
 
         # Every alert opened anywhere (sweeps, lazy expiry, stale effects, recipient
-        # reports) fans out to its queue's notification targets.
-        if notify_on_commit not in ALERT_OPENED_HOOKS:
-            ALERT_OPENED_HOOKS.append(notify_on_commit)
+        # reports, takeovers) fans out to its queue's notification targets.
+        alerts_opened.connect(notify_on_commit, dispatch_uid="leaseboard.sweeps.notify_on_commit")

@@ -43,7 +43,7 @@ class DatabaseCollector:
         certainty = GaugeMetricFamily(
             PREFIX + "leases", "Live leases by certainty", labels=["certainty"]
         )
-        for state in ("active", "jeopardy", "expired_unswept"):
+        for state in (*LIVE_STATES, "expired_unswept"):
             certainty.add_metric([state], by_state.get(state, 0.0))
         yield certainty
         renewals = live.aggregate(n=Sum("renew_count"))["n"] or 0

@@ -32,6 +32,12 @@ class MetricCounter(models.Model):
         ]
 
 
+class DeliveryStatus(models.TextChoices):
+    PENDING = "pending"
+    DELIVERED = "delivered"
+    FAILED = "failed"
+
+
 class NotificationDelivery(models.Model):
     """One row per (alert, channel, target): the delivery log and the idempotency key of
     the notification tasks. A retried task finds its row and does not send twice."""
@@ -40,10 +46,7 @@ class NotificationDelivery(models.Model):
         WEBHOOK = "webhook"
         EMAIL = "email"
 
-    class Status(models.TextChoices):
-        PENDING = "pending"
-        DELIVERED = "delivered"
-        FAILED = "failed"
+    Status = DeliveryStatus
 
     alert = models.ForeignKey(Alert, on_delete=models.CASCADE, related_name="deliveries")
     channel = models.CharField(max_length=10, choices=Channel.choices)
@@ -62,7 +65,7 @@ class NotificationDelivery(models.Model):
                 fields=["alert", "channel", "target"], name="notification_delivery_unique"
             ),
             models.CheckConstraint(
-                condition=models.Q(status__in=["pending", "delivered", "failed"]),
+                condition=models.Q(status__in=DeliveryStatus.values),
                 name="notification_delivery_status_valid",
             ),
         ]

@@ -6,7 +6,8 @@ Django's mail backend. Targets come from the alert's queue (`Queue.notify`):
 
 Every (alert, channel, target) has one NotificationDelivery row, the delivery log and the
 idempotency key: a redelivered task finds it delivered and sends nothing. No network I/O
-happens inside a database transaction.
+happens inside a database transaction. Nothing here enqueues: leaseboard.sweeps.tasks calls
+these and enqueues what they return (tasks import services, never the other way round).
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from django.utils import timezone
 
 from leaseboard.core.models import Alert
 from leaseboard.sweeps.models import NotificationDelivery
-from leaseboard.sweeps.services import notify_targets
 
 SIGNATURE_HEADER = "X-Leaseboard-Signature"
 
@@ -65,22 +65,41 @@ def verify(body: bytes, header: str, secret: str, *, tolerance_s: int = 300) -> 
     return hmac.compare_digest(sign(body, secret, timestamp), header)
 
 
+def notify_targets(notify: dict[str, Any] | None, kind: str) -> dict[str, Any]:
+    """The configured targets for an alert kind (Queue.notify or the default)."""
+    config = notify or settings.LEASEBOARD_NOTIFY_DEFAULT or {}
+    kinds = config.get("kinds")
+    if kinds and kind not in kinds:
+        return {}
+    return {k: v for k, v in config.items() if k in ("webhooks", "emails") and v}
+
+
+def alerts_with_targets(alert_ids: list[int]) -> list[int]:
+    """The alerts among `alert_ids` whose queue (or the default) has notification targets."""
+    if not alert_ids:
+        return []
+    rows = Alert.objects.filter(id__in=alert_ids).values_list(
+        "id", "kind", "work_item__queue__notify"
+    )
+    return [aid for aid, kind, notify in rows if notify_targets(notify, kind)]
+
+
 def _config(alert: Alert) -> dict[str, Any]:
     notify = alert.work_item.queue.notify if alert.work_item_id else None
     return notify_targets(notify, alert.kind)
 
 
-def alert_fan_out(*, alert_id: int) -> int:
-    """Create the delivery rows for an alert and enqueue one task per target."""
-    from leaseboard.sweeps.tasks import deliver_email, deliver_webhook
-
+def alert_deliveries_pending(*, alert_id: int) -> list[NotificationDelivery]:
+    """Create the delivery rows for an alert, one per target, and return those still to
+    send; a fan-out repeated after its deliveries were sent returns none."""
     alert = Alert.objects.select_related("work_item__queue").filter(id=alert_id).first()
     if alert is None:
-        return 0
+        return []
     config = _config(alert)
-    targets = [("webhook", hook["url"]) for hook in config.get("webhooks", []) if hook.get("url")]
-    targets += [("email", address) for address in config.get("emails", []) if address]
-    queued = 0
+    webhook, email = NotificationDelivery.Channel.WEBHOOK, NotificationDelivery.Channel.EMAIL
+    targets = [(webhook, hook["url"]) for hook in config.get("webhooks", []) if hook.get("url")]
+    targets += [(email, address) for address in config.get("emails", []) if address]
+    pending = []
     for channel, target in targets:
         try:
             with transaction.atomic():
@@ -89,12 +108,9 @@ def alert_fan_out(*, alert_id: int) -> int:
                 )
         except IntegrityError:
             delivery = NotificationDelivery.objects.get(alert=alert, channel=channel, target=target)
-        if delivery.status != NotificationDelivery.Status.PENDING:
-            continue
-        task = deliver_webhook if channel == "webhook" else deliver_email
-        task.delay(delivery.id)
-        queued += 1
-    return queued
+        if delivery.status == NotificationDelivery.Status.PENDING:
+            pending.append(delivery)
+    return pending
 
 
 def backoff_s(attempt: int) -> float:

@@ -16,34 +16,22 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import reduce
-from operator import or_
 from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F, Q
+from django.db.models import F
 
+from leaseboard.core import sql
 from leaseboard.core.clock import db_now_ms
 from leaseboard.core.models import Alert, Lease, LeaseEvent
 from leaseboard.core.models.leases import LIVE_STATES
 from leaseboard.core.services.alerts import alerts_open, lease_alert
 from leaseboard.core.services.leases import leases_expire_locked
 from leaseboard.sweeps.models import MetricCounter, NotificationDelivery, SweepState
+from leaseboard.takeovers.sweep import takeover_sweep_step
 
 log = logging.getLogger(__name__)
-
-# Extra sweep steps, run by every sweep after the lease batches, by name. Another app
-# registers `step(*, batch_size: int, **_) -> int` (items handled) with `register_step`,
-# e.g. `leaseboard.takeovers` expiring undecided takeover requests. A step owns its
-# transactions and must be safe to run concurrently (SKIP LOCKED + compare-and-set).
-SWEEP_STEPS: dict[str, Callable[..., int]] = {}
-
-
-def register_step(name: str, step: Callable[..., int]) -> None:
-    """Add (or replace) a named sweep step; idempotent, so app reloads are harmless."""
-    SWEEP_STEPS[name] = step
-
 
 # Latency buckets (seconds) for "due time -> alert opened".
 LATENCY_BUCKETS = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0)
@@ -87,7 +75,8 @@ def sweep_run(
     before_write: Callable[[list[Lease]], None] | None = None,
 ) -> SweepReport:
     """One sweep: stamp the sweep clock, then claim and transition due leases batch by
-    batch, then run the extra steps. `before_write` is a test seam called inside each batch
+    batch, then expire takeover requests and lapsed standing (leaseboard.takeovers, below
+    sweeps in the layer order). `before_write` is a test seam called inside each batch
     transaction between the claim and the write."""
     started = time.monotonic()
     batch_size = batch_size or settings.LEASEBOARD_SWEEP_BATCH
@@ -103,11 +92,10 @@ def sweep_run(
             break
     else:
         report.more = True
-    for name, step in list(SWEEP_STEPS.items()):
-        try:
-            report.steps[name] = step(batch_size=batch_size)
-        except Exception:  # one broken step must not stop lease expiry; it is logged
-            log.exception("sweep step %s failed", name)
+    try:
+        report.steps["takeovers"] = takeover_sweep_step(batch_size=batch_size)
+    except Exception:  # a broken step must not stop lease expiry; it is logged
+        log.exception("sweep step takeovers failed")
     report.duration_s = time.monotonic() - started
     _record_metrics(report)
     return report
@@ -171,17 +159,6 @@ def _plan(lease: Lease, now: int, window: OutageWindow | None) -> str:
     if lease.state == Lease.State.ACTIVE and now >= lease.jeopardy_at_ms:
         return JEOPARDY
     return REDUE  # due_at is behind the stored times; only move it forward
-
-
-def _version_q(lease: Lease) -> Q:
-    return Q(
-        id=lease.id,
-        state=lease.state,
-        epoch=lease.epoch,
-        renewed_at_ms=lease.renewed_at_ms,
-        expires_at_ms=lease.expires_at_ms,
-        due_at_ms=lease.due_at_ms,
-    )
 
 
 @transaction.atomic(durable=True)
@@ -283,56 +260,20 @@ def _sweep_batch(
 
 def _unchanged_ids(claimed: list[Lease]) -> set:
     """Ids of claimed leases whose stored version still equals what the claim read."""
-    if connection.vendor != "postgresql":
-        q = reduce(or_, (_version_q(lease) for lease in claimed))
-        return set(Lease.objects.filter(q).values_list("id", flat=True))
-    rows = ", ".join(
-        ["(%s::uuid, %s, %s::bigint, %s::bigint, %s::bigint, %s::bigint)"] * len(claimed)
-    )
+    pk = Lease._meta.pk
     params: list[Any] = []
     for lease in claimed:
         params += [
-            lease.id,
+            pk.get_db_prep_value(lease.id, connection),
             lease.state,
             lease.epoch,
             lease.renewed_at_ms,
             lease.expires_at_ms,
             lease.due_at_ms,
         ]
-    sql = (
-        f"SELECT l.id FROM {Lease._meta.db_table} l JOIN (VALUES {rows}) "
-        "AS v(id, state, epoch, renewed, expires, due) ON l.id = v.id AND l.state = v.state "
-        "AND l.epoch = v.epoch AND l.renewed_at_ms = v.renewed "
-        "AND l.expires_at_ms = v.expires AND l.due_at_ms = v.due"
-    )
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return {row[0] for row in cursor.fetchall()}
-
-
-def notify_targets(notify: dict[str, Any] | None, kind: str) -> dict[str, Any]:
-    """The configured targets for an alert kind (Queue.notify or the default)."""
-    config = notify or settings.LEASEBOARD_NOTIFY_DEFAULT or {}
-    kinds = config.get("kinds")
-    if kinds and kind not in kinds:
-        return {}
-    return {k: v for k, v in config.items() if k in ("webhooks", "emails") and v}
-
-
-def notify_on_commit(alert_ids: list[int]) -> None:
-    """Enqueue notification fan-out after commit, only for alerts that have targets."""
-    if not alert_ids:
-        return
-    rows = Alert.objects.filter(id__in=alert_ids).values_list(
-        "id", "kind", "work_item__queue__notify"
-    )
-    wanted = [aid for aid, kind, notify in rows if notify_targets(notify, kind)]
-    if not wanted:
-        return
-    from leaseboard.sweeps.tasks import notify_alert
-
-    for aid in wanted:
-        notify_alert.delay_on_commit(aid)
+        cursor.execute(sql.lease_versions_unchanged(connection.vendor, len(claimed)), params)
+        return {pk.to_python(row[0]) for row in cursor.fetchall()}
 
 
 def _bucket_counts(values: list[float], buckets: tuple[float, ...]) -> dict[str, float]:
@@ -435,14 +376,11 @@ def sweep_report_json(report: SweepReport) -> str:
 
 
 __all__ = [
-    "SWEEP_STEPS",
     "OutageWindow",
     "SweepReport",
     "alerts_open",
-    "register_step",
     "lease_events_prune",
     "metric_add",
-    "notify_on_commit",
     "sweep_clock_tick",
     "sweep_run",
 ]

@@ -1,4 +1,9 @@
-"""Celery tasks: thin wrappers that take ids and call services. Idempotent and short."""
+"""Celery tasks: thin wrappers that take ids and call services. Idempotent and short.
+
+The top of the sweeps package: tasks import services and notifications, which never import
+tasks. `notify_on_commit` is the receiver of core's `alerts_opened` signal (connected in
+SweepsConfig.ready) and the one place that enqueues the fan-out.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ import logging
 from celery import shared_task
 
 from leaseboard.sweeps import notifications, services
+from leaseboard.sweeps.models import NotificationDelivery
 
 log = logging.getLogger(__name__)
 
@@ -29,10 +35,22 @@ def retention() -> int:
     return services.lease_events_prune()
 
 
+def notify_on_commit(sender: object = None, *, alert_ids: list[int], **_: object) -> None:
+    """Enqueue the notification fan-out after commit, only for alerts that have targets."""
+    for alert_id in notifications.alerts_with_targets(alert_ids):
+        notify_alert.delay_on_commit(alert_id)
+
+
 @shared_task(name="leaseboard.sweeps.tasks.notify_alert", acks_late=True, ignore_result=True)
 def notify_alert(alert_id: int) -> int:
     """Fan an alert out to its queue's targets: one delivery row and task per target."""
-    return notifications.alert_fan_out(alert_id=alert_id)
+    pending = notifications.alert_deliveries_pending(alert_id=alert_id)
+    for delivery in pending:
+        if delivery.channel == NotificationDelivery.Channel.WEBHOOK:
+            deliver_webhook.delay(delivery.id)
+        else:
+            deliver_email.delay(delivery.id)
+    return len(pending)
 
 
 @shared_task(

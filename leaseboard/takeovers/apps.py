@@ -2,11 +2,8 @@ from django.apps import AppConfig
 
 
 class TakeoversConfig(AppConfig):
+    # Nothing to wire: the sweep calls leaseboard.takeovers.sweep.takeover_sweep_step itself
+    # (sweeps sit above takeovers in the layer order, tests/architecture/test_layers.py).
     name = "leaseboard.takeovers"
     label = "takeovers"
     verbose_name = "Leaseboard takeovers"
-
-    def ready(self) -> None:
-        from leaseboard.takeovers.sweep import register_sweep_step
-
-        register_sweep_step()

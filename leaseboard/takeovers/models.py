@@ -23,6 +23,23 @@ class ReasonCategory(models.TextChoices):
     OTHER = "other", "Other"
 
 
+class RequestStatus(models.TextChoices):
+    PENDING = "pending"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    EXPIRED = "expired"
+    CONFLICT = "conflict"  # the target's epoch moved before the decision
+
+
+class InterventionOutcome(models.TextChoices):
+    OPEN = "open"  # the human holds standing
+    COMPLETED = "completed"
+    HANDED_BACK = "handed_back"
+    ASSIGNED = "assigned"
+    LAPSED = "lapsed"  # standing expired without an explicit end
+    GRANTED_TO_AGENT = "granted_to_agent"  # the takeover named an agent as grantee
+
+
 class BulkTakeover(models.Model):
     """One bulk request: the idempotency key and the per-item outcomes it answered with."""
 
@@ -44,12 +61,7 @@ class BulkTakeover(models.Model):
 
 
 class TakeoverRequest(models.Model):
-    class Status(models.TextChoices):
-        PENDING = "pending"
-        APPROVED = "approved"
-        REJECTED = "rejected"
-        EXPIRED = "expired"
-        CONFLICT = "conflict"  # the target's epoch moved before the decision
+    Status = RequestStatus
 
     work_item = models.ForeignKey(WorkItem, on_delete=models.PROTECT, related_name="+")
     # What the requester saw: the live lease (if any) and the item's epoch at request time.
@@ -86,22 +98,24 @@ class TakeoverRequest(models.Model):
         constraints = [
             models.UniqueConstraint(
                 fields=["work_item"],
-                condition=Q(status="pending"),
+                condition=Q(status=RequestStatus.PENDING.value),
                 name="takeover_one_pending_per_item",
             ),
             models.CheckConstraint(
-                condition=Q(status__in=["pending", "approved", "rejected", "expired", "conflict"]),
+                condition=Q(status__in=RequestStatus.values),
                 name="takeover_status_valid",
             ),
             models.CheckConstraint(condition=~Q(reason_text=""), name="takeover_reason_required"),
             models.CheckConstraint(
-                condition=Q(status="pending") | Q(decided_at_ms__isnull=False),
+                condition=Q(status=RequestStatus.PENDING.value) | Q(decided_at_ms__isnull=False),
                 name="takeover_decided_has_time",
             ),
         ]
         indexes = [
             models.Index(
-                fields=["decide_by_ms"], condition=Q(status="pending"), name="takeover_due_idx"
+                fields=["decide_by_ms"],
+                condition=Q(status=RequestStatus.PENDING.value),
+                name="takeover_due_idx",
             ),
             models.Index(fields=["-requested_at_ms"], name="takeover_requested_idx"),
         ]
@@ -110,13 +124,7 @@ class TakeoverRequest(models.Model):
 class Intervention(models.Model):
     """The record of one approved (or break-glass) takeover, from request to its end."""
 
-    class Outcome(models.TextChoices):
-        OPEN = "open"  # the human holds standing
-        COMPLETED = "completed"
-        HANDED_BACK = "handed_back"
-        ASSIGNED = "assigned"
-        LAPSED = "lapsed"  # standing expired without an explicit end
-        GRANTED_TO_AGENT = "granted_to_agent"  # the takeover named an agent as grantee
+    Outcome = InterventionOutcome
 
     request = models.OneToOneField(
         TakeoverRequest, on_delete=models.PROTECT, related_name="intervention"
@@ -160,27 +168,20 @@ class Intervention(models.Model):
         permissions = [("break_glass", "May take over a work item at once, without approval")]
         constraints = [
             models.CheckConstraint(
-                condition=Q(
-                    outcome__in=[
-                        "open",
-                        "completed",
-                        "handed_back",
-                        "assigned",
-                        "lapsed",
-                        "granted_to_agent",
-                    ]
-                ),
+                condition=Q(outcome__in=InterventionOutcome.values),
                 name="intervention_outcome_valid",
             ),
             models.CheckConstraint(
-                condition=Q(outcome="open") | Q(ended_at_ms__isnull=False),
+                condition=Q(outcome=InterventionOutcome.OPEN.value) | Q(ended_at_ms__isnull=False),
                 name="intervention_ended_has_time",
             ),
         ]
         indexes = [
             models.Index(fields=["-requested_at_ms", "-id"], name="intervention_recent_idx"),
             models.Index(
-                fields=["grantee"], condition=Q(outcome="open"), name="intervention_open_idx"
+                fields=["grantee"],
+                condition=Q(outcome=InterventionOutcome.OPEN.value),
+                name="intervention_open_idx",
             ),
         ]
 

@@ -464,7 +464,6 @@ def test_a_named_agent_can_be_the_grantee(people, scene, agent):
 
 def test_the_lease_sweep_runs_the_takeover_step(people, scene, db_clock):
     sweeps = pytest.importorskip("leaseboard.sweeps.services")
-    assert "takeovers" in sweeps.SWEEP_STEPS
     req = request_for(scene.key, people.operator)
     db_clock.advance(services.decision_ttl_ms() + 1)
     report = sweeps.sweep_run()

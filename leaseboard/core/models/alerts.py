@@ -10,19 +10,14 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from leaseboard.core.models.choices import text_choices
 from leaseboard.core.models.leases import Lease
 from leaseboard.core.models.work import WorkItem
+from leaseboard.domain.vocabulary import AlertKind
 
 
 class Alert(models.Model):
-    class Kind(models.TextChoices):
-        JEOPARDY = "jeopardy"
-        EXPIRED = "expired"
-        STANDING_LAPSED = "standing_lapsed"
-        STALE_EFFECT = "stale_effect"
-        RECIPIENT_REFUSAL = "recipient_refusal"
-        RECOVERY = "recovery"
-        TAKEOVER_EXPIRED = "takeover_expired"
+    Kind = text_choices(AlertKind, module=__name__, qualname="Alert.Kind")
 
     kind = models.CharField(max_length=20, choices=Kind.choices)
     dedupe_key = models.CharField(max_length=200, unique=True)

@@ -8,31 +8,18 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from leaseboard.core.models.choices import text_choices, values
 from leaseboard.core.models.executors import Executor
 from leaseboard.core.models.leases import Lease
 from leaseboard.core.models.work import WorkItem
+from leaseboard.domain import reconciliation as rc
 
 
 class Effect(models.Model):
-    class Decision(models.TextChoices):
-        AUTHORIZED = "authorized"
-        REFUSED = "refused"
-        PENDING_APPROVAL = "pending_approval"
-
-    class Outcome(models.TextChoices):
-        APPLIED = "applied"
-        FAILED = "failed"
-        UNKNOWN = "unknown"
-
-    class Resolution(models.TextChoices):
-        CONFIRMED = "confirmed"
-        NOT_APPLIED = "not_applied"
-        COMPENSATED = "compensated"
-
-    class Source(models.TextChoices):
-        AGENT = "agent"  # proposed through the API
-        HUMAN = "human"  # recorded by a human acting under standing
-        RECIPIENT = "recipient"  # a refusal reported by a recipient's guard
+    Decision = text_choices(rc.Decision, module=__name__, qualname="Effect.Decision")
+    Outcome = text_choices(rc.Outcome, module=__name__, qualname="Effect.Outcome")
+    Resolution = text_choices(rc.Resolution, module=__name__, qualname="Effect.Resolution")
+    Source = text_choices(rc.Source, module=__name__, qualname="Effect.Source")
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     work_item = models.ForeignKey(WorkItem, on_delete=models.PROTECT, related_name="effects")
@@ -77,19 +64,19 @@ class Effect(models.Model):
                 fields=["executor", "idempotency_key"], name="effect_idempotency_unique"
             ),
             models.CheckConstraint(
-                condition=Q(decision__in=["authorized", "refused", "pending_approval"]),
+                condition=Q(decision__in=values(rc.Decision)),
                 name="effect_decision_valid",
             ),
             models.CheckConstraint(
-                condition=Q(outcome__in=["", "applied", "failed", "unknown"]),
+                condition=Q(outcome__in=values(rc.Outcome, blank=True)),
                 name="effect_outcome_valid",
             ),
             models.CheckConstraint(
-                condition=Q(resolution__in=["", "confirmed", "not_applied", "compensated"]),
+                condition=Q(resolution__in=values(rc.Resolution, blank=True)),
                 name="effect_resolution_valid",
             ),
             models.CheckConstraint(
-                condition=~Q(decision="refused") | ~Q(refusal_code=""),
+                condition=~Q(decision=rc.Decision.REFUSED.value) | ~Q(refusal_code=""),
                 name="effect_refusal_has_code",
             ),
         ]
@@ -97,12 +84,16 @@ class Effect(models.Model):
             models.Index(fields=["work_item", "proposed_at_ms"], name="effect_work_idx"),
             models.Index(
                 fields=["work_item"],
-                condition=Q(decision="authorized", resolution="", outcome__in=["", "unknown"]),
+                condition=Q(
+                    decision=rc.Decision.AUTHORIZED.value,
+                    resolution="",
+                    outcome__in=["", rc.Outcome.UNKNOWN.value],
+                ),
                 name="effect_unreconciled_idx",
             ),
             models.Index(
                 fields=["proposed_at_ms"],
-                condition=Q(decision="pending_approval"),
+                condition=Q(decision=rc.Decision.PENDING_APPROVAL.value),
                 name="effect_pending_idx",
             ),
             models.Index(fields=["executor", "proposed_at_ms"], name="effect_executor_idx"),
@@ -110,6 +101,4 @@ class Effect(models.Model):
 
     @property
     def needs_reconciliation(self) -> bool:
-        from leaseboard.domain.reconciliation import needs_reconciliation
-
-        return needs_reconciliation(self.decision, self.outcome, self.resolution)
+        return rc.needs_reconciliation(self.decision, self.outcome, self.resolution)

@@ -8,6 +8,9 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from leaseboard.core.models.choices import text_choices, values
+from leaseboard.domain.vocabulary import ExecutorKind
+
 
 def hash_token(token: str) -> str:
     # Tokens are 256-bit random values, so a fast hash is enough; no salt is needed.
@@ -15,9 +18,7 @@ def hash_token(token: str) -> str:
 
 
 class Executor(models.Model):
-    class Kind(models.TextChoices):
-        AGENT = "agent"
-        HUMAN = "human"
+    Kind = text_choices(ExecutorKind, module=__name__, qualname="Executor.Kind")
 
     name = models.CharField(max_length=150, unique=True)
     kind = models.CharField(max_length=10, choices=Kind.choices)
@@ -35,10 +36,10 @@ class Executor(models.Model):
     class Meta:
         constraints = [
             models.CheckConstraint(
-                condition=Q(kind__in=["agent", "human"]), name="executor_kind_valid"
+                condition=Q(kind__in=values(ExecutorKind)), name="executor_kind_valid"
             ),
             models.CheckConstraint(
-                condition=Q(kind="agent") | Q(user__isnull=False),
+                condition=Q(kind=ExecutorKind.AGENT.value) | Q(user__isnull=False),
                 name="executor_human_has_user",
             ),
         ]

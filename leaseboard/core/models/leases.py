@@ -14,27 +14,21 @@ import uuid
 from django.db import models
 from django.db.models import Q
 
+from leaseboard.core.models.choices import text_choices, values
 from leaseboard.core.models.executors import Executor
 from leaseboard.core.models.work import WorkItem
+from leaseboard.domain import vocabulary
+from leaseboard.domain.certainty import LIVE, Certainty
 
-LIVE_STATES = ("active", "jeopardy")
+# The live states in the enum's order (a stable list keeps the constraints' migrations still).
+LIVE_STATES = tuple(state.value for state in Certainty if state in LIVE)
 RENEWAL_WINDOW = 20
 RENEWAL_SLOT = 14  # 13 digits of milliseconds and a comma
 
 
 class Lease(models.Model):
-    class State(models.TextChoices):
-        ACTIVE = "active"
-        JEOPARDY = "jeopardy"
-        EXPIRED = "expired"
-        RELEASED = "released"
-        REVOKED = "revoked"
-
-    class GrantKind(models.TextChoices):
-        ACQUIRE = "acquire"
-        TAKEOVER = "takeover"
-        HANDBACK = "handback"
-        ASSIGN = "assign"
+    State = text_choices(Certainty, module=__name__, qualname="Lease.State")
+    GrantKind = text_choices(vocabulary.GrantKind, module=__name__, qualname="Lease.GrantKind")
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     work_item = models.ForeignKey(WorkItem, on_delete=models.PROTECT, related_name="leases")
@@ -82,11 +76,11 @@ class Lease(models.Model):
             ),
             models.UniqueConstraint(fields=["work_item", "epoch"], name="lease_epoch_unique"),
             models.CheckConstraint(
-                condition=Q(state__in=["active", "jeopardy", "expired", "released", "revoked"]),
+                condition=Q(state__in=values(Certainty)),
                 name="lease_state_valid",
             ),
             models.CheckConstraint(
-                condition=Q(grant_kind__in=["acquire", "takeover", "handback", "assign"]),
+                condition=Q(grant_kind__in=values(vocabulary.GrantKind)),
                 name="lease_grant_kind_valid",
             ),
             models.CheckConstraint(

@@ -5,6 +5,10 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
+from leaseboard.core.models.choices import text_choices, values
+from leaseboard.domain import vocabulary
+from leaseboard.domain.reconciliation import PolicyDecision
+
 
 class Queue(models.Model):
     """Admission scope. `capacity` None means unlimited; overflow waits or is rejected."""
@@ -30,14 +34,8 @@ class Queue(models.Model):
 
 
 class WorkItem(models.Model):
-    class Admission(models.TextChoices):
-        ADMITTED = "admitted"
-        WAITING = "waiting"
-        REJECTED = "rejected"
-
-    class Status(models.TextChoices):
-        OPEN = "open"
-        COMPLETED = "completed"
+    Admission = text_choices(vocabulary.Admission, module=__name__, qualname="WorkItem.Admission")
+    Status = text_choices(vocabulary.WorkStatus, module=__name__, qualname="WorkItem.Status")
 
     key = models.CharField(max_length=200, unique=True)
     queue = models.ForeignKey(Queue, on_delete=models.PROTECT, related_name="work_items")
@@ -55,18 +53,18 @@ class WorkItem(models.Model):
     class Meta:
         constraints = [
             models.CheckConstraint(
-                condition=Q(admission__in=["admitted", "waiting", "rejected"]),
+                condition=Q(admission__in=values(vocabulary.Admission)),
                 name="work_item_admission_valid",
             ),
             models.CheckConstraint(
-                condition=Q(status__in=["open", "completed"]), name="work_item_status_valid"
+                condition=Q(status__in=values(vocabulary.WorkStatus)), name="work_item_status_valid"
             ),
             models.CheckConstraint(condition=Q(epoch__gte=0), name="work_item_epoch_non_negative"),
         ]
         indexes = [
             models.Index(
                 fields=["queue", "admitted_at_ms"],
-                condition=Q(admission="waiting"),
+                condition=Q(admission=vocabulary.Admission.WAITING.value),
                 name="work_item_waiting_idx",
             ),
         ]
@@ -78,10 +76,7 @@ class WorkItem(models.Model):
 class EffectPolicy(models.Model):
     """Per-queue commit-time rule for an effect kind (`payment.refund`, `payment.*`, `*`)."""
 
-    class Decision(models.TextChoices):
-        ALLOW = "allow"
-        DENY = "deny"
-        REQUIRE_APPROVAL = "require_approval"
+    Decision = text_choices(PolicyDecision, module=__name__, qualname="EffectPolicy.Decision")
 
     queue = models.ForeignKey(Queue, on_delete=models.CASCADE, related_name="effect_policies")
     kind = models.CharField(max_length=100)
@@ -91,7 +86,7 @@ class EffectPolicy(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["queue", "kind"], name="effect_policy_unique_kind"),
             models.CheckConstraint(
-                condition=Q(decision__in=["allow", "deny", "require_approval"]),
+                condition=Q(decision__in=values(PolicyDecision)),
                 name="effect_policy_decision_valid",
             ),
         ]

@@ -1,13 +1,13 @@
 """Open alerts exactly once, whoever notices the event first (a sweep, a lazy expiry at
 acquire or renew, a refused stale effect, a recipient report).
 
-`alerts_open` inserts with ON CONFLICT (dedupe_key) DO NOTHING and tells the registered
-hooks (the notification fan-out) only about the alerts this call opened.
+`alerts_open` inserts with ON CONFLICT (dedupe_key) DO NOTHING and sends
+`leaseboard.core.signals.alerts_opened` (the notification fan-out listens) only about the
+alerts this call opened.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,11 +17,9 @@ from leaseboard.core.authority import Actor, authorize
 from leaseboard.core.clock import db_now_ms
 from leaseboard.core.models import Alert, Executor, Lease
 from leaseboard.core.services.audit import audit_act
+from leaseboard.core.signals import alerts_opened
 from leaseboard.domain.authority import Act
 from leaseboard.domain.errors import NotFound, ValidationFailed
-
-# Called inside the opening transaction with the new alert ids; hooks enqueue on commit.
-ALERT_OPENED_HOOKS: list[Callable[[list[int]], None]] = []
 
 _FIELDS = (
     "kind",
@@ -60,8 +58,7 @@ def alerts_open(alerts: list[Alert]) -> list[int]:
             cursor.execute(sql, params)
             opened.extend(int(r[0]) for r in cursor.fetchall())
     if opened:
-        for hook in ALERT_OPENED_HOOKS:
-            hook(opened)
+        alerts_opened.send(sender=Alert, alert_ids=opened)
     return opened
 
 

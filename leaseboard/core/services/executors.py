@@ -47,7 +47,7 @@ def agent_create(*, name: str, actor_name: str = "cli") -> tuple[Executor, str]:
         action="agent.create",
         object_type="executor",
         object_id=str(executor.id),
-        after={"name": name, "kind": "agent"},
+        after={"name": name, "kind": Executor.Kind.AGENT.value},
     )
     return executor, token
 

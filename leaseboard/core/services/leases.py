@@ -16,8 +16,9 @@ from django.db import connection, transaction
 from django.db.models import BigIntegerField, Case, Exists, F, OuterRef, Subquery, Value, When
 from django.db.models.functions import Least
 
+from leaseboard.core import sql
 from leaseboard.core.authority import Actor, authorize
-from leaseboard.core.clock import DbNowMs, db_now_ms, now_ms_sql
+from leaseboard.core.clock import DbNowMs, db_now_ms
 from leaseboard.core.locking import work_item_locked
 from leaseboard.core.models import Alert, Checkpoint, Executor, Lease, LeaseEvent, WorkItem
 from leaseboard.core.models.leases import LIVE_STATES, RENEWAL_SLOT, RENEWAL_WINDOW
@@ -359,61 +360,13 @@ def lease_acquire(*, work_key: str, executor: Executor, ttl_ms: int | None = Non
     return Grant(lease=lease, fencing_token=token, checkpoint=checkpoint, now_ms=now)
 
 
-def _renew_sql(vendor: str, n_rows: int) -> str:
-    """One compare-and-set UPDATE for n leases. Fast path: stored state 'active' only; a
-    lease the sweep moved to jeopardy renews through the slow path, which records the
-    recovery event and resolves the alert."""
-    now = now_ms_sql(vendor)
-    window = RENEWAL_WINDOW * RENEWAL_SLOT
-    table = Lease._meta.db_table
-    if vendor == "postgresql":
-        recent = f"right(l.recent_renewals || lpad(c.n::text, 13, '0') || ',', {window})"
-        least, greatest = "LEAST", "GREATEST"
-        values = ", ".join(["(%s::uuid, %s::bigint)"] * n_rows)
-        returning = "l.id, l.epoch, l.expires_at_ms - c.n"
-    else:
-        recent = f"substr(l.recent_renewals || printf('%%013d', c.n) || ',', -{window})"
-        least, greatest = "min", "max"
-        values = ", ".join(["(%s, %s)"] * n_rows)
-        # SQLite's RETURNING cannot name FROM tables; renewed_at_ms is the same clock read.
-        returning = "id, epoch, expires_at_ms - renewed_at_ms"
-    sql = (
-        f"UPDATE {table} AS l SET "
-        f"renewed_at_ms = c.n, "
-        f"expires_at_ms = {least}(c.n + l.ttl_ms, l.max_expires_at_ms), "
-        f"jeopardy_at_ms = {least}(c.n + l.jeopardy_after_ms, l.max_expires_at_ms), "
-        f"due_at_ms = {least}(c.n + l.jeopardy_after_ms, l.max_expires_at_ms), "
-        f"renew_count = l.renew_count + 1, "
-        f"max_gap_ms = {greatest}(l.max_gap_ms, c.n - l.renewed_at_ms), "
-        f"recent_renewals = {recent} "
-        f"FROM (SELECT {now} AS n) AS c, (VALUES {values}) AS v(lid, ep) "
-        f"WHERE l.id = v.lid AND l.holder_id = %s AND l.epoch = v.ep "
-        f"AND l.state = 'active' AND l.expires_at_ms > c.n "
-        f"RETURNING {returning}"
-    )
-    return sql
-
-
-def _sqlite_values_fix(sql: str) -> str:
-    # SQLite names VALUES columns column1, column2 and has no column-alias list.
-    return (
-        sql.replace(" AS v(lid, ep)", " AS v")
-        .replace("v.lid", "v.column1")
-        .replace("v.ep", "v.column2")
-    )
-
-
 def _renew_fast(pairs: list[tuple[uuid.UUID, int]], executor_id: int) -> dict[uuid.UUID, tuple]:
-    vendor = connection.vendor
-    sql = _renew_sql(vendor, len(pairs))
     params: list[Any] = []
     for lease_id, epoch in pairs:
-        params.extend([str(lease_id) if vendor == "postgresql" else lease_id.hex, epoch])
+        params.extend([Lease._meta.pk.get_db_prep_value(lease_id, connection), epoch])
     params.append(executor_id)
-    if vendor == "sqlite":
-        sql = _sqlite_values_fix(sql)
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(sql.lease_renew(connection.vendor, len(pairs)), params)
         rows = cursor.fetchall()
     out = {}
     for raw_id, epoch, expires_in in rows:

@@ -9,7 +9,7 @@ from django.db.models import Q, QuerySet
 
 from leaseboard.core.clock import db_now_ms
 from leaseboard.core.models import Alert
-from leaseboard.web.paging import cut_page, pair_cursor
+from leaseboard.core.paging import cut_page, pair_cursor
 
 
 @dataclass

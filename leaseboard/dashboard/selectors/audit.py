@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from leaseboard.core.models import AuditEntry
-from leaseboard.web.paging import cut_page, int_cursor
+from leaseboard.core.paging import cut_page, int_cursor
 
 
 @dataclass

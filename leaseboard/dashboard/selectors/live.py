@@ -22,8 +22,8 @@ from django.db.models import Q, QuerySet
 from leaseboard.core.clock import now_ms_sql
 from leaseboard.core.models import Lease
 from leaseboard.core.models.leases import LIVE_STATES
+from leaseboard.core.paging import cut_page, pair_cursor
 from leaseboard.dashboard.selectors.rows import LeaseRow, lease_row
-from leaseboard.web.paging import cut_page, pair_cursor
 
 # Counters are exact up to this many, then shown as "1000+": each is a bounded scan.
 COUNTER_CAP = 1_000

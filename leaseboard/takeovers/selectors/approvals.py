@@ -6,13 +6,9 @@ from leaseboard.core.models import Effect
 from leaseboard.takeovers.models import TakeoverRequest
 
 
-def pending_count() -> int:
-    return TakeoverRequest.objects.filter(status="pending").count()
-
-
 def pending_requests(limit: int = 200) -> list[TakeoverRequest]:
     return list(
-        TakeoverRequest.objects.filter(status="pending")
+        TakeoverRequest.objects.filter(status=TakeoverRequest.Status.PENDING)
         .select_related("work_item", "requested_by", "grantee", "target_holder")
         .order_by("decide_by_ms", "id")[:limit]
     )

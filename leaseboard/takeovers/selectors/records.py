@@ -8,8 +8,8 @@ from typing import Any
 
 from django.db.models import Q, QuerySet
 
+from leaseboard.core.paging import cut_page, pair_cursor
 from leaseboard.takeovers.models import Intervention, ReasonCategory
-from leaseboard.web.paging import cut_page, pair_cursor
 
 PAGE_SIZE = 50
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from leaseboard.core.clock import db_now_ms
 from leaseboard.core.models import Checkpoint, Effect, Lease
+from leaseboard.core.models.leases import LIVE_STATES
 from leaseboard.takeovers.models import Intervention
 
 
@@ -45,7 +46,7 @@ def my_standing(user: Any) -> list[Standing]:
     out = []
     for iv in ivs:
         lease = iv.lease
-        live = lease.state in ("active", "jeopardy") and lease.expires_at_ms > now
+        live = lease.state in LIVE_STATES and lease.expires_at_ms > now
         mine = effects[iv.work_item_id]
         out.append(
             Standing(

@@ -60,7 +60,11 @@ def _effect_entries(e: Effect, iv: Intervention) -> list[TimelineEntry]:
                 {"effect_id": str(e.id)},
             )
         )
-    if e.outcome_at_ms and e.outcome_at_ms >= iv.requested_at_ms and e.source != "human":
+    if (
+        e.outcome_at_ms
+        and e.outcome_at_ms >= iv.requested_at_ms
+        and e.source != Effect.Source.HUMAN
+    ):
         out.append(
             TimelineEntry(
                 e.outcome_at_ms, "effect_outcome", who, f"{e.kind} on {e.target}: {e.outcome}"

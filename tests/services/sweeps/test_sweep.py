@@ -172,23 +172,38 @@ def test_a_short_gap_between_sweeps_is_not_an_outage(agent):
 
 
 @pytest.mark.django_db
-def test_extra_sweep_steps_run_after_the_lease_batches(monkeypatch):
+def test_the_takeover_step_runs_after_the_lease_batches_with_the_sweeps_batch_size(
+    monkeypatch, agent
+):
+    executor, _ = agent()
+    lease = leased_item(executor, "step-1")
     seen = []
 
     def expire_takeover_requests(*, batch_size: int) -> int:
-        seen.append(batch_size)
+        # The lease batches have committed by the time the step runs.
+        seen.append((batch_size, Lease.objects.get(id=lease.id).state))
         return 3
+
+    monkeypatch.setattr(services, "takeover_sweep_step", expire_takeover_requests)
+    age_leases(lease.ttl_ms + 100, lease_ids=[lease.id])
+    report = services.sweep_run(batch_size=7)
+    assert seen == [(7, "expired")]
+    assert report.steps == {"takeovers": 3}
+
+
+@pytest.mark.django_db
+def test_a_failing_takeover_step_does_not_stop_lease_expiry(monkeypatch, agent):
+    executor, _ = agent()
+    lease = leased_item(executor, "step-2")
 
     def broken(*, batch_size: int) -> int:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(services, "SWEEP_STEPS", {})
-    services.register_step("broken", broken)
-    services.register_step("takeovers", expire_takeover_requests)
-    services.register_step("takeovers", expire_takeover_requests)  # idempotent
-    report = services.sweep_run(batch_size=7)
-    assert seen == [7]
-    assert report.steps == {"takeovers": 3}
+    monkeypatch.setattr(services, "takeover_sweep_step", broken)
+    age_leases(lease.ttl_ms + 100, lease_ids=[lease.id])
+    report = services.sweep_run()
+    assert report.expired == 1 and report.steps == {}
+    assert Lease.objects.get(id=lease.id).state == "expired"
 
 
 @pytest.mark.django_db

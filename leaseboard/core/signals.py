@@ -1,0 +1,12 @@
+"""Signals core sends so that higher layers can act on its events without core importing
+them. Receivers are connected in their app's `AppConfig.ready()`, where the wiring shows.
+"""
+
+from __future__ import annotations
+
+from django.dispatch import Signal
+
+# Sent by `alerts_open` inside the transaction that opened the alerts, with `alert_ids`: only
+# the alerts this call opened. Receivers do no I/O here; they enqueue work on commit.
+# Connected: leaseboard.sweeps (notification fan-out).
+alerts_opened = Signal()

@@ -1,0 +1,137 @@
+"""Every SQL statement whose text differs between PostgreSQL and SQLite, both dialects side
+by side, one function per statement. Callers pass `connection.vendor` and build the
+parameters with Django's field preparation; nothing else in leaseboard branches on the
+vendor. tests/test_sql.py runs each statement here on both databases.
+
+Enum values appear in SQL only through `literal`, built from the domain enum.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+
+from django.conf import settings
+
+from leaseboard.core.models.leases import RENEWAL_SLOT, RENEWAL_WINDOW, Lease
+from leaseboard.domain.certainty import Certainty
+from leaseboard.recipient.guard import upsert_sql as recipient_guard_upsert_sql
+
+POSTGRESQL = "postgresql"
+SQLITE = "sqlite"
+VENDORS = (POSTGRESQL, SQLITE)
+
+# Table names are interpolated: plain identifiers only (they come from a model's db_table).
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# Enum values are plain lowercase words: as SQL literals they need no escaping anywhere.
+_PLAIN_VALUE = re.compile(r"[a-z][a-z_]*")
+
+
+def literal(value: StrEnum) -> str:
+    """The SQL string literal for a stored enum value, e.g. `'active'`."""
+    if not _PLAIN_VALUE.fullmatch(value.value):
+        raise ValueError(f"not a plain enum value for SQL: {value.value!r}")
+    return f"'{value.value}'"
+
+
+def _unsupported(vendor: str) -> NotImplementedError:
+    return NotImplementedError(f"no SQL for database vendor {vendor!r}; use one of {VENDORS}")
+
+
+def now_ms(vendor: str) -> str:
+    """The database's current time in integer milliseconds since the Unix epoch, plus the
+    test-only offset `LEASEBOARD_DB_CLOCK_OFFSET_MS` (leaseboard.core.clock)."""
+    if vendor == POSTGRESQL:
+        # clock_timestamp(), not now(): now() is the transaction's start, which can lie
+        # before a wait for a row lock, and a grant would then be dated before the end of
+        # the lease it replaces. Services read the clock once, after taking their locks.
+        expr = "(floor(extract(epoch from clock_timestamp()) * 1000))::bigint"
+    elif vendor == SQLITE:
+        expr = "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)"
+    else:
+        raise _unsupported(vendor)
+    offset = int(settings.LEASEBOARD_DB_CLOCK_OFFSET_MS)
+    return f"({expr} + {offset})" if offset else expr
+
+
+def lease_renew(vendor: str, n_rows: int) -> str:
+    """Renew n leases of one holder in one compare-and-set UPDATE that sets an absolute
+    expiry from the database clock. Fast path: stored state 'active' only; a lease the
+    sweep moved to jeopardy renews through the slow path, which records the recovery.
+
+    Parameters: (lease id, epoch) per row, then the holder's executor id.
+    Rows returned: (lease id, epoch, expires_in_ms) for each lease renewed."""
+    window = RENEWAL_WINDOW * RENEWAL_SLOT
+    if vendor == POSTGRESQL:
+        recent = f"right(l.recent_renewals || lpad(c.n::text, 13, '0') || ',', {window})"
+        least, greatest = "LEAST", "GREATEST"
+        rows = ", ".join(["(%s::uuid, %s::bigint)"] * n_rows)
+        pairs, lid, ep = f"(VALUES {rows}) AS v(lid, ep)", "v.lid", "v.ep"
+        returning = "l.id, l.epoch, l.expires_at_ms - c.n"
+    elif vendor == SQLITE:
+        recent = f"substr(l.recent_renewals || printf('%%013d', c.n) || ',', -{window})"
+        least, greatest = "min", "max"
+        rows = ", ".join(["(%s, %s)"] * n_rows)
+        # SQLite names VALUES columns column1, column2 and has no column-alias list.
+        pairs, lid, ep = f"(VALUES {rows}) AS v", "v.column1", "v.column2"
+        # SQLite's RETURNING cannot name FROM tables; renewed_at_ms is the same clock read.
+        returning = "id, epoch, expires_at_ms - renewed_at_ms"
+    else:
+        raise _unsupported(vendor)
+    return (
+        f"UPDATE {Lease._meta.db_table} AS l SET "
+        f"renewed_at_ms = c.n, "
+        f"expires_at_ms = {least}(c.n + l.ttl_ms, l.max_expires_at_ms), "
+        f"jeopardy_at_ms = {least}(c.n + l.jeopardy_after_ms, l.max_expires_at_ms), "
+        f"due_at_ms = {least}(c.n + l.jeopardy_after_ms, l.max_expires_at_ms), "
+        f"renew_count = l.renew_count + 1, "
+        f"max_gap_ms = {greatest}(l.max_gap_ms, c.n - l.renewed_at_ms), "
+        f"recent_renewals = {recent} "
+        f"FROM (SELECT {now_ms(vendor)} AS n) AS c, {pairs} "
+        f"WHERE l.id = {lid} AND l.holder_id = %s AND l.epoch = {ep} "
+        f"AND l.state = {literal(Certainty.ACTIVE)} AND l.expires_at_ms > c.n "
+        f"RETURNING {returning}"
+    )
+
+
+def lease_versions_unchanged(vendor: str, n_rows: int) -> str:
+    """The ids of leases whose stored version still equals the one given: the sweep's
+    compare-and-set check between its claim and its write.
+
+    Parameters per row: lease id, state, epoch, renewed_at_ms, expires_at_ms, due_at_ms."""
+    if vendor == POSTGRESQL:
+        rows = ", ".join(
+            ["(%s::uuid, %s, %s::bigint, %s::bigint, %s::bigint, %s::bigint)"] * n_rows
+        )
+        versions = f"(VALUES {rows}) AS v(id, state, epoch, renewed, expires, due)"
+        columns = ("v.id", "v.state", "v.epoch", "v.renewed", "v.expires", "v.due")
+    elif vendor == SQLITE:
+        rows = ", ".join(["(%s, %s, %s, %s, %s, %s)"] * n_rows)
+        versions = f"(VALUES {rows}) AS v"  # columns column1 … column6
+        columns = tuple(f"v.column{i}" for i in range(1, 7))
+    else:
+        raise _unsupported(vendor)
+    stored = ("l.id", "l.state", "l.epoch", "l.renewed_at_ms", "l.expires_at_ms", "l.due_at_ms")
+    match = " AND ".join(f"{a} = {b}" for a, b in zip(stored, columns, strict=True))
+    return f"SELECT l.id FROM {Lease._meta.db_table} l JOIN {versions} ON {match}"
+
+
+def epoch_mark_upsert(vendor: str, table: str) -> str:
+    """A recipient's epoch check on a high-water-mark table (work_key, high_water,
+    updated_at): raise the mark to the presented epoch unless it is higher already.
+
+    Parameters: work_key, epoch. Returns the new mark when accepted, no row when refused."""
+    if vendor == POSTGRESQL:
+        # The shipped recipient guard's own statement, so the sandbox proves that one.
+        return recipient_guard_upsert_sql(table)
+    if vendor == SQLITE:
+        if not _IDENTIFIER.fullmatch(table):
+            raise ValueError(f"table must be a plain SQL identifier: {table!r}")
+        # The same conditional upsert; SQLite has CURRENT_TIMESTAMP where PostgreSQL has now().
+        return (
+            f"INSERT INTO {table} AS mark (work_key, high_water, updated_at) "
+            "VALUES (%s, %s, CURRENT_TIMESTAMP) ON CONFLICT (work_key) DO UPDATE "
+            "SET high_water = excluded.high_water, updated_at = CURRENT_TIMESTAMP "
+            "WHERE mark.high_water <= excluded.high_water RETURNING high_water"
+        )
+    raise _unsupported(vendor)

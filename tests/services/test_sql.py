@@ -1,0 +1,311 @@
+"""Every statement in leaseboard.core.sql, run on PostgreSQL (the test database) and on a
+temporary SQLite database built from the same models with Django's schema editor (the
+embedded default's dialect, WAL and IMMEDIATE transactions as in settings). Rows are
+written through Django's insert compiler on the connection under test, so both dialects
+get the same rows. A statement added to the module without a case here fails
+`test_every_statement_in_the_module_runs_here`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import Group, Permission, User
+from django.contrib.contenttypes.models import ContentType
+from django.db import connection as pg_connection
+from django.db.models import Model
+from django.db.models.sql import InsertQuery
+from django.db.utils import ConnectionHandler
+
+from leaseboard.core import sql
+from leaseboard.core.models import Executor, Lease, Queue, WorkItem
+from leaseboard.core.models.leases import RENEWAL_SLOT
+from leaseboard.domain import reconciliation, vocabulary
+from leaseboard.domain.certainty import Certainty
+from leaseboard.sandbox.models import EpochMark
+from leaseboard.settings import sqlite_database
+
+COVERED = {"now_ms", "lease_renew", "lease_versions_unchanged", "epoch_mark_upsert"}
+HELPERS = {"literal"}
+# Parents first. Executor has a user link, so SQLite (foreign keys on) needs auth's tables.
+TABLES = (ContentType, Permission, Group, User, Queue, WorkItem, Executor, Lease, EpochMark)
+
+
+def test_every_statement_in_the_module_runs_here():
+    public = {
+        name
+        for name, fn in inspect.getmembers(sql, inspect.isfunction)
+        if fn.__module__ == sql.__name__ and not name.startswith("_")
+    }
+    assert public - HELPERS == COVERED
+
+
+@pytest.mark.parametrize(
+    "enum",
+    [
+        Certainty,
+        vocabulary.ExecutorKind,
+        vocabulary.GrantKind,
+        vocabulary.Admission,
+        vocabulary.WorkStatus,
+        vocabulary.AlertKind,
+        reconciliation.Decision,
+        reconciliation.Outcome,
+        reconciliation.Resolution,
+        reconciliation.Source,
+        reconciliation.PolicyDecision,
+    ],
+)
+def test_every_stored_enum_value_is_a_safe_sql_literal(enum):
+    for member in enum:
+        assert sql.literal(member) == f"'{member.value}'"
+
+
+def test_a_value_that_would_need_quoting_is_refused_as_a_literal():
+    from enum import StrEnum
+
+    class Hostile(StrEnum):
+        QUOTE = "it's"
+
+    with pytest.raises(ValueError):
+        sql.literal(Hostile.QUOTE)
+
+
+def test_an_unknown_vendor_gets_no_sql():
+    with pytest.raises(NotImplementedError, match="oracle"):
+        sql.lease_renew("oracle", 1)
+
+
+# --- the two databases -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def sqlite_connection(tmp_path_factory, django_db_blocker) -> Iterator[Any]:
+    path = tmp_path_factory.mktemp("dialects") / "leaseboard.sqlite3"
+    # A private handler: the temporary database never joins django.db.connections.
+    conn = ConnectionHandler({"default": sqlite_database(str(path))})["default"]
+    with django_db_blocker.unblock():
+        with conn.schema_editor() as editor:
+            for model in TABLES:
+                editor.create_model(model)
+    yield conn
+    with django_db_blocker.unblock():
+        conn.close()
+
+
+@pytest.fixture(
+    params=[
+        # The test database; the test's transaction rolls the rows back.
+        pytest.param(sql.POSTGRESQL, marks=[pytest.mark.postgres, pytest.mark.django_db]),
+        sql.SQLITE,
+    ],
+)
+def conn(request, django_db_blocker) -> Iterator[Any]:
+    if request.param == sql.POSTGRESQL:
+        assert pg_connection.vendor == sql.POSTGRESQL
+        yield pg_connection
+        return
+    lite = request.getfixturevalue("sqlite_connection")
+    assert lite.vendor == sql.SQLITE
+    with django_db_blocker.unblock():
+        yield lite
+        with lite.cursor() as cursor:
+            for model in reversed(TABLES):
+                cursor.execute(f"DELETE FROM {model._meta.db_table}")
+
+
+def insert(conn: Any, *objs: Model) -> None:
+    """Insert model instances (explicit primary keys) through Django's compiler on `conn`."""
+    for obj in objs:
+        query = InsertQuery(type(obj))
+        query.insert_values(type(obj)._meta.local_concrete_fields, [obj])
+        query.get_compiler(connection=conn).execute_sql()
+
+
+def fetch(conn: Any, statement: str, params: list[Any] | tuple[Any, ...] = ()) -> list[tuple]:
+    with conn.cursor() as cursor:
+        cursor.execute(statement, params)
+        return list(cursor.fetchall()) if cursor.description else []
+
+
+def db_now(conn: Any) -> int:
+    return int(fetch(conn, f"SELECT {sql.now_ms(conn.vendor)}")[0][0])
+
+
+def lease_id(conn: Any, value: uuid.UUID) -> Any:
+    return Lease._meta.pk.get_db_prep_value(value, conn)
+
+
+def lease_row(conn: Any, lid: uuid.UUID) -> dict[str, Any]:
+    columns = ("state", "renewed_at_ms", "expires_at_ms", "due_at_ms", "renew_count")
+    statement = (
+        f"SELECT {', '.join(columns)}, recent_renewals, max_expires_at_ms "
+        f"FROM {Lease._meta.db_table} WHERE id = %s"
+    )
+    (row,) = fetch(conn, statement, [lease_id(conn, lid)])
+    return dict(zip((*columns, "recent_renewals", "max_expires_at_ms"), row, strict=True))
+
+
+def scene(conn: Any, now: int) -> tuple[Executor, Executor, WorkItem]:
+    """A queue, a work item and two agents, with ids far from any sequence's values."""
+    queue = Queue(id=990_001, name="sql-dialects")
+    item = WorkItem(id=990_001, key="sql-dialects", queue=queue,
+                    admission=WorkItem.Admission.ADMITTED, created_at_ms=now, epoch=9)  # fmt: skip
+    holder = Executor(id=990_001, name="sql-holder", kind=Executor.Kind.AGENT)
+    other = Executor(id=990_002, name="sql-other", kind=Executor.Kind.AGENT)
+    insert(conn, queue, item, holder, other)
+    return holder, other, item
+
+
+def lease(item: WorkItem, holder: Executor, now: int, epoch: int, **changes: Any) -> Lease:
+    values: dict[str, Any] = {
+        "id": uuid.uuid4(),
+        "work_item": item,
+        "holder": holder,
+        "epoch": epoch,
+        "state": Lease.State.ACTIVE,
+        "grant_kind": Lease.GrantKind.ACQUIRE,
+        "granted_at_ms": now - 1_000,
+        "renewed_at_ms": now - 1_000,
+        "jeopardy_at_ms": now + 9_000,
+        "expires_at_ms": now + 14_000,
+        "max_expires_at_ms": now + 3_600_000,
+        "due_at_ms": now + 9_000,
+        "ttl_ms": 15_000,
+        "renew_after_ms": 5_000,
+        "jeopardy_after_ms": 10_000,
+    }
+    values.update(changes)
+    if values["state"] not in (Certainty.ACTIVE, Certainty.JEOPARDY):
+        values["ended_at_ms"] = now
+    return Lease(**values)
+
+
+# --- one test per statement, each on both databases --------------------------------------
+
+
+def test_now_ms_reads_the_database_clock_in_milliseconds_with_the_test_offset(conn, settings):
+    before = int(time.time() * 1000)
+    first, second = db_now(conn), db_now(conn)
+    assert abs(first - before) < 60_000  # milliseconds since the Unix epoch, not seconds
+    assert second >= first
+    settings.LEASEBOARD_DB_CLOCK_OFFSET_MS = 3_600_000
+    shifted = db_now(conn)
+    assert 3_600_000 <= shifted - second < 3_660_000
+
+
+def test_lease_renew_sets_an_absolute_expiry_only_for_this_holders_live_matching_leases(conn):
+    now = db_now(conn)
+    holder, other, item = scene(conn, now)
+    # One item may hold one live lease; these rows only exercise the WHERE clause, so the
+    # renewable ones sit on items of their own.
+    items = [
+        WorkItem(
+            id=990_100 + n,
+            key=f"sql-renew-{n}",
+            queue_id=990_001,
+            admission=WorkItem.Admission.ADMITTED,
+            created_at_ms=now,
+            epoch=1,
+        )  # fmt: skip
+        for n in range(6)
+    ]
+    insert(conn, *items)
+    mine = lease(items[0], holder, now, 1)
+    capped = lease(
+        items[1], holder, now, 1, expires_at_ms=now + 4_000, max_expires_at_ms=now + 4_000
+    )
+    stale = lease(items[2], holder, now, 1)
+    theirs = lease(items[3], other, now, 1)
+    jeopardy = lease(items[4], holder, now, 1, state=Lease.State.JEOPARDY)
+    overdue = lease(items[5], holder, now, 1, jeopardy_at_ms=now - 2, expires_at_ms=now - 1)
+    released = lease(item, holder, now, 1, state=Lease.State.RELEASED)
+    insert(conn, mine, capped, stale, theirs, jeopardy, overdue, released)
+
+    pairs = [(mine, 1), (capped, 1), (stale, 2), (theirs, 1), (jeopardy, 1), (overdue, 1)]
+    pairs.append((released, 1))
+    params: list[Any] = []
+    for row, epoch in pairs:
+        params += [lease_id(conn, row.id), epoch]
+    params.append(holder.id)
+    rows = fetch(conn, sql.lease_renew(conn.vendor, len(pairs)), params)
+
+    renewed = {Lease._meta.pk.to_python(rid): (epoch, left) for rid, epoch, left in rows}
+    assert set(renewed) == {mine.id, capped.id}
+    assert renewed[mine.id] == (1, 15_000)  # expires_in is the ttl, not remaining + ttl
+    after = lease_row(conn, mine.id)
+    assert after["expires_at_ms"] == after["renewed_at_ms"] + 15_000
+    assert after["due_at_ms"] == after["renewed_at_ms"] + 10_000
+    assert after["renew_count"] == 1
+    assert after["recent_renewals"] == f"{after['renewed_at_ms']:013d},"
+    assert len(after["recent_renewals"]) == RENEWAL_SLOT
+    capped_after = lease_row(conn, capped.id)
+    assert capped_after["expires_at_ms"] == capped_after["max_expires_at_ms"]  # lifetime cap
+    assert renewed[capped.id][1] == now + 4_000 - capped_after["renewed_at_ms"]
+    for untouched in (stale, theirs, jeopardy, overdue, released):
+        assert lease_row(conn, untouched.id)["renew_count"] == 0
+
+
+def test_lease_versions_unchanged_returns_only_leases_still_as_read(conn):
+    now = db_now(conn)
+    holder, _, item = scene(conn, now)
+    items = [
+        WorkItem(
+            id=990_200 + n,
+            key=f"sql-version-{n}",
+            queue_id=990_001,
+            admission=WorkItem.Admission.ADMITTED,
+            created_at_ms=now,
+            epoch=1,
+        )  # fmt: skip
+        for n in range(3)
+    ]
+    insert(conn, *items)
+    same, renewed, swept = (lease(items[n], holder, now, 1) for n in range(3))
+    insert(conn, same, renewed, swept)
+    as_read = {
+        same.id: (same.state, same.epoch, same.renewed_at_ms, same.expires_at_ms, same.due_at_ms),
+        # What a sweep read before a renewal and a state change landed:
+        renewed.id: (
+            renewed.state,
+            1,
+            renewed.renewed_at_ms - 1,
+            renewed.expires_at_ms,
+            renewed.due_at_ms,
+        ),  # fmt: skip
+        swept.id: (
+            Lease.State.JEOPARDY,
+            1,
+            swept.renewed_at_ms,
+            swept.expires_at_ms,
+            swept.due_at_ms,
+        ),  # fmt: skip
+    }
+    params: list[Any] = []
+    for lid, version in as_read.items():
+        params += [lease_id(conn, lid), *version]
+    rows = fetch(conn, sql.lease_versions_unchanged(conn.vendor, len(as_read)), params)
+    assert {Lease._meta.pk.to_python(row[0]) for row in rows} == {same.id}
+
+
+def test_epoch_mark_upsert_raises_the_mark_and_refuses_a_lower_epoch(conn):
+    statement = sql.epoch_mark_upsert(conn.vendor, EpochMark._meta.db_table)
+    assert fetch(conn, statement, ["sql-mark", 3]) == [(3,)]  # first sight: the mark is 3
+    assert fetch(conn, statement, ["sql-mark", 3]) == [(3,)]  # the same holder again
+    assert fetch(conn, statement, ["sql-mark", 2]) == []  # a stale epoch: refused
+    assert fetch(conn, statement, ["sql-mark", 5]) == [(5,)]
+    marks = fetch(
+        conn, f"SELECT high_water FROM {EpochMark._meta.db_table} WHERE work_key = %s", ["sql-mark"]
+    )
+    assert marks == [(5,)]
+
+
+def test_epoch_mark_upsert_refuses_a_table_name_that_is_not_an_identifier():
+    for vendor in sql.VENDORS:
+        with pytest.raises(ValueError):
+            sql.epoch_mark_upsert(vendor, "marks; DROP TABLE core_lease")
