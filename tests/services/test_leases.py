@@ -8,9 +8,11 @@ import time
 import pytest
 from django.db import connection, connections
 
+from leaseboard.core.clock import db_now_ms
 from leaseboard.core.models import Alert, Effect, Lease, LeaseEvent, WorkItem
 from leaseboard.core.services import effects as fx
 from leaseboard.core.services import leases as ls
+from leaseboard.core.services.leases import grants
 from leaseboard.core.services.work import work_complete
 from leaseboard.domain.errors import (
     InJeopardy,
@@ -83,7 +85,7 @@ def test_a_rolled_back_grant_uses_up_no_epoch(agent, monkeypatch):
     def fail(**kwargs):  # type: ignore[no-untyped-def]
         raise RuntimeError("signing failed after the epoch was raised")
 
-    monkeypatch.setattr(ls, "fencing_token_issue", fail)
+    monkeypatch.setattr(grants, "fencing_token_issue", fail)
     with pytest.raises(RuntimeError):
         ls.lease_acquire(work_key="rollback-1", executor=a)
     monkeypatch.undo()
@@ -436,7 +438,7 @@ def test_a_grant_that_waited_on_the_ending_lease_is_dated_after_that_end(agent):
             locked.set()
             finish.wait(10)
             ls.lease_end_locked(
-                lease=lease, state="released", now_ms=ls.db_now_ms(), reason="released"
+                lease=lease, state="released", now_ms=db_now_ms(), reason="released"
             )
         connections.close_all()
 

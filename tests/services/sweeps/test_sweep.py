@@ -98,7 +98,7 @@ def test_a_lease_renewed_between_the_sweeps_read_and_write_is_left_alone(agent):
     def race(claimed: list[Lease]) -> None:
         # Runs inside the batch transaction, after the claim, before the write.
         calls.append(sorted(str(lease.id) for lease in claimed))
-        ls._renew_fast([(renewed.id, renewed.epoch)], executor.id)
+        ls.lease_renew(lease_id=renewed.id, executor=executor, epoch=renewed.epoch)
         for target, state in ((released, "released"), (revoked, "revoked")):
             fresh = Lease.objects.get(id=target.id)
             ls.lease_end_locked(lease=fresh, state=state, now_ms=fresh.renewed_at_ms, reason="x")

@@ -1,0 +1,211 @@
+"""Ending leases: the one place a lease ends early (release, revoke, hand back), and the
+one expiry path for sweeps and for lazy expiry at acquire, renew or effect time."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F, Value
+from django.db.models.functions import Least
+
+from leaseboard.core.authority import Actor, authorize
+from leaseboard.core.clock import db_now_ms
+from leaseboard.core.locking import work_item_locked
+from leaseboard.core.models import Alert, Executor, Lease, LeaseEvent
+from leaseboard.core.models.leases import LIVE_STATES
+from leaseboard.core.services.alerts import alerts_open, alerts_resolve, expiry_alert
+from leaseboard.core.services.audit import audit_act
+from leaseboard.core.services.leases.base import executor_id_of, parse_lease_id
+from leaseboard.domain.authority import Act
+from leaseboard.domain.certainty import Certainty, LeaseTimes, state_at
+from leaseboard.domain.errors import (
+    NotFound,
+    ValidationFailed,
+)
+
+
+def lease_end_locked(
+    *,
+    lease: Lease,
+    state: str,
+    now_ms: int,
+    reason: str,
+    actor_id: int | None = None,
+    detail: dict[str, Any] | None = None,
+) -> Lease:
+    """End a live lease (already locked by the caller) and record the event. The caller
+    has asked the authority; this is the one place a lease is ended early."""
+    if lease.state not in LIVE_STATES:
+        raise RuntimeError(f"lease {lease.id} is already {lease.state}")
+    if state == Lease.State.EXPIRED:
+        leases_expire_locked([lease], now_ms)
+        return lease
+    lease.state = state
+    lease.ended_at_ms = now_ms
+    lease.end_reason = reason[:300]
+    lease.ended_by_id = actor_id
+    lease.save(update_fields=["state", "ended_at_ms", "end_reason", "ended_by"])
+    LeaseEvent.objects.create(
+        lease=lease,
+        work_item_id=lease.work_item_id,
+        epoch=lease.epoch,
+        kind=state,
+        at_ms=now_ms,
+        actor_id=actor_id,
+        detail={"reason": reason[:300], **(detail or {})},
+    )
+    return lease
+
+
+def leases_expire_locked(leases: list[Lease], now_ms: int) -> list[int]:
+    """Expire live leases the caller has locked, in a few statements for the whole batch:
+    state, the EXPIRED event dated when validity ended, one expiry (or standing-lapsed)
+    alert each, and the jeopardy alerts it supersedes. (The lock delay needs no write: an
+    acquire derives it from the latest lease, so expiry never locks the work item row,
+    which would invert the work item -> lease lock order.) The one expiry path
+    for sweeps and for lazy expiry at acquire, renew or effect time. Returns the alert ids
+    opened now."""
+    if not leases:
+        return []
+    reason = "ttl elapsed"
+    ids = [lease.id for lease in leases]
+    Lease.objects.filter(id__in=ids).update(
+        state=Lease.State.EXPIRED,
+        ended_at_ms=Least(Value(now_ms), F("expires_at_ms")),
+        end_reason=reason,
+        ended_by=None,
+    )
+    events = []
+    for lease in leases:
+        lease.state = Lease.State.EXPIRED
+        lease.ended_at_ms = min(now_ms, lease.expires_at_ms)
+        lease.end_reason = reason
+        lease.ended_by = None
+        events.append(
+            LeaseEvent(
+                lease_id=lease.id,
+                work_item_id=lease.work_item_id,
+                epoch=lease.epoch,
+                kind=LeaseEvent.Kind.EXPIRED,
+                at_ms=lease.ended_at_ms,
+                detail={"reason": reason, "materialized_at_ms": now_ms},
+            )
+        )
+    LeaseEvent.objects.bulk_create(events)
+    Alert.objects.filter(
+        lease_id__in=ids, kind=Alert.Kind.JEOPARDY, resolved_at_ms__isnull=True
+    ).update(resolved_at_ms=now_ms)
+    return alerts_open([expiry_alert(lease, now_ms) for lease in leases])
+
+
+def lease_expire_if_due_locked(lease: Lease, now_ms: int) -> bool:
+    """Materialize an expiry that time has already decided. True if the lease ended now."""
+    times = LeaseTimes(Certainty(lease.state), lease.jeopardy_at_ms, lease.expires_at_ms)
+    if lease.state in LIVE_STATES and state_at(times, now_ms) is Certainty.EXPIRED:
+        lease_end_locked(
+            lease=lease, state=Lease.State.EXPIRED, now_ms=now_ms, reason="ttl elapsed"
+        )
+        return True
+    return False
+
+
+@transaction.atomic(durable=True)
+def lease_release(*, lease_id: Any, executor: Executor, epoch: int) -> Lease:
+    """Idempotent compare-and-set: releases exactly this lease at this epoch, never a newer
+    grant. Releasing an already-released lease answers as a success."""
+    lid = parse_lease_id(lease_id)
+    lease = (
+        Lease.objects.select_for_update(no_key=True, of=("self",))
+        .select_related("holder", "work_item")
+        .filter(id=lid)
+        .first()
+    )
+    if lease is None:
+        raise NotFound(f"no lease {lid}")
+    now = db_now_ms()
+    authorize(
+        Act.RELEASE,
+        Actor.agent(executor),
+        now_ms=now,
+        lease=lease,
+        epoch=epoch,
+        current_epoch=lease.work_item.epoch,
+    )
+    if lease.state == Lease.State.RELEASED:
+        return lease  # a retried release
+    return lease_end_locked(
+        lease=lease,
+        state=Lease.State.RELEASED,
+        now_ms=now,
+        reason="released by holder",
+        actor_id=executor.id,
+    )
+
+
+def lease_revoke_locked(*, lease: Lease, actor: Actor, now_ms: int, reason: str) -> Lease:
+    """Revoke a live lease inside a caller's transaction (takeover approval, operator
+    revoke). Old-epoch effects are refused from the moment the caller commits."""
+    if not reason.strip():
+        raise ValidationFailed("a revocation needs a reason", param="reason")
+    authorize(Act.REVOKE, actor, now_ms=now_ms, lease=lease)
+    lease_end_locked(
+        lease=lease,
+        state=Lease.State.REVOKED,
+        now_ms=now_ms,
+        reason=reason,
+        actor_id=executor_id_of(actor),
+    )
+    alerts_resolve(lease=lease, now_ms=now_ms)
+    return lease
+
+
+def lease_hand_back_locked(
+    *, lease: Lease, actor: Actor, epoch: int, current_epoch: int, now_ms: int
+) -> Lease:
+    """End human standing to the agent pool: the next agent acquire raises the epoch."""
+    authorize(
+        Act.HAND_BACK, actor, now_ms=now_ms, lease=lease, epoch=epoch, current_epoch=current_epoch
+    )
+    return lease_end_locked(
+        lease=lease,
+        state=Lease.State.RELEASED,
+        now_ms=now_ms,
+        reason="handed back to the agent pool",
+        actor_id=executor_id_of(actor),
+    )
+
+
+@transaction.atomic(durable=True)
+def lease_revoke(*, lease_id: Any, actor: Actor, reason: str, request_id: str = "") -> Lease:
+    """A supervisor revokes a live lease with a reason; the work item returns to the pool
+    and the holder's next renew answers `lease_revoked` with that reason."""
+    reason = (reason or "").strip()
+    if not reason or len(reason) > 1000:
+        raise ValidationFailed(
+            "a revocation needs a reason of 1 to 1000 characters", param="reason"
+        )
+    lid = parse_lease_id(lease_id)
+    item = work_item_locked(Lease, lid, what="lease")
+    lease = (
+        Lease.objects.select_for_update(no_key=True, of=("self",))
+        .select_related("holder")
+        .get(id=lid)
+    )
+    now = db_now_ms()
+    before = {"state": lease.state, "epoch": lease.epoch, "holder": lease.holder.name}
+    lease_revoke_locked(lease=lease, actor=actor, now_ms=now, reason=reason)
+    audit_act(
+        act=Act.REVOKE,
+        actor=actor,
+        action="lease.revoke",
+        object_type="lease",
+        object_id=str(lease.id),
+        work_item=item,
+        at_ms=now,
+        reason=reason,
+        before=before,
+        after={"state": lease.state, "epoch": item.epoch},
+        request_id=request_id,
+    )
+    return lease

@@ -1,0 +1,235 @@
+"""Grants: acquire (with its gates: leased, lock delay, reconciliation, lifetime cap)
+and the one grant primitive that raises the epoch, used by agent acquires, takeovers and
+assignments. Lock order: work item, then lease; a rolled-back grant uses up no epoch."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.db.models import BigIntegerField, Case, Exists, F, OuterRef, Subquery, Value, When
+
+from leaseboard.core.authority import Actor, authorize
+from leaseboard.core.clock import DbNowMs, db_now_ms
+from leaseboard.core.models import Checkpoint, Executor, Lease, LeaseEvent, WorkItem
+from leaseboard.core.models.leases import LIVE_STATES
+from leaseboard.core.services.fencing import fencing_token_issue
+from leaseboard.core.services.leases.base import executor_id_of, timing_for
+from leaseboard.core.services.leases.ending import lease_end_locked, lease_expire_if_due_locked
+from leaseboard.domain.authority import Act
+from leaseboard.domain.errors import (
+    LockDelay,
+    NeedsReconciliation,
+    NotFound,
+    WorkLeased,
+    WorkNotAdmitted,
+)
+
+
+@dataclass(frozen=True)
+class Grant:
+    lease: Lease
+    fencing_token: str
+    checkpoint: Checkpoint | None
+    now_ms: int
+
+    @property
+    def expires_in_ms(self) -> int:
+        return max(0, self.lease.expires_at_ms - self.now_ms)
+
+
+def lease_grant_locked(
+    *,
+    item: WorkItem,
+    holder: Executor,
+    now_ms: int,
+    grant_kind: str = Lease.GrantKind.ACQUIRE,
+    ttl_ms: int | None = None,
+    jeopardy_after_ms: int | None = None,
+    max_lifetime_ms: int | None = None,
+    takeover_reason: str = "",
+    actor_id: int | None = None,
+) -> Lease:
+    """Raise the epoch and create the lease. The caller holds the work item's row lock and
+    has ended any live lease; the partial unique constraint backs that up."""
+    policy = timing_for(item, ttl_ms, max_lifetime_ms)
+    jeopardy_after = (
+        jeopardy_after_ms if jeopardy_after_ms is not None else policy.jeopardy_after_ms
+    )
+    lifetime = policy.max_lifetime_ms
+    assert policy.renew_after_ms is not None and jeopardy_after is not None
+    max_expires = now_ms + max(lifetime, policy.ttl_ms)
+    expires = min(now_ms + policy.ttl_ms, max_expires)
+    jeopardy_at = min(now_ms + jeopardy_after, expires)
+    item.epoch += 1
+    WorkItem.objects.filter(id=item.id).update(epoch=item.epoch)
+    lease = Lease.objects.create(
+        work_item=item,
+        holder=holder,
+        epoch=item.epoch,
+        state=Lease.State.ACTIVE,
+        grant_kind=grant_kind,
+        granted_at_ms=now_ms,
+        renewed_at_ms=now_ms,
+        jeopardy_at_ms=jeopardy_at,
+        expires_at_ms=expires,
+        max_expires_at_ms=max_expires,
+        due_at_ms=jeopardy_at,
+        ttl_ms=policy.ttl_ms,
+        renew_after_ms=policy.renew_after_ms,
+        jeopardy_after_ms=jeopardy_after,
+        lock_delay_ms=policy.lock_delay_ms,
+        takeover_reason=takeover_reason[:1000],
+    )
+    LeaseEvent.objects.create(
+        lease=lease,
+        work_item=item,
+        epoch=lease.epoch,
+        kind=LeaseEvent.Kind.GRANTED,
+        at_ms=now_ms,
+        actor_id=actor_id or holder.id,
+        detail={"grant_kind": grant_kind, "holder": holder.name, "ttl_ms": policy.ttl_ms},
+    )
+    return lease
+
+
+def live_lease_locked(item: WorkItem) -> Lease | None:
+    return (
+        Lease.objects.select_for_update(no_key=True, of=("self",))
+        .select_related("holder")
+        .filter(work_item=item, state__in=LIVE_STATES)
+        .first()
+    )
+
+
+@transaction.atomic(durable=True)
+def lease_acquire(*, work_key: str, executor: Executor, ttl_ms: int | None = None) -> Grant:
+    # Two round trips answer every gate question: lock the item, then, in a NEW statement
+    # whose snapshot sees whatever committed while we waited for the lock, read the clock,
+    # the live lease, the reconciliation gate and the latest checkpoint. (Subqueries in the
+    # locking statement would use its pre-wait snapshot: the race test catches that.)
+    from leaseboard.core.models import Effect
+
+    authorize(Act.ACQUIRE, Actor.of_executor(executor))
+    item = (
+        WorkItem.objects.select_for_update(no_key=True, of=("self",))
+        .select_related("queue")
+        .filter(key=work_key)
+        .first()
+    )
+    if item is None:
+        raise NotFound(f"no work item {work_key!r}")
+    gates = (
+        WorkItem.objects.filter(pk=item.pk)
+        .values_list(
+            DbNowMs(),
+            Subquery(
+                Lease.objects.filter(work_item=OuterRef("pk"), state__in=LIVE_STATES).values("id")[
+                    :1
+                ]
+            ),
+            Exists(
+                Effect.objects.filter(
+                    work_item=OuterRef("pk"),
+                    decision="authorized",
+                    resolution="",
+                    outcome__in=["", "unknown"],
+                )
+            ),
+            Subquery(
+                Checkpoint.objects.filter(work_item=OuterRef("pk"))
+                .order_by("-seq")
+                .values("id")[:1]
+            ),
+            # The lock delay: only when the latest grant ended by expiring.
+            Subquery(
+                Lease.objects.filter(work_item=OuterRef("pk"))
+                .order_by("-epoch")
+                .annotate(
+                    until=Case(
+                        When(
+                            state=Lease.State.EXPIRED,
+                            then=F("expires_at_ms") + F("lock_delay_ms"),
+                        ),
+                        default=Value(0),
+                        output_field=BigIntegerField(),
+                    )
+                )
+                .values("until")[:1]
+            ),
+        )
+        .get()
+    )
+    now, live_lease_id, unreconciled, checkpoint_id, lock_delay_until = gates
+    if item.admission != WorkItem.Admission.ADMITTED:
+        raise WorkNotAdmitted(
+            f"work item {work_key!r} is {item.admission}", admission=item.admission
+        )
+    if item.status != WorkItem.Status.OPEN:
+        raise WorkNotAdmitted(f"work item {work_key!r} is {item.status}", status=item.status)
+    if live_lease_id is not None:
+        live = live_lease_locked(item)
+        # We may have waited for that lease's row (a release or a sweep ending it): read
+        # the clock again, or the grant could be dated before the end it waited for.
+        now = db_now_ms()
+        if live is not None and not lease_expire_if_due_locked(live, now):
+            mine = live.holder_id == executor.id
+            raise WorkLeased(
+                "you already hold this work item under lease " + str(live.id)
+                if mine
+                else "another executor holds this work item",
+                current_epoch=item.epoch,
+                holder_kind=live.holder.kind,
+                **({"lease_id": str(live.id)} if mine else {}),
+            )
+        # That lease is the latest grant and has just ended (here, by time, or while we
+        # waited for it): if it expired, its lock delay starts at its expiry.
+        ended = live or Lease.objects.only("state", "expires_at_ms", "lock_delay_ms").get(
+            id=live_lease_id
+        )
+        expired = ended.state == Lease.State.EXPIRED
+        lock_delay_until = ended.expires_at_ms + ended.lock_delay_ms if expired else 0
+    if lock_delay_until and lock_delay_until > now:
+        raise LockDelay(
+            "the previous holder's lease expired; grants resume after the lock delay",
+            retry_after_ms=lock_delay_until - now,
+        )
+    if (
+        executor.kind == Executor.Kind.AGENT
+        and item.queue.agent_acquire_needs_reconciliation
+        and unreconciled
+    ):
+        raise NeedsReconciliation(
+            "effects attempted under an earlier lease have no known outcome; a human must "
+            "reconcile them before an agent may take this work again"
+        )
+    lease = lease_grant_locked(item=item, holder=executor, now_ms=now, ttl_ms=ttl_ms)
+    checkpoint = Checkpoint.objects.filter(id=checkpoint_id).first() if checkpoint_id else None
+    token = fencing_token_issue(
+        work_key=item.key,
+        epoch=lease.epoch,
+        lease_id=str(lease.id),
+        holder=executor.name,
+        now_ms=now,
+        expires_at_ms=lease.max_expires_at_ms,
+    )
+    return Grant(lease=lease, fencing_token=token, checkpoint=checkpoint, now_ms=now)
+
+
+def lease_assign_locked(
+    *, item: WorkItem, lease: Lease, actor: Actor, epoch: int, agent: Executor, now_ms: int
+) -> Lease:
+    """End human standing and grant the named agent a lease at a new epoch (the caller
+    holds the work item's lock)."""
+    authorize(Act.ASSIGN, actor, now_ms=now_ms, lease=lease, epoch=epoch, current_epoch=item.epoch)
+    by = executor_id_of(actor)
+    lease_end_locked(
+        lease=lease,
+        state=Lease.State.RELEASED,
+        now_ms=now_ms,
+        reason=f"assigned to {agent.name}",
+        actor_id=by,
+    )
+    return lease_grant_locked(
+        item=item, holder=agent, now_ms=now_ms, grant_kind=Lease.GrantKind.ASSIGN, actor_id=by
+    )

@@ -1,0 +1,155 @@
+"""Renewal as a compare-and-set that sets an absolute expiry from the database clock:
+one statement for one lease or a thousand; the slow path explains a refusal or brings a
+lease back from jeopardy."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.db import connection, transaction
+
+from leaseboard.core import sql
+from leaseboard.core.authority import Actor, authorize
+from leaseboard.core.clock import db_now_ms
+from leaseboard.core.models import Alert, Executor, Lease, LeaseEvent
+from leaseboard.core.models.leases import RENEWAL_SLOT, RENEWAL_WINDOW
+from leaseboard.core.services.alerts import alerts_resolve
+from leaseboard.core.services.leases.base import parse_lease_id
+from leaseboard.domain.authority import Act
+from leaseboard.domain.certainty import Certainty
+from leaseboard.domain.errors import (
+    LeaseboardError,
+    NotFound,
+    ValidationFailed,
+)
+
+
+@dataclass(frozen=True)
+class Renewal:
+    lease_id: uuid.UUID
+    epoch: int
+    certainty: str
+    expires_in_ms: int
+
+
+def _renew_fast(pairs: list[tuple[uuid.UUID, int]], executor_id: int) -> dict[uuid.UUID, tuple]:
+    params: list[Any] = []
+    for lease_id, epoch in pairs:
+        params.extend([Lease._meta.pk.get_db_prep_value(lease_id, connection), epoch])
+    params.append(executor_id)
+    with connection.cursor() as cursor:
+        cursor.execute(sql.lease_renew(connection.vendor, len(pairs)), params)
+        rows = cursor.fetchall()
+    out = {}
+    for raw_id, epoch, expires_in in rows:
+        lease_id = raw_id if isinstance(raw_id, uuid.UUID) else uuid.UUID(str(raw_id))
+        out[lease_id] = (int(epoch), int(expires_in))
+    return out
+
+
+@transaction.atomic(durable=True)
+def _renew_slow(*, lease_id: uuid.UUID, executor: Executor, epoch: int) -> Renewal:
+    """Explain a refused renew, or renew a lease the sweep had moved to jeopardy."""
+    lease = (
+        Lease.objects.select_for_update(no_key=True, of=("self",))
+        .select_related("work_item", "holder")
+        .filter(id=lease_id)
+        .first()
+    )
+    if lease is None:
+        raise NotFound(f"no lease {lease_id}")
+    now = db_now_ms()
+    authorize(
+        Act.RENEW,
+        Actor.agent(executor),
+        now_ms=now,
+        lease=lease,
+        epoch=epoch,
+        current_epoch=lease.work_item.epoch,
+    )
+    was_jeopardy = lease.state == Lease.State.JEOPARDY
+    expires = min(now + lease.ttl_ms, lease.max_expires_at_ms)
+    jeopardy_at = min(now + lease.jeopardy_after_ms, lease.max_expires_at_ms)
+    gap = now - lease.renewed_at_ms
+    recent = (lease.recent_renewals + f"{now:013d},")[-RENEWAL_WINDOW * RENEWAL_SLOT :]
+    Lease.objects.filter(id=lease.id).update(
+        state=Lease.State.ACTIVE,
+        renewed_at_ms=now,
+        expires_at_ms=expires,
+        jeopardy_at_ms=jeopardy_at,
+        due_at_ms=jeopardy_at,
+        renew_count=lease.renew_count + 1,
+        max_gap_ms=max(lease.max_gap_ms, gap),
+        recent_renewals=recent,
+    )
+    if was_jeopardy:
+        LeaseEvent.objects.create(
+            lease=lease,
+            work_item_id=lease.work_item_id,
+            epoch=lease.epoch,
+            kind=LeaseEvent.Kind.RECOVERED,
+            at_ms=now,
+            actor=executor,
+            detail={"gap_ms": gap},
+        )
+        alerts_resolve(lease=lease, kind=Alert.Kind.JEOPARDY, now_ms=now)
+    return Renewal(lease.id, lease.epoch, Certainty.ACTIVE.value, expires - now)
+
+
+def lease_renew(*, lease_id: Any, executor: Executor, epoch: int) -> Renewal:
+    """Renew as a compare-and-set on (lease, holder, epoch, live state)."""
+    lid = parse_lease_id(lease_id)
+    # A single autocommit statement is already atomic; no BEGIN/COMMIT round trips needed.
+    hit = _renew_fast([(lid, epoch)], executor.id)
+    if lid in hit:
+        got_epoch, expires_in = hit[lid]
+        return Renewal(lid, got_epoch, Certainty.ACTIVE.value, expires_in)
+    return _renew_slow(lease_id=lid, executor=executor, epoch=epoch)
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    lease_id: str
+    ok: bool
+    code: str | None = None
+    epoch: int | None = None
+    expires_in_ms: int | None = None
+    detail: str | None = None
+
+
+def lease_renew_many(*, executor: Executor, items: list[tuple[Any, int]]) -> list[BatchResult]:
+    """Renew many leases in one statement; refusals are explained per lease."""
+    if len(items) > settings.LEASEBOARD_MAX_BATCH_RENEW:
+        raise ValidationFailed(f"at most {settings.LEASEBOARD_MAX_BATCH_RENEW} leases per batch")
+    parsed: list[tuple[str, uuid.UUID | None, int]] = []
+    for raw, epoch in items:
+        try:
+            parsed.append((str(raw), parse_lease_id(raw), epoch))
+        except NotFound:
+            parsed.append((str(raw), None, epoch))
+    unique: dict[uuid.UUID, int] = {}
+    for _, lid, epoch in parsed:
+        if lid is not None and lid not in unique:
+            unique[lid] = epoch
+    hits = _renew_fast(list(unique.items()), executor.id) if unique else {}
+    results: list[BatchResult] = []
+    for raw, lid, epoch in parsed:
+        if lid is not None and lid in hits and hits[lid][0] == epoch:
+            got_epoch, expires_in = hits[lid]
+            results.append(BatchResult(raw, True, epoch=got_epoch, expires_in_ms=expires_in))
+            continue
+        if lid is None:
+            results.append(BatchResult(raw, False, code="not_found", detail="not a lease id"))
+            continue
+        try:
+            renewal = _renew_slow(lease_id=lid, executor=executor, epoch=epoch)
+            hits[lid] = (renewal.epoch, renewal.expires_in_ms)
+            results.append(
+                BatchResult(raw, True, epoch=renewal.epoch, expires_in_ms=renewal.expires_in_ms)
+            )
+        except LeaseboardError as exc:
+            results.append(BatchResult(raw, False, code=exc.code, detail=exc.detail))
+    return results
