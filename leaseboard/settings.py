@@ -246,8 +246,9 @@ FENCING_TOKEN_TTL_MS = env_int("LEASEBOARD_FENCING_TOKEN_TTL_MS", 60_000, minimu
 # --- Audit log integrity (docs/audit.md) ----------------------------------------------
 # Entries are chained with an HMAC whose key lives outside the database: the current key
 # from LEASEBOARD_AUDIT_KEY, or the first line of the file LEASEBOARD_AUDIT_KEY_FILE (later
-# lines: retired keys, kept to verify older entries). Required when DEBUG is off; in
-# DEBUG and tests a key is generated into DATA_DIR. Keys are 32+ characters.
+# lines: retired keys, kept to verify older entries). Required with DEBUG off on
+# PostgreSQL; in DEBUG, tests and the embedded SQLite mode (where the database is a file
+# beside DATA_DIR anyway) a key is generated into DATA_DIR. Keys are 32+ characters.
 AUDIT_KEY_MIN_CHARS = 32
 
 
@@ -273,7 +274,7 @@ def _audit_keys() -> tuple[str, tuple[str, ...]]:
         source = "LEASEBOARD_AUDIT_KEY_FILE"
     elif env_key:
         current, source = env_key, "LEASEBOARD_AUDIT_KEY"
-    elif DEBUG or TESTING:
+    elif DEBUG or TESTING or DATABASES["default"]["ENGINE"].endswith("sqlite3"):
         path = DATA_DIR / "audit-key"
         if not path.exists():
             path.write_text(secrets.token_urlsafe(32) + "\n")
@@ -281,8 +282,8 @@ def _audit_keys() -> tuple[str, tuple[str, ...]]:
         current, source = path.read_text().split()[0], str(path)
     else:
         raise ImproperlyConfigured(
-            "LEASEBOARD_AUDIT_KEY (or LEASEBOARD_AUDIT_KEY_FILE) is required when DEBUG is "
-            "off: the audit log's MAC key must live outside the database "
+            "LEASEBOARD_AUDIT_KEY (or LEASEBOARD_AUDIT_KEY_FILE) is required with DEBUG off "
+            "on PostgreSQL: the audit log's MAC key must live outside the database "
             "(generate one with: python -c 'import secrets; print(secrets.token_urlsafe(32))')"
         )
     for key in (current, *retired):

@@ -383,14 +383,24 @@ def _settings_check(tmp_path: Path, **extra: str) -> subprocess.CompletedProcess
 
 
 def test_without_debug_start_up_fails_naming_the_audit_key_variable(tmp_path):
-    result = _settings_check(tmp_path)
+    result = _settings_check(tmp_path, DATABASE_URL="postgres://postgres@127.0.0.1:5432/x")
     assert result.returncode != 0
     assert "LEASEBOARD_AUDIT_KEY (or LEASEBOARD_AUDIT_KEY_FILE) is required" in result.stderr
     assert not (tmp_path / "audit-key").exists()  # never generated in production
-    short = _settings_check(tmp_path, LEASEBOARD_AUDIT_KEY="short")
+    short = _settings_check(
+        tmp_path, DATABASE_URL="postgres://postgres@127.0.0.1:5432/x", LEASEBOARD_AUDIT_KEY="short"
+    )
     assert (
         short.returncode != 0 and "LEASEBOARD_AUDIT_KEY: an audit key is at least" in short.stderr
     )
+
+
+def test_the_embedded_sqlite_mode_generates_its_key_beside_the_database(tmp_path):
+    # Zero configuration (README) keeps working with DEBUG off: the key is generated into
+    # the data directory, next to the SQLite file it protects.
+    result = _settings_check(tmp_path, DATABASE_URL=f"sqlite:///{tmp_path}/db.sqlite3")
+    assert result.returncode == 0, result.stderr
+    assert len((tmp_path / "audit-key").read_text().strip()) >= 32
 
 
 def test_a_key_file_gives_the_current_and_retired_keys(tmp_path):
