@@ -7,6 +7,7 @@ checkpoint and signs the new head into the store outside the database (docs/audi
 
 from __future__ import annotations
 
+import getpass
 import hashlib
 import hmac
 from collections import defaultdict
@@ -257,14 +258,14 @@ def audit_checkpoint(*, keyring: AuditKeyring | None = None) -> CheckpointResult
     entries = AuditEntry.objects.order_by("seq")
     if newest is not None:
         # Start from the entry the newest checkpoint recorded; it must still be there.
-        anchor = AuditEntry.objects.filter(seq=newest.seq).first()
-        if anchor is not None:
+        start = AuditEntry.objects.filter(seq=newest.seq).first()
+        if start is not None:
             walk = ChainWalk(
                 keyring=keyring,
                 checkpoints=[newest],
                 expected_seq=newest.seq,
                 count=newest.count - 1,
-                prev=anchor.prev_hash,
+                prev=start.prev_hash,
                 keyed=True,
             )
             entries = entries.filter(seq__gte=newest.seq)
@@ -288,8 +289,6 @@ def audit_checkpoint_location() -> str:
 
 def cli_actor_name() -> str:
     """Who runs a management command, for the audit log: "cli:<OS user>" (or "cli")."""
-    import getpass
-
     try:
         return f"cli:{getpass.getuser()}"[:150]
     except (KeyError, OSError):  # no passwd entry, e.g. an arbitrary container uid
