@@ -42,6 +42,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+BENCH_AUDIT_KEY = "bench-only-audit-key-" + uuid.uuid4().hex
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 PY = sys.executable
@@ -331,6 +333,8 @@ class Chaos:
             DATABASE_URL=self.db_url,
             DJANGO_SETTINGS_MODULE="leaseboard.settings",
             DEBUG="false",
+            # Production settings need an audit key (docs/audit.md); one per chaos run.
+            LEASEBOARD_AUDIT_KEY=BENCH_AUDIT_KEY,
             PYTHONPATH=str(ROOT),
             LEASEBOARD_DATA_DIR=str(self.tmp / "data"),
             CELERY_BROKER_URL=self.redis_url,

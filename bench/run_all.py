@@ -13,6 +13,7 @@ import json
 import os
 import platform
 import re
+import secrets
 import shutil
 import signal
 import socket
@@ -27,6 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 PY = sys.executable
+BENCH_AUDIT_KEY = "bench-only-audit-key-" + secrets.token_hex(16)
 SECONDS = int(os.environ.get("BENCH_SECONDS", "6"))
 DB_NAME = os.environ.get("BENCH_DB", "leaseboard_bench")
 PG = "postgres://postgres@127.0.0.1:5432"
@@ -68,6 +70,8 @@ def django_env() -> dict[str, str]:
         DATABASE_URL=DB_URL,
         DJANGO_SETTINGS_MODULE="bench.settings_bench",
         DEBUG="false",
+        # Production settings need an audit key (docs/audit.md); one per bench run.
+        LEASEBOARD_AUDIT_KEY=BENCH_AUDIT_KEY,
         DB_CONN_MAX_AGE="600",
         PYTHONPATH=str(ROOT),
     )

@@ -182,8 +182,17 @@ TEMPLATES = [
     },
 ]
 
+# Enforced by `manage.py create_user` (and Django's password forms): Django's standard four.
 AUTH_PASSWORD_VALIDATORS = [
-    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {
+        "NAME": "django.contrib.auth.password_validation.MinimumLengthValidator",
+        "OPTIONS": {
+            "min_length": env_int("LEASEBOARD_PASSWORD_MIN_LENGTH", 12, minimum=8),
+        },
+    },
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 LOGIN_URL = "/login/"
 LOGIN_REDIRECT_URL = "/"
@@ -233,6 +242,75 @@ if LEASEBOARD_DB_CLOCK_OFFSET_MS and not (TESTING or DEBUG):
 # Fencing-token signing keys (Ed25519). Embedded default: generated into DATA_DIR.
 FENCING_KEY_DIR = Path(env_str("LEASEBOARD_FENCING_KEY_DIR", str(DATA_DIR / "fencing-keys")))
 FENCING_TOKEN_TTL_MS = env_int("LEASEBOARD_FENCING_TOKEN_TTL_MS", 60_000, minimum=1000)
+
+# --- Audit log integrity (docs/audit.md) ----------------------------------------------
+# Entries are chained with an HMAC whose key lives outside the database: the current key
+# from LEASEBOARD_AUDIT_KEY, or the first line of the file LEASEBOARD_AUDIT_KEY_FILE (later
+# lines: retired keys, kept to verify older entries). Required with DEBUG off on
+# PostgreSQL; in DEBUG, tests and the embedded SQLite mode (where the database is a file
+# beside DATA_DIR anyway) a key is generated into DATA_DIR. Keys are 32+ characters.
+AUDIT_KEY_MIN_CHARS = 32
+
+
+def _audit_keys() -> tuple[str, tuple[str, ...]]:
+    env_key = os.environ.get("LEASEBOARD_AUDIT_KEY", "").strip()
+    key_file = os.environ.get("LEASEBOARD_AUDIT_KEY_FILE", "").strip()
+    retired = [k for k in env_str("LEASEBOARD_AUDIT_RETIRED_KEYS", "").replace(",", " ").split()]
+    if env_key and key_file:
+        raise ImproperlyConfigured(
+            "set LEASEBOARD_AUDIT_KEY or LEASEBOARD_AUDIT_KEY_FILE, not both"
+        )
+    if key_file:
+        try:
+            lines = Path(key_file).read_text().splitlines()
+        except OSError as exc:
+            raise ImproperlyConfigured(
+                f"LEASEBOARD_AUDIT_KEY_FILE={key_file!r} cannot be read: {exc.strerror}"
+            ) from None
+        keys = [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+        if not keys:
+            raise ImproperlyConfigured(f"LEASEBOARD_AUDIT_KEY_FILE={key_file!r} holds no key")
+        current, retired = keys[0], keys[1:] + retired
+        source = "LEASEBOARD_AUDIT_KEY_FILE"
+    elif env_key:
+        current, source = env_key, "LEASEBOARD_AUDIT_KEY"
+    elif DEBUG or TESTING or DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+        path = DATA_DIR / "audit-key"
+        if not path.exists():
+            path.write_text(secrets.token_urlsafe(32) + "\n")
+            path.chmod(0o600)
+        current, source = path.read_text().split()[0], str(path)
+    else:
+        raise ImproperlyConfigured(
+            "LEASEBOARD_AUDIT_KEY (or LEASEBOARD_AUDIT_KEY_FILE) is required with DEBUG off "
+            "on PostgreSQL: the audit log's MAC key must live outside the database "
+            "(generate one with: python -c 'import secrets; print(secrets.token_urlsafe(32))')"
+        )
+    for key in (current, *retired):
+        if len(key) < AUDIT_KEY_MIN_CHARS:
+            raise ImproperlyConfigured(
+                f"{source}: an audit key is at least {AUDIT_KEY_MIN_CHARS} characters"
+            )
+    return current, tuple(retired)
+
+
+LEASEBOARD_AUDIT_KEY, LEASEBOARD_AUDIT_RETIRED_KEYS = _audit_keys()
+# Signed checkpoints {seq, head, count, at} are appended here, outside the database.
+LEASEBOARD_AUDIT_CHECKPOINT_DIR = Path(
+    env_str("LEASEBOARD_AUDIT_CHECKPOINT_DIR", str(DATA_DIR / "audit-checkpoints"))
+)
+# How often beat runs `audit_checkpoint` (0: not from beat; run it from cron where the
+# checkpoint directory lives instead).
+LEASEBOARD_AUDIT_CHECKPOINT_INTERVAL_S = env_int("LEASEBOARD_AUDIT_CHECKPOINT_INTERVAL_S", 300)
+if 0 < LEASEBOARD_AUDIT_CHECKPOINT_INTERVAL_S < 10:
+    raise ImproperlyConfigured("LEASEBOARD_AUDIT_CHECKPOINT_INTERVAL_S must be 0 or at least 10")
+if TESTING and DATABASES["default"]["ENGINE"].endswith("postgresql"):
+    # Django's test flush TRUNCATEs every table; the audit table's TRUNCATE trigger lets a
+    # session through only with this setting (docs/audit.md). Never set in production.
+    _opts = DATABASES["default"]["OPTIONS"]
+    _opts["options"] = (
+        str(_opts.get("options", "")) + " -c leaseboard.audit_truncate=allow"
+    ).strip()
 
 REDIS_URL = env_str("REDIS_URL", "")
 
@@ -322,6 +400,12 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": crontab(hour=3, minute=17),
     },
 }
+if LEASEBOARD_AUDIT_CHECKPOINT_INTERVAL_S:
+    CELERY_BEAT_SCHEDULE["audit-checkpoint"] = {
+        "task": "leaseboard.core.tasks.audit_checkpoint",
+        "schedule": float(LEASEBOARD_AUDIT_CHECKPOINT_INTERVAL_S),
+        "options": {"expires": float(LEASEBOARD_AUDIT_CHECKPOINT_INTERVAL_S)},
+    }
 # --- end Celery ------------------------------------------------------------------------
 
 # --- Takeovers (leaseboard/takeovers) ---------------------------------------------------

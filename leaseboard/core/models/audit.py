@@ -1,17 +1,48 @@
-"""The append-only, hash-chained audit log of manual and administrative actions.
+"""The append-only audit log of manual and administrative actions, chained with a keyed MAC.
 
-Each entry carries the hash of the previous one; `manage.py verify_audit` re-computes the
-chain. Writers serialize on the single AuditHead row, so the chain never forks. Viewing
-never writes here.
+Each entry carries the MAC of the previous one and its own HMAC-SHA256, made with a key
+that is not in the database (settings LEASEBOARD_AUDIT_KEY) and named by `key_id`, so a
+database owner cannot rewrite the chain. Entries from before the keyed chain (`key_id`
+empty) were plain SHA-256; they stay verifiable as a prefix anchored by the first keyed
+entry (docs/audit.md). Writers serialize on the single AuditHead row, so the chain never
+forks. Viewing never writes here.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
+from typing import Any
 
 from django.conf import settings
 from django.db import models
+
+GENESIS = "0" * 64
+
+
+def canonical_bytes(body: dict[str, Any]) -> bytes:
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), default=str).encode()
+
+
+def _derive(key: str, purpose: bytes) -> bytes:
+    # One configured secret, separate sub-keys: an entry MAC can never pass for a
+    # checkpoint signature, and the key id reveals nothing usable.
+    return hmac.new(key.encode(), b"leaseboard audit " + purpose, hashlib.sha256).digest()
+
+
+def audit_key_id(key: str) -> str:
+    return _derive(key, b"key id").hex()[:16]
+
+
+def entry_mac(key: str, body: dict[str, Any]) -> str:
+    return hmac.new(_derive(key, b"entry v1"), canonical_bytes(body), hashlib.sha256).hexdigest()
+
+
+def checkpoint_mac(key: str, body: dict[str, Any]) -> str:
+    return hmac.new(
+        _derive(key, b"checkpoint v1"), canonical_bytes(body), hashlib.sha256
+    ).hexdigest()
 
 
 class AuditHead(models.Model):
@@ -19,7 +50,7 @@ class AuditHead(models.Model):
 
     id = models.PositiveSmallIntegerField(primary_key=True, default=1)
     seq = models.BigIntegerField(default=0)
-    last_hash = models.CharField(max_length=64, default="0" * 64)
+    last_hash = models.CharField(max_length=64, default=GENESIS)
 
 
 class AuditEntry(models.Model):
@@ -40,13 +71,15 @@ class AuditEntry(models.Model):
     before = models.JSONField(default=dict, blank=True)
     after = models.JSONField(default=dict, blank=True)
     request_id = models.CharField(max_length=64, blank=True, default="")
+    # Which audit key made `hash` (an HMAC); empty for entries from before the keyed chain.
+    key_id = models.CharField(max_length=16, blank=True, default="")
     prev_hash = models.CharField(max_length=64)
     hash = models.CharField(max_length=64, unique=True)
 
     class Meta:
         indexes = [models.Index(fields=["work_item", "seq"], name="audit_work_idx")]
 
-    def canonical(self) -> bytes:
+    def body(self) -> dict[str, Any]:
         body = {
             "seq": self.seq,
             "at_ms": self.at_ms,
@@ -63,10 +96,20 @@ class AuditEntry(models.Model):
             "request_id": self.request_id,
             "prev_hash": self.prev_hash,
         }
-        return json.dumps(body, sort_keys=True, separators=(",", ":"), default=str).encode()
+        if self.key_id:
+            body["key_id"] = self.key_id
+        return body
 
-    def compute_hash(self) -> str:
-        return hashlib.sha256(self.canonical()).hexdigest()
+    def canonical(self) -> bytes:
+        return canonical_bytes(self.body())
+
+    def compute_hash(self, key: str | None = None) -> str:
+        """The entry's MAC under `key`; the plain SHA-256 of an unkeyed (legacy) entry."""
+        if not self.key_id:
+            return hashlib.sha256(self.canonical()).hexdigest()
+        if key is None:
+            raise ValueError("a keyed audit entry needs its key")
+        return entry_mac(key, self.body())
 
     def save(self, *args, **kwargs):  # type: ignore[no-untyped-def]
         if not self._state.adding:
@@ -75,3 +118,17 @@ class AuditEntry(models.Model):
 
     def delete(self, *args, **kwargs):  # type: ignore[no-untyped-def]
         raise ValueError("audit entries are append-only")
+
+
+class AuditKeyring:
+    """The configured audit keys by key id: the current one signs, retired ones verify."""
+
+    def __init__(self, current: str, retired: tuple[str, ...] | list[str] = ()) -> None:
+        self.current_key = current
+        self.current_id = audit_key_id(current)
+        self.keys = {audit_key_id(key): key for key in retired}
+        self.keys[self.current_id] = current
+
+    @classmethod
+    def from_settings(cls) -> AuditKeyring:
+        return cls(settings.LEASEBOARD_AUDIT_KEY, settings.LEASEBOARD_AUDIT_RETIRED_KEYS)

@@ -1,14 +1,35 @@
-"""Append to the hash-chained audit log, in the caller's transaction."""
+"""Append to the keyed audit chain (in the caller's transaction), verify it, checkpoint it.
+
+`audit_record`/`audit_act` write; `audit_verify` walks the whole chain with the keys and
+against the signed checkpoints; `audit_checkpoint` verifies what is new since the last
+checkpoint and signs the new head into the store outside the database (docs/audit.md).
+"""
 
 from __future__ import annotations
 
+import getpass
+import hashlib
+import hmac
+from collections import defaultdict
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import transaction
 
 from leaseboard.core.authority import Actor, audit_role
+from leaseboard.core.clock import db_now_ms
 from leaseboard.core.models import AuditEntry, AuditHead, WorkItem
+from leaseboard.core.models.audit import GENESIS, AuditKeyring, entry_mac
+from leaseboard.core.services.audit_checkpoints import (
+    Checkpoint,
+    checkpoint_append,
+    checkpoint_dir,
+    checkpoints_read,
+)
 from leaseboard.domain.authority import Act
+
+# The first keyed entry after entries from before the keyed chain (migration 0004).
+ANCHOR_ACTION = "audit.anchor"
 
 
 def audit_record(
@@ -28,8 +49,9 @@ def audit_record(
 ) -> AuditEntry:
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("audit_record must run inside the transaction of the change it records")
+    keyring = AuditKeyring.from_settings()
     # The head row serializes writers so the chain never forks.
-    head, _ = AuditHead.objects.select_for_update().get_or_create(id=1)
+    head, _ = AuditHead.objects.select_for_update(no_key=True).get_or_create(id=1)
     entry = AuditEntry(
         seq=head.seq + 1,
         at_ms=at_ms,
@@ -38,15 +60,16 @@ def audit_record(
         actor_role=actor_role,
         action=action,
         object_type=object_type,
-        object_id=str(object_id),
+        object_id=str(object_id)[:200],
         work_item=work_item,
         reason=reason[:1000],
         before=before or {},
         after=after or {},
         request_id=request_id[:64],
+        key_id=keyring.current_id,
         prev_hash=head.last_hash,
     )
-    entry.hash = entry.compute_hash()
+    entry.hash = entry_mac(keyring.current_key, entry.body())
     entry.save()
     AuditHead.objects.filter(id=1).update(seq=entry.seq, last_hash=entry.hash)
     return entry
@@ -83,23 +106,190 @@ def audit_act(
     )
 
 
-def audit_verify() -> tuple[int, list[str]]:
-    """Walk the chain in order; return (entries checked, problems found)."""
-    problems: list[str] = []
-    prev = "0" * 64
-    expected_seq = 1
-    count = 0
-    for entry in AuditEntry.objects.order_by("seq").iterator(chunk_size=2000):
-        count += 1
-        if entry.seq != expected_seq:
-            problems.append(f"seq {entry.seq}: expected {expected_seq} (an entry is missing)")
-        if entry.prev_hash != prev:
-            problems.append(f"seq {entry.seq}: prev_hash does not match the previous entry")
-        if entry.compute_hash() != entry.hash:
-            problems.append(f"seq {entry.seq}: content does not match its hash (edited)")
-        prev = entry.hash
-        expected_seq = entry.seq + 1
+@dataclass
+class ChainWalk:
+    """Feed entries in seq order; collects one problem line per break found."""
+
+    keyring: AuditKeyring
+    checkpoints: list[Checkpoint] = field(default_factory=list)
+    prev: str = GENESIS
+    expected_seq: int = 1
+    count: int = 0
+    keyed: bool = False  # a keyed entry has been seen: no unkeyed one may follow
+    unkeyed: int = 0
+    last_seq: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._at: dict[int, list[Checkpoint]] = defaultdict(list)
+        for cp in self.checkpoints:
+            self._at[cp.seq].append(cp)
+        self._matched: set[int] = set()
+
+    def feed(self, entry: AuditEntry) -> None:
+        self.count += 1
+        seq = entry.seq
+        if seq != self.expected_seq:
+            self.problems.append(f"seq {seq}: expected seq {self.expected_seq} (entries missing)")
+        if entry.prev_hash != self.prev:
+            self.problems.append(f"seq {seq}: prev_hash does not match the previous entry")
+        if not entry.key_id:
+            if self.keyed:
+                self.problems.append(
+                    f"seq {seq}: unkeyed entry after the keyed chain began "
+                    "(written or rewritten without the audit key)"
+                )
+            elif not hmac.compare_digest(hashlib.sha256(entry.canonical()).hexdigest(), entry.hash):
+                self.problems.append(f"seq {seq}: content does not match its hash (edited)")
+            self.unkeyed += 1
+        else:
+            key = self.keyring.keys.get(entry.key_id)
+            if key is None:
+                self.problems.append(
+                    f"seq {seq}: made with unknown audit key id {entry.key_id!r} "
+                    "(forged, or its key is not configured)"
+                )
+            elif not hmac.compare_digest(entry_mac(key, entry.body()), entry.hash):
+                self.problems.append(
+                    f"seq {seq}: content does not match its MAC "
+                    "(edited, or re-hashed without the audit key)"
+                )
+            if not self.keyed and self.unkeyed and entry.action != ANCHOR_ACTION:
+                self.problems.append(
+                    f"seq {seq}: the first keyed entry after {self.unkeyed} unkeyed ones "
+                    "is not the chain's anchor"
+                )
+            self.keyed = True
+        for cp in self._at.get(seq, ()):
+            self._matched.add(seq)
+            if cp.head != entry.hash:
+                self.problems.append(
+                    f"seq {seq}: not the entry {cp.describe()} recorded (the chain was rewritten)"
+                )
+            elif cp.count != self.count:
+                self.problems.append(
+                    f"seq {seq}: {self.count} entries up to here, but {cp.describe()} "
+                    "recorded a different count"
+                )
+        self.prev = entry.hash
+        self.expected_seq = seq + 1
+        self.last_seq = seq
+
+    def finish(self) -> list[str]:
+        if self.unkeyed and not self.keyed:
+            self.problems.append(
+                f"{self.unkeyed} unkeyed entries and no keyed anchor after them "
+                "(the keyed part was removed, or `manage.py migrate` has not run)"
+            )
+        newest = max(self.checkpoints, key=lambda cp: cp.seq, default=None)
+        if newest is not None and self.last_seq < newest.seq:
+            if self.count == 0:
+                self.problems.append(
+                    f"the log is empty, but {newest.describe()} recorded entries: "
+                    "the table was truncated or emptied"
+                )
+            else:
+                self.problems.append(
+                    f"the log ends at seq {self.last_seq}, before {newest.describe()}: "
+                    "entries were deleted from the end"
+                )
+        for cp in self.checkpoints:
+            if cp.seq <= self.last_seq and cp.seq not in self._matched:
+                self.problems.append(f"no entry at seq {cp.seq}, which {cp.describe()} recorded")
+        return self.problems
+
+
+@dataclass
+class AuditVerdict:
+    count: int
+    problems: list[str]
+    checkpoints: int
+    newest: Checkpoint | None
+
+    @property
+    def intact(self) -> bool:
+        return not self.problems
+
+
+def audit_verify(*, keyring: AuditKeyring | None = None) -> AuditVerdict:
+    """Walk the whole chain in order with the audit keys and against every valid signed
+    checkpoint; return what was checked and one line per problem."""
+    keyring = keyring or AuditKeyring.from_settings()
+    checkpoints, problems = checkpoints_read(keyring=keyring)
     head = AuditHead.objects.filter(id=1).first()
-    if head and count and head.last_hash != prev:
-        problems.append("the head does not point at the last entry (entries removed at the end)")
-    return count, problems
+    upper = AuditEntry.objects.order_by("-seq").values_list("seq", flat=True).first() or 0
+    walk = ChainWalk(keyring=keyring, checkpoints=checkpoints)
+    head_hash: str | None = None
+    for entry in AuditEntry.objects.filter(seq__lte=upper).order_by("seq").iterator(2000):
+        walk.feed(entry)
+        if head is not None and entry.seq == head.seq:
+            head_hash = entry.hash
+    problems += walk.finish()
+    if head is not None and head.seq and head_hash != head.last_hash:
+        problems.append(
+            f"the head (seq {head.seq}) does not point at an entry of the chain "
+            "(entries removed at the end)"
+        )
+    newest = max(checkpoints, key=lambda cp: cp.seq, default=None)
+    return AuditVerdict(walk.count, problems, len(checkpoints), newest)
+
+
+@dataclass
+class CheckpointResult:
+    written: Checkpoint | None
+    problems: list[str]
+    note: str = ""
+
+
+def audit_checkpoint(*, keyring: AuditKeyring | None = None) -> CheckpointResult:
+    """Verify the entries added since the newest valid checkpoint and, if they are sound,
+    sign the new head into the checkpoint store. Refuses to sign a broken chain."""
+    keyring = keyring or AuditKeyring.from_settings()
+    checkpoints, file_problems = checkpoints_read(keyring=keyring)
+    newest = max(checkpoints, key=lambda cp: cp.seq, default=None)
+    last = AuditEntry.objects.order_by("-seq").values("seq", "hash").first()
+    if last is not None and newest is not None and last["seq"] == newest.seq:
+        if last["hash"] != newest.head:
+            return CheckpointResult(
+                None, [f"seq {newest.seq}: not the entry {newest.describe()} recorded"]
+            )
+        return CheckpointResult(None, file_problems, f"no new entries since seq {newest.seq}")
+    walk = ChainWalk(keyring=keyring, checkpoints=[newest] if newest else [])
+    entries = AuditEntry.objects.order_by("seq")
+    if newest is not None:
+        # Start from the entry the newest checkpoint recorded; it must still be there.
+        start = AuditEntry.objects.filter(seq=newest.seq).first()
+        if start is not None:
+            walk = ChainWalk(
+                keyring=keyring,
+                checkpoints=[newest],
+                expected_seq=newest.seq,
+                count=newest.count - 1,
+                prev=start.prev_hash,
+                keyed=True,
+            )
+            entries = entries.filter(seq__gte=newest.seq)
+    if last is not None:
+        for entry in entries.filter(seq__lte=last["seq"]).iterator(2000):
+            walk.feed(entry)
+    problems = walk.finish()
+    if problems:
+        return CheckpointResult(None, problems + file_problems, "chain broken: not signed")
+    if last is None:
+        return CheckpointResult(None, file_problems, "the audit log is empty")
+    written = checkpoint_append(
+        seq=last["seq"], head=last["hash"], count=walk.count, at_ms=db_now_ms(), keyring=keyring
+    )
+    return CheckpointResult(written, file_problems)
+
+
+def audit_checkpoint_location() -> str:
+    return str(checkpoint_dir())
+
+
+def cli_actor_name() -> str:
+    """Who runs a management command, for the audit log: "cli:<OS user>" (or "cli")."""
+    try:
+        return f"cli:{getpass.getuser()}"[:150]
+    except (KeyError, OSError):  # no passwd entry, e.g. an arbitrary container uid
+        return "cli"

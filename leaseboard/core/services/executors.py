@@ -13,7 +13,7 @@ from leaseboard.core.clock import db_now_ms
 from leaseboard.core.models import Executor
 from leaseboard.core.models.executors import hash_token
 from leaseboard.core.services.audit import audit_record
-from leaseboard.domain.errors import ValidationFailed
+from leaseboard.domain.errors import NotFound, ValidationFailed
 
 TOKEN_PREFIX = "lb_"
 # Human executors are named "human:<username>"; no agent may take a name there.
@@ -57,6 +57,62 @@ def agent_rotate_token_locked(executor: Executor) -> str:
     executor.token_hash = hash_token(token)
     executor.save(update_fields=["token_hash"])
     return token
+
+
+def _agent_locked(name: str) -> Executor:
+    executor = (
+        Executor.objects.select_for_update(no_key=True)
+        .filter(name=name.strip(), kind=Executor.Kind.AGENT)
+        .first()
+    )
+    if executor is None:
+        raise NotFound(f"no agent named {name!r}")
+    return executor
+
+
+@transaction.atomic(durable=True)
+def agent_token_rotate(*, name: str, actor_name: str = "cli") -> tuple[Executor, str]:
+    """Give an agent a new token (returned once); its old token stops working. A revoked
+    agent gets a working token again this way."""
+    executor = _agent_locked(name)
+    had_token = executor.token_hash is not None
+    token = agent_rotate_token_locked(executor)
+    audit_record(
+        at_ms=db_now_ms(),
+        actor_name=actor_name,
+        actor_role="admin",
+        action="agent.token_rotate",
+        object_type="executor",
+        object_id=str(executor.id),
+        before={"name": executor.name, "had_token": had_token},
+        after={"name": executor.name, "had_token": True},
+    )
+    # This process forgets tokens it has verified; others within their cache ttl.
+    transaction.on_commit(token_cache_forget)
+    return executor, token
+
+
+@transaction.atomic(durable=True)
+def agent_token_revoke(*, name: str, actor_name: str = "cli") -> bool:
+    """Remove an agent's token: every request with it is refused (in other processes,
+    within LEASEBOARD_TOKEN_CACHE_SECONDS). False when it had none (nothing recorded)."""
+    executor = _agent_locked(name)
+    if executor.token_hash is None:
+        return False
+    executor.token_hash = None
+    executor.save(update_fields=["token_hash"])
+    audit_record(
+        at_ms=db_now_ms(),
+        actor_name=actor_name,
+        actor_role="admin",
+        action="agent.token_revoke",
+        object_type="executor",
+        object_id=str(executor.id),
+        before={"name": executor.name, "had_token": True},
+        after={"name": executor.name, "had_token": False},
+    )
+    transaction.on_commit(token_cache_forget)
+    return True
 
 
 def human_executor_for_user_id(user_id: int | None) -> Executor:

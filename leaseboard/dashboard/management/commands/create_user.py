@@ -1,20 +1,25 @@
-"""`manage.py create_user USERNAME --role operator|approver|manager [--password ...]`."""
+"""`manage.py create_user USERNAME --role operator|approver|manager [--password ...]`.
+
+Creates a new user only (an existing one is refused: roles change with `manage.py
+user_role`). The password must pass AUTH_PASSWORD_VALIDATORS; without one a random
+password is generated and printed once. Audited as `user.create`.
+"""
 
 from __future__ import annotations
 
 import secrets
 from typing import Any
 
-from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import transaction
 
+from leaseboard.core.services.audit import cli_actor_name
+from leaseboard.core.services.users import user_create
+from leaseboard.domain.errors import LeaseboardError
 from leaseboard.web.roles import ROLES
 
 
 class Command(BaseCommand):
-    help = "Create a dashboard user in a role (or add the role to an existing user)."
+    help = "Create a dashboard user in one or more roles (never modifies an existing user)."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("username")
@@ -25,28 +30,21 @@ class Command(BaseCommand):
         parser.add_argument("--email", default="")
 
     def handle(self, *args: Any, **opts: Any) -> None:
-        username: str = opts["username"].strip()
-        if not username or len(username) > 150:
-            raise CommandError("a username is 1 to 150 characters")
-        User = get_user_model()
         password = opts["password"]
-        generated = False
-        with transaction.atomic():
-            groups = list(Group.objects.filter(name__in=opts["role"]))
-            if len(groups) != len(set(opts["role"])):
-                raise CommandError("role groups are missing; run `manage.py migrate` first")
-            user, created = User.objects.get_or_create(
-                username=username, defaults={"email": opts["email"]}
+        generated = password is None
+        if generated:
+            password = secrets.token_urlsafe(16)
+        try:
+            user = user_create(
+                username=opts["username"],
+                password=password,
+                roles=opts["role"],
+                email=opts["email"],
+                actor_name=cli_actor_name(),
             )
-            if created and not password:
-                password = secrets.token_urlsafe(12)
-                generated = True
-            if password:
-                user.set_password(password)
-                user.save()
-            user.groups.add(*groups)
-        roles = ", ".join(sorted(g.name for g in groups))
-        verb = "created" if created else "updated"
-        self.stdout.write(f"{verb} user {username} with role {roles}")
+        except LeaseboardError as exc:
+            raise CommandError(exc.detail) from None
+        roles = ", ".join(sorted(set(opts["role"])))
+        self.stdout.write(f"created user {user.get_username()} with role {roles}")
         if generated:
             self.stdout.write(f"password: {password}")
