@@ -123,7 +123,9 @@ def setup_django(**values: str) -> None:
 # --- processes -----------------------------------------------------------------------------
 
 
-def spawn(cmd: Sequence[str], *, env: dict[str, str], log: Path | None = None) -> subprocess.Popen:
+def spawn(
+    cmd: Sequence[str], *, env: dict[str, str] | None = None, log: Path | None = None
+) -> subprocess.Popen:
     """Start `cmd` in ROOT in its own process group (so a stop reaches its children too),
     its output appended to `log` when given."""
     out = open(log, "ab") if log else None  # the child inherits it
