@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -53,6 +54,10 @@ REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/14")
 WORKERS = int(os.environ.get("BENCH_GUNICORN_WORKERS", "2"))
 N_ITEMS = 16_000
 BATCH = 1000
+VACUUMED = (
+    "core_lease", "core_workitem", "core_leaseevent", "core_effect", "core_checkpoint",
+    "bench_bare_item", "bench_bare_event",
+)  # fmt: skip
 say = sayer("bench")
 
 # One wrk request per line; `item` is the next key, lease id or body of the connection.
@@ -124,7 +129,7 @@ def seed() -> dict[str, Any]:
     with psycopg.connect(DB_URL, autocommit=True) as conn:
         create_and_seed(conn, N_ITEMS)
     with connection.cursor() as cursor:
-        cursor.execute("ANALYZE")  # fresh tables: give the planner row counts before load
+        cursor.execute("ANALYZE")  # fresh tables; the leases get theirs in vacuum()
     return {"executor_id": executor.id, "token": token, "executor": executor}
 
 
@@ -147,6 +152,32 @@ def top_up_leases(executor, want: int) -> list[str]:  # type: ignore[no-untyped-
     return [str(i) for i in held[:want]]
 
 
+def vacuum() -> None:
+    """Start every measurement from a vacuumed, analyzed database. The leases are made after
+    seeding, and autovacuum (with its ANALYZE) is off on the project's machines: without
+    fresh statistics the renew UPDATE walks the one bench agent's (holder, state) index
+    entries instead of the primary key. And each renew is a non-HOT update (a new row
+    version and an entry in each of core_lease's indexes), so every row would otherwise be
+    measured on the garbage of all the rows before it (docs/benchmarks.md)."""
+    import psycopg
+
+    with psycopg.connect(DB_URL, autocommit=True) as conn:
+        conn.execute(f"VACUUM (ANALYZE) {', '.join(VACUUMED)}")
+
+
+def renew_plan(lease_id: str, holder: int) -> str:
+    """The index the API's renew statement uses now (EXPLAIN only, nothing renewed)."""
+    from django.db import connection
+
+    from leaseboard.core.services.leases import _renew_sql
+
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN " + _renew_sql("postgresql", 1), [lease_id, 1, holder])
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    found = re.search(r"Scan using (\w+) on core_lease", plan)
+    return found.group(1) if found else plan
+
+
 # --- HTTP rows -----------------------------------------------------------------------------
 
 
@@ -159,6 +190,7 @@ def bench_http(
     res: dict[str, Load] = {}
 
     def load(server: Server, items: list[str], body: str, conns: int, threads: int = 2) -> Load:
+        vacuum()
         return wrk(
             server.url, items, body, conns=conns, threads=threads, seconds=seconds, token=token
         )
@@ -177,6 +209,7 @@ def bench_http(
 
     leases = top_up_leases(ctx["executor"], 6000)
     load(api, leases[:100], RENEW, 4)  # warm both API workers
+    say(f"the renew statement reads core_lease through {renew_plan(leases[0], holder)}")
     for conns in (1, 4, 16):
         threads = 1 if conns == 1 else 2
         r_api = res[f"single-{conns}"] = load(api, leases, RENEW, conns, threads)
@@ -288,6 +321,7 @@ def main(argv: list[str] | None = None) -> int:
         api.stop()
     leases = top_up_leases(ctx["executor"], 6000)
     say("pgbench")
+    vacuum()
     pg_rows, pg_tps = bench_pgbench(DB_URL, leases, ctx["executor_id"], seconds)
     say("etcd")
     etcd_rows, etcd = bench_etcd(seconds)
