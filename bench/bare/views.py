@@ -25,20 +25,26 @@ RENEW_SQL = (
     "max_gap_ms = GREATEST(l.max_gap_ms, c.n - l.renewed_at_ms), "
     "recent_renewals = right(l.recent_renewals || lpad(c.n::text, 13, '0') || ',', 280) "
     f"FROM (SELECT {NOW_MS} AS n) AS c "
-    "WHERE l.id = %s AND l.holder_id = %s AND l.epoch = %s "
+    "WHERE l.id = %s AND l.epoch = %s AND l.holder_id = %s "
     "AND l.state = 'active' AND l.expires_at_ms > c.n "
     "RETURNING l.id, l.epoch, l.expires_at_ms - c.n"
 )
 
 
-def renew(request: HttpRequest, lease_id: object) -> JsonResponse:
+def renew_answer(sql: str, request: HttpRequest, lease_id: object) -> JsonResponse:
+    """Run a renew statement taking (lease id, epoch, holder) and answer like the API; also
+    the body of the raw view inside the project's stack (bench/raw_view.py)."""
     epoch = int(json.loads(request.body)["epoch"])
     with connection.cursor() as cursor:
-        cursor.execute(RENEW_SQL, [str(lease_id), int(request.GET["h"]), epoch])
+        cursor.execute(sql, [str(lease_id), epoch, int(request.GET["h"])])
         row = cursor.fetchone()
     if row is None:
         return JsonResponse({"code": "refused"}, status=409)
     return JsonResponse({"lease_id": str(row[0]), "epoch": row[1], "expires_in_ms": row[2]})
+
+
+def renew(request: HttpRequest, lease_id: object) -> JsonResponse:
+    return renew_answer(RENEW_SQL, request, lease_id)
 
 
 def grant(request: HttpRequest, key: str) -> JsonResponse:
