@@ -48,7 +48,7 @@ def check(
 
 
 def check_high_water(ledger: list[tuple], leases: list[tuple]) -> dict[str, Any]:
-    """Replay the accepted log per work item in commit (= id, see chaos_recipient) order."""
+    """Replay the accepted log per work item in commit (= id, see recipient.py) order."""
     mark: dict[str, int] = {}
     epochs = {(key, epoch) for _, key, epoch, *_ in leases}
     c: Counter = Counter()
