@@ -55,6 +55,47 @@
       form.appendChild(input);
     });
   });
+  /* Risky actions confirm first: a form with data-confirm submits only after the person
+   * confirms in a modal <dialog> (focus starts on Cancel; Escape cancels; focus returns to
+   * the button). Without JavaScript the form submits at once; the server decides anyway. */
+  var confirmed = new WeakSet();
+  function confirmDialog(form, submitter) {
+    var dialog = document.getElementById("confirm-dialog");
+    if (!dialog) {
+      dialog = document.createElement("dialog");
+      dialog.id = "confirm-dialog";
+      dialog.setAttribute("aria-labelledby", "confirm-title");
+      dialog.setAttribute("aria-describedby", "confirm-text");
+      dialog.innerHTML = '<h2 id="confirm-title">Please confirm</h2><p id="confirm-text"></p>' +
+        '<p class="dialog-actions"><button type="button" data-cancel>Cancel</button> ' +
+        '<button type="button" class="danger" data-ok>Confirm</button></p>';
+      document.body.appendChild(dialog);
+      dialog.querySelector("[data-cancel]").addEventListener("click", function () { dialog.close("cancel"); });
+    }
+    dialog.querySelector("#confirm-text").textContent = form.dataset.confirm;
+    var ok = dialog.querySelector("[data-ok]");
+    ok.textContent = form.dataset.confirmLabel || "Confirm";
+    ok.onclick = function () {
+      dialog.close("ok");
+      confirmed.add(form);
+      if (form.requestSubmit) form.requestSubmit(submitter && submitter.form === form ? submitter : undefined);
+      else form.submit();
+    };
+    dialog.onclose = function () {
+      if (dialog.returnValue !== "ok" && submitter && submitter.focus) submitter.focus();
+    };
+    dialog.returnValue = "";
+    dialog.showModal();
+    dialog.querySelector("[data-cancel]").focus();
+  }
+  document.addEventListener("submit", function (evt) {
+    var form = evt.target;
+    if (!form.dataset || !form.dataset.confirm) return;
+    if (confirmed.has(form)) { confirmed.delete(form); return; }
+    evt.preventDefault();
+    evt.stopImmediatePropagation();
+    confirmDialog(form, evt.submitter);
+  }, true);
   document.addEventListener("DOMContentLoaded", function () { arrived(document); showPicked(); setInterval(tick, 250); });
   document.addEventListener("htmx:afterSwap", function (evt) { arrived(document); showPicked(); });
   document.addEventListener("htmx:configRequest", function (evt) {

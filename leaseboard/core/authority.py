@@ -12,7 +12,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from leaseboard.core.models import Effect, Executor, Lease
-from leaseboard.domain.authority import RULES, Act, Epoch, Party, Role, Verdict, decide
+from leaseboard.domain.authority import (
+    IDENTITY_CODES,
+    RULES,
+    Act,
+    Epoch,
+    Party,
+    Role,
+    Verdict,
+    decide,
+)
 from leaseboard.domain.certainty import LIVE, Certainty, LeaseTimes, state_at
 from leaseboard.domain.errors import ERRORS_BY_CODE, LeaseboardError
 
@@ -246,3 +255,12 @@ def authorize(
     )
     if not v.allowed:
         raise refusal(v, lease=lease, epoch=epoch, current_epoch=current_epoch)
+
+
+def authorize_who(act: Act, actor: Actor) -> None:
+    """Raise the refusal if the actor may never do `act` whatever its object (a role
+    missing): for a bulk act, asked once before anything is written; each item is then
+    decided by `authorize` with its own lease."""
+    v = verdict(act, actor)
+    if v.code in IDENTITY_CODES:
+        raise refusal(v)

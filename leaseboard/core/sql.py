@@ -13,6 +13,7 @@ from enum import StrEnum
 
 from django.conf import settings
 
+from leaseboard.core.models.executors import Executor
 from leaseboard.core.models.leases import RENEWAL_SLOT, RENEWAL_WINDOW, Lease
 from leaseboard.domain.certainty import Certainty
 from leaseboard.recipient.guard import upsert_sql as recipient_guard_upsert_sql
@@ -92,6 +93,22 @@ def lease_renew(vendor: str, n_rows: int) -> str:
         f"AND l.state = {literal(Certainty.ACTIVE)} AND l.expires_at_ms > c.n "
         f"RETURNING {returning}"
     )
+
+
+def executor_active_shared(vendor: str) -> str:
+    """Whether an executor may be granted a lease: its `is_active`, read under a share lock
+    on its row, so a grant and a quarantine (which updates the row) never pass each other:
+    the grant waits for a quarantine in progress and then reads its answer, and the
+    quarantine waits for a grant past this read, then revokes what it granted.
+
+    Parameters: the executor's id. Returns one row (is_active,), none if it does not exist."""
+    table = Executor._meta.db_table
+    if vendor == POSTGRESQL:
+        return f"SELECT is_active FROM {table} WHERE id = %s FOR SHARE"
+    if vendor == SQLITE:
+        # SQLite has no row locks: IMMEDIATE transactions already serialize every writer.
+        return f"SELECT is_active FROM {table} WHERE id = %s"
+    raise _unsupported(vendor)
 
 
 def lease_versions_unchanged(vendor: str, n_rows: int) -> str:

@@ -18,6 +18,9 @@ urlpatterns = [
     path("alerts/<int:pk>/acknowledge", views.alert_acknowledge, name="alert_acknowledge"),
     path("work/<path:key>", views.work_item, name="work_item"),
     path("leases/<uuid:lease_id>/revoke", views.lease_revoke, name="lease_revoke"),
+    path("leases/revoke", views.leases_revoke_bulk, name="revoke_bulk"),
     path("executors/<int:pk>", views.executor, name="executor"),
+    path("executors/<int:pk>/quarantine", views.agent_quarantine, name="quarantine"),
+    path("executors/<int:pk>/lift-quarantine", views.agent_quarantine_lift, name="lift_quarantine"),
     path("audit/", views.audit, name="audit"),
 ]

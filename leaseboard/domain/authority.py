@@ -28,6 +28,8 @@ class Act(StrEnum):
     COMPLETE = "complete"
     EXTEND_STANDING = "extend_standing"
     REVOKE = "revoke"
+    QUARANTINE = "quarantine"
+    LIFT_QUARANTINE = "lift_quarantine"
     HAND_BACK = "hand_back"
     ASSIGN = "assign"
     REQUEST_TAKEOVER = "request_takeover"
@@ -131,8 +133,14 @@ RULES: dict[Act, Rule] = {
     Act.EXTEND_STANDING: _rule({P.STANDING}, LIVE, Epoch.CURRENT),
     Act.HAND_BACK: _rule({P.STANDING}, LIVE, Epoch.CURRENT),
     Act.ASSIGN: _rule({P.STANDING}, LIVE, Epoch.CURRENT),
-    # Supervision.
+    # Supervision. Revoking one lease (or many, one by one) and quarantining an agent are
+    # containment: whoever watches the fleet may stop the harm at once, without a second
+    # person, because both only return work to the pool and grant nobody standing.
     Act.REVOKE: _rule({P.OPERATOR, P.APPROVER}, LIVE),
+    Act.QUARANTINE: _rule({P.OPERATOR, P.APPROVER}, why="an operator or an approver"),
+    # The way back gives standing again to an agent someone judged unsafe: that is for the
+    # people who decide standing (approvers), as for a takeover.
+    Act.LIFT_QUARANTINE: _rule({P.APPROVER}, why="an approver lifts a quarantine"),
     Act.REQUEST_TAKEOVER: _rule({P.OPERATOR}),
     Act.APPROVE_TAKEOVER: _rule(
         {P.APPROVER}, deny={P.REQUESTER}, why="an approver, never the requester"

@@ -1,5 +1,6 @@
 """The stored vocabulary that no richer domain module owns: who an executor is, how a lease
-was granted, where a work item stands, which event an alert reports.
+was granted, where a work item stands, which event an alert reports, and why a person
+stepped in (the reason category of a takeover, a revoke or a quarantine).
 
 Each enum here (and `Certainty`, the effect enums in `reconciliation`) is the one
 definition of its values: model choices, check constraints and raw SQL literals are derived
@@ -10,6 +11,8 @@ schema: run makemigrations.
 from __future__ import annotations
 
 from enum import StrEnum
+
+from leaseboard.domain.errors import ValidationFailed
 
 
 class ExecutorKind(StrEnum):
@@ -43,3 +46,41 @@ class AlertKind(StrEnum):
     RECIPIENT_REFUSAL = "recipient_refusal"
     RECOVERY = "recovery"
     TAKEOVER_EXPIRED = "takeover_expired"
+
+
+class ReasonCategory(StrEnum):
+    """Why a person stepped in: a takeover, an operator revoke, a quarantine."""
+
+    STUCK = "stuck"
+    MISBEHAVING = "misbehaving"
+    INCIDENT = "incident"
+    CUSTOMER = "customer"
+    UNKNOWN_OUTCOME = "unknown_outcome"
+    OTHER = "other"
+
+
+REASON_LABELS: dict[ReasonCategory, str] = {
+    ReasonCategory.STUCK: "Agent stuck or looping",
+    ReasonCategory.MISBEHAVING: "Agent misbehaving",
+    ReasonCategory.INCIDENT: "Incident response",
+    ReasonCategory.CUSTOMER: "Customer request",
+    ReasonCategory.UNKNOWN_OUTCOME: "Effects with unknown outcome",
+    ReasonCategory.OTHER: "Other",
+}
+
+REASON_TEXT_MAX = 1000
+
+
+def reason_checked(category: str, text: str, *, what: str = "this") -> str:
+    """A structured reason: a known category and 1 to REASON_TEXT_MAX characters of text
+    (returned stripped). `what` names the act in the error ("a revocation")."""
+    if category not in {c.value for c in ReasonCategory}:
+        raise ValidationFailed("choose a reason category", param="reason_category")
+    text = (text or "").strip()
+    if not text:
+        raise ValidationFailed(f"{what} needs a reason", param="reason_text")
+    if len(text) > REASON_TEXT_MAX:
+        raise ValidationFailed(
+            f"the reason is at most {REASON_TEXT_MAX} characters", param="reason_text"
+        )
+    return text

@@ -11,16 +11,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from leaseboard.core.models import Executor, Lease, Queue, WorkItem
-
-
-class ReasonCategory(models.TextChoices):
-    STUCK = "stuck", "Agent stuck or looping"
-    MISBEHAVING = "misbehaving", "Agent misbehaving"
-    INCIDENT = "incident", "Incident response"
-    CUSTOMER = "customer", "Customer request"
-    UNKNOWN_OUTCOME = "unknown_outcome", "Effects with unknown outcome"
-    OTHER = "other", "Other"
+# ReasonCategory is defined once in core (from the domain's vocabulary) and used here.
+from leaseboard.core.models import Executor, Lease, Queue, ReasonCategory, WorkItem
 
 
 class RequestStatus(models.TextChoices):

@@ -46,7 +46,7 @@ def test_operator_watches_a_lease_fail_acknowledges_and_finds_the_stale_effect(
 ):
     from leaseboard.core.models import Alert, AuditEntry
     from leaseboard.core.services.effects import effect_propose
-    from leaseboard.core.services.leases import lease_acquire
+    from leaseboard.core.services.leases import lease_acquire, lease_renew
     from leaseboard.domain.errors import StaleEpoch
 
     SHOTS.mkdir(parents=True, exist_ok=True)
@@ -68,7 +68,9 @@ def test_operator_watches_a_lease_fail_acknowledges_and_finds_the_stale_effect(
     page.evaluate("window.__notReloaded = true")
     page.screenshot(path=str(SHOTS / "1-active.png"), full_page=True)
 
-    # The holder misses its renewals: time passes the jeopardy threshold.
+    # The holder misses its renewals: time passes the jeopardy threshold. (A renewal first,
+    # so the times are counted from now whatever the sign-in took on a busy machine.)
+    lease_renew(lease_id=lease.id, executor=old_holder, epoch=lease.epoch)
     age_lease(lease.id, lease.jeopardy_after_ms + 200)
     page.wait_for_selector(f'{row}[data-certainty="jeopardy"]')
     assert "JEOPARDY" in page.inner_text(f"{row} .cert")

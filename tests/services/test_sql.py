@@ -30,7 +30,13 @@ from leaseboard.domain.certainty import Certainty
 from leaseboard.sandbox.models import EpochMark
 from leaseboard.settings import sqlite_database
 
-COVERED = {"now_ms", "lease_renew", "lease_versions_unchanged", "epoch_mark_upsert"}
+COVERED = {
+    "now_ms",
+    "lease_renew",
+    "lease_versions_unchanged",
+    "epoch_mark_upsert",
+    "executor_active_shared",
+}
 HELPERS = {"literal"}
 # Parents first. Executor has a user link, so SQLite (foreign keys on) needs auth's tables.
 TABLES = (ContentType, Permission, Group, User, Queue, WorkItem, Executor, Lease, EpochMark)
@@ -291,6 +297,18 @@ def test_lease_versions_unchanged_returns_only_leases_still_as_read(conn):
         params += [lease_id(conn, lid), *version]
     rows = fetch(conn, sql.lease_versions_unchanged(conn.vendor, len(as_read)), params)
     assert {Lease._meta.pk.to_python(row[0]) for row in rows} == {same.id}
+
+
+def test_executor_active_shared_reads_the_flag_and_nothing_for_a_missing_executor(conn):
+    holder, other, _ = scene(conn, db_now(conn))
+    with conn.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {Executor._meta.db_table} SET is_active = %s WHERE id = %s", [False, other.id]
+        )
+    statement = sql.executor_active_shared(conn.vendor)
+    assert [bool(r[0]) for r in fetch(conn, statement, [holder.id])] == [True]
+    assert [bool(r[0]) for r in fetch(conn, statement, [other.id])] == [False]
+    assert fetch(conn, statement, [990_999]) == []
 
 
 def test_epoch_mark_upsert_raises_the_mark_and_refuses_a_lower_epoch(conn):

@@ -25,11 +25,14 @@ from leaseboard.core.clock import db_now_ms
 from leaseboard.core.models import (
     Alert,
     AuditEntry,
+    BulkRevoke,
     Checkpoint,
     Effect,
     EffectPolicy,
+    Executor,
     Lease,
     LeaseEvent,
+    Quarantine,
     Queue,
     WorkItem,
 )
@@ -42,6 +45,7 @@ from leaseboard.core.services.leases import (
     lease_release,
     lease_revoke,
 )
+from leaseboard.core.services.supervision import agent_quarantine
 from leaseboard.domain.authority import RULES, Act, Party, decide
 from leaseboard.domain.certainty import Certainty
 from leaseboard.takeovers.models import Intervention, InterventionEvent, TakeoverRequest
@@ -98,6 +102,7 @@ class World:
     act: Act
     users: dict[str, Any] = field(default_factory=dict)
     tokens: dict[str, str] = field(default_factory=dict)
+    agents: dict[str, Any] = field(default_factory=dict)
     key: str = ""
     l1: Lease | None = None
     e1: Effect | None = None
@@ -147,7 +152,12 @@ def _end(lease: Lease, state: str, holder_token_owner: Any = None) -> None:
                 intervention_pk=iv.id, actor=Actor.human(user), lease_id=lease.id, epoch=lease.epoch
             )
     elif state == "revoked":
-        lease_revoke(lease_id=lease.id, actor=_approver(), reason="matrix: revoked")
+        lease_revoke(
+            lease_id=lease.id,
+            actor=_approver(),
+            reason_category="other",
+            reason_text="matrix: revoked",
+        )
 
 
 def build(state: str, actor: str, act: Act) -> World:
@@ -169,7 +179,7 @@ def build(state: str, actor: str, act: Act) -> World:
         ),
     }
     grant_break_glass(w.users["operator_standing"])
-    agents = {}
+    agents = w.agents
     for name in AGENTS:
         agents[name], w.tokens[name] = agent_create(name=f"{name}-{n}")
     holder = agents["holder_agent"]
@@ -209,6 +219,13 @@ def build(state: str, actor: str, act: Act) -> World:
             actor=Actor.human(w.users["operator_no_standing"]),
             reason_category="stuck",
             reason_text="matrix",
+        )
+    if act is Act.LIFT_QUARANTINE:
+        agent_quarantine(
+            executor_id=holder.id,
+            actor=_approver(),
+            reason_category="misbehaving",
+            reason_text="matrix: quarantined",
         )
     if act is Act.REVIEW_INTERVENTION:
         other = f"mx-bg-{n}"
@@ -351,7 +368,14 @@ def perform(w: World) -> Answer:
     if act is Act.REJECT_EFFECT:
         return _web(w, f"/takeovers/effects/{e2.id}/reject", {"note": "no"})
     if act is Act.REVOKE:
-        return _web(w, f"/leases/{l1.id}/revoke", {"reason": "misbehaving"})
+        reason = {"reason_category": "misbehaving", "reason_text": "sends duplicates"}
+        return _web(w, f"/leases/{l1.id}/revoke", reason)
+    if act is Act.QUARANTINE:
+        reason = {"reason_category": "misbehaving", "reason_text": "sends duplicates"}
+        return _web(w, f"/executors/{w.agents['holder_agent'].id}/quarantine", reason)
+    if act is Act.LIFT_QUARANTINE:
+        path = f"/executors/{w.agents['holder_agent'].id}/lift-quarantine"
+        return _web(w, path, {"note": "fixed and redeployed"})
     if act in (Act.REQUEST_TAKEOVER, Act.BREAK_GLASS):
         form = {"reason_category": "stuck", "reason_text": "r", "standing_minutes": 30}
         if act is Act.BREAK_GLASS:
@@ -382,8 +406,11 @@ def fingerprint() -> dict[str, Any]:
         "alert": sorted(Alert.objects.values_list("id", "resolved_at_ms", "acknowledged_at_ms")),
         "request": sorted(TakeoverRequest.objects.values_list("id", "status")),
         "intervention": sorted(Intervention.objects.values_list("id", "outcome", "reviewed_at_ms")),
+        "executor": sorted(Executor.objects.values_list("id", "is_active", "token_hash")),
+        "quarantine": sorted(Quarantine.objects.values_list("id", "lifted_at_ms")),
         "counts": [
-            m.objects.count() for m in (LeaseEvent, Checkpoint, AuditEntry, InterventionEvent)
+            m.objects.count()
+            for m in (LeaseEvent, Checkpoint, AuditEntry, InterventionEvent, BulkRevoke)
         ],
     }
 

@@ -5,12 +5,14 @@ from leaseboard.core.models.audit import AuditEntry, AuditHead
 from leaseboard.core.models.effects import Effect
 from leaseboard.core.models.executors import Executor
 from leaseboard.core.models.leases import Checkpoint, FencingKey, Lease, LeaseEvent
+from leaseboard.core.models.supervision import BulkRevoke, Quarantine, ReasonCategory
 from leaseboard.core.models.work import EffectPolicy, Queue, WorkItem
 
 __all__ = [
     "Alert",
     "AuditEntry",
     "AuditHead",
+    "BulkRevoke",
     "Checkpoint",
     "Effect",
     "EffectPolicy",
@@ -18,6 +20,8 @@ __all__ = [
     "FencingKey",
     "Lease",
     "LeaseEvent",
+    "Quarantine",
     "Queue",
+    "ReasonCategory",
     "WorkItem",
 ]

@@ -9,19 +9,28 @@ name, title-cased), as they were when the choices were written out by hand.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
+from typing import Any
 
 from django.db import models
 
 
-def text_choices(enum: type[StrEnum], *, module: str, qualname: str) -> type[models.TextChoices]:
+def text_choices(
+    enum: type[StrEnum],
+    *,
+    module: str,
+    qualname: str,
+    labels: Mapping[Any, str] | None = None,
+) -> type[models.TextChoices]:
     """A TextChoices class with exactly the members of `enum`, named where it is bound
-    (`module`, `qualname`) so its members pickle and print like a hand-written one."""
+    (`module`, `qualname`) so its members pickle and print like a hand-written one;
+    `labels` (member -> label) replaces Django's default labels."""
+    members = [
+        (member.name, (member.value, labels[member]) if labels else member.value) for member in enum
+    ]
     return models.TextChoices(  # type: ignore[return-value]
-        qualname.rsplit(".", 1)[-1],
-        [(member.name, member.value) for member in enum],
-        module=module,
-        qualname=qualname,
+        qualname.rsplit(".", 1)[-1], members, module=module, qualname=qualname
     )
 
 

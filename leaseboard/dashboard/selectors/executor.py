@@ -7,12 +7,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from leaseboard.core.clock import db_now_ms
-from leaseboard.core.models import Effect, Executor, Lease
+from leaseboard.core.models import Effect, Executor, Lease, Quarantine
 from leaseboard.core.models.leases import LIVE_STATES
 from leaseboard.dashboard.selectors.rows import LeaseRow, lease_row
 
 EXECUTOR_LEASE_LIMIT = 50
 EXECUTOR_REFUSAL_LIMIT = 50
+QUARANTINE_LIMIT = 10
 
 
 @dataclass
@@ -23,10 +24,18 @@ class ExecutorPage:
     recent: list[LeaseRow]
     refusals: list[Effect]
     health: dict[str, Any]
+    quarantines: list[Quarantine]  # newest first
+
+    @property
+    def quarantine(self) -> Quarantine | None:
+        """The quarantine in force, if any."""
+        first = self.quarantines[0] if self.quarantines else None
+        return first if first is not None and first.is_open else None
 
 
 def executor_page(*, executor_id: int) -> ExecutorPage | None:
-    """An executor's live and recent leases, renewal health and refusals; 5 queries."""
+    """An executor's live and recent leases, renewal health, refusals and quarantines;
+    6 queries."""
     executor = Executor.objects.filter(id=executor_id).first()
     if executor is None:
         return None
@@ -48,6 +57,11 @@ def executor_page(*, executor_id: int) -> ExecutorPage | None:
         .filter(executor=executor, decision=Effect.Decision.REFUSED)
         .order_by("-proposed_at_ms", "-id")[:EXECUTOR_REFUSAL_LIMIT]
     )
+    quarantines = list(
+        Quarantine.objects.filter(executor=executor)
+        .select_related("started_by", "lifted_by")
+        .order_by("-started_at_ms", "-id")[:QUARANTINE_LIMIT]
+    )
     live_rows = [lease_row(x, now_ms) for x in live]
     recent_rows = [lease_row(x, now_ms) for x in recent]
     ended = [r.lease.state for r in recent_rows]
@@ -61,4 +75,4 @@ def executor_page(*, executor_id: int) -> ExecutorPage | None:
         "recent_revoked": ended.count("revoked"),
         "recent_ended": len(ended),
     }
-    return ExecutorPage(executor, now_ms, live_rows, recent_rows, refusals, health)
+    return ExecutorPage(executor, now_ms, live_rows, recent_rows, refusals, health, quarantines)

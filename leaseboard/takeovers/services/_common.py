@@ -19,10 +19,10 @@ from leaseboard.core.services.audit import audit_act
 from leaseboard.core.services.leases import parse_lease_id
 from leaseboard.domain.authority import Act
 from leaseboard.domain.errors import StaleEpoch, ValidationFailed
+from leaseboard.domain.vocabulary import reason_checked as domain_reason_checked
 from leaseboard.takeovers.models import (
     Intervention,
     InterventionEvent,
-    ReasonCategory,
     TakeoverRequest,
 )
 
@@ -48,14 +48,7 @@ def decision_ttl_ms() -> int:
 
 
 def reason_checked(category: str, text: str) -> str:
-    if category not in ReasonCategory.values:
-        raise ValidationFailed("choose a reason category", param="reason_category")
-    text = (text or "").strip()
-    if not text:
-        raise ValidationFailed("a takeover needs a reason", param="reason_text")
-    if len(text) > 1000:
-        raise ValidationFailed("the reason is at most 1000 characters", param="reason_text")
-    return text
+    return domain_reason_checked(category, text, what="a takeover")
 
 
 def standing_checked(standing_ms: int | None) -> int:

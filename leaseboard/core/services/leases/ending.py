@@ -12,7 +12,7 @@ from django.db.models.functions import Least
 from leaseboard.core.authority import Actor, authorize
 from leaseboard.core.clock import db_now_ms
 from leaseboard.core.locking import work_item_locked
-from leaseboard.core.models import Alert, Executor, Lease, LeaseEvent
+from leaseboard.core.models import Alert, Executor, Lease, LeaseEvent, WorkItem
 from leaseboard.core.models.leases import LIVE_STATES
 from leaseboard.core.services.alerts import alerts_open, alerts_resolve, expiry_alert
 from leaseboard.core.services.audit import audit_act
@@ -23,6 +23,7 @@ from leaseboard.domain.errors import (
     NotFound,
     ValidationFailed,
 )
+from leaseboard.domain.vocabulary import reason_checked
 
 
 def lease_end_locked(
@@ -143,9 +144,16 @@ def lease_release(*, lease_id: Any, executor: Executor, epoch: int) -> Lease:
     )
 
 
-def lease_revoke_locked(*, lease: Lease, actor: Actor, now_ms: int, reason: str) -> Lease:
+def lease_revoke_locked(
+    *,
+    lease: Lease,
+    actor: Actor,
+    now_ms: int,
+    reason: str,
+    detail: dict[str, Any] | None = None,
+) -> Lease:
     """Revoke a live lease inside a caller's transaction (takeover approval, operator
-    revoke). Old-epoch effects are refused from the moment the caller commits."""
+    revoke, quarantine). Old-epoch effects are refused from the moment the caller commits."""
     if not reason.strip():
         raise ValidationFailed("a revocation needs a reason", param="reason")
     authorize(Act.REVOKE, actor, now_ms=now_ms, lease=lease)
@@ -155,6 +163,7 @@ def lease_revoke_locked(*, lease: Lease, actor: Actor, now_ms: int, reason: str)
         now_ms=now_ms,
         reason=reason,
         actor_id=executor_id_of(actor),
+        detail=detail,
     )
     alerts_resolve(lease=lease, now_ms=now_ms)
     return lease
@@ -176,25 +185,30 @@ def lease_hand_back_locked(
     )
 
 
-@transaction.atomic(durable=True)
-def lease_revoke(*, lease_id: Any, actor: Actor, reason: str, request_id: str = "") -> Lease:
-    """A supervisor revokes a live lease with a reason; the work item returns to the pool
-    and the holder's next renew answers `lease_revoked` with that reason."""
-    reason = (reason or "").strip()
-    if not reason or len(reason) > 1000:
-        raise ValidationFailed(
-            "a revocation needs a reason of 1 to 1000 characters", param="reason"
-        )
-    lid = parse_lease_id(lease_id)
-    item = work_item_locked(Lease, lid, what="lease")
-    lease = (
-        Lease.objects.select_for_update(no_key=True, of=("self",))
-        .select_related("holder")
-        .get(id=lid)
-    )
+def revoke_reason(reason_category: str, reason_text: str) -> str:
+    """The end reason an operator's revoke records (and the holder's next renew is told)."""
+    return f"{reason_category}: {reason_text}"
+
+
+def lease_revoke_audited_locked(
+    *,
+    item: WorkItem,
+    lease: Lease,
+    actor: Actor,
+    reason_category: str,
+    reason_text: str,
+    request_id: str = "",
+    reason: str = "",
+    detail: dict[str, Any] | None = None,
+) -> Lease:
+    """An operator's revoke of one lease, with its audit entry, inside the caller's
+    transaction (which holds the work item's lock, then the lease's). Shared by the single
+    revoke, the bulk revoke and the quarantine; `reason` overrides the recorded text."""
     now = db_now_ms()
     before = {"state": lease.state, "epoch": lease.epoch, "holder": lease.holder.name}
-    lease_revoke_locked(lease=lease, actor=actor, now_ms=now, reason=reason)
+    structured = {"reason_category": reason_category, "reason_text": reason_text, **(detail or {})}
+    recorded = reason or revoke_reason(reason_category, reason_text)
+    lease_revoke_locked(lease=lease, actor=actor, now_ms=now, reason=recorded, detail=structured)
     audit_act(
         act=Act.REVOKE,
         actor=actor,
@@ -203,9 +217,45 @@ def lease_revoke(*, lease_id: Any, actor: Actor, reason: str, request_id: str = 
         object_id=str(lease.id),
         work_item=item,
         at_ms=now,
-        reason=reason,
+        reason=recorded,
         before=before,
-        after={"state": lease.state, "epoch": item.epoch},
+        after={"state": lease.state, "epoch": item.epoch, **structured},
         request_id=request_id,
     )
     return lease
+
+
+def lease_for_revoke_locked(lease_id: Any) -> tuple[WorkItem, Lease]:
+    """Lock a lease's work item, then the lease (the core's lock order)."""
+    lid = parse_lease_id(lease_id)
+    item = work_item_locked(Lease, lid, what="lease")
+    lease = (
+        Lease.objects.select_for_update(no_key=True, of=("self",))
+        .select_related("holder")
+        .get(id=lid)
+    )
+    return item, lease
+
+
+@transaction.atomic(durable=True)
+def lease_revoke(
+    *,
+    lease_id: Any,
+    actor: Actor,
+    reason_category: str,
+    reason_text: str,
+    request_id: str = "",
+) -> Lease:
+    """A supervisor revokes a live lease with a structured reason (category and text); the
+    work item returns to the pool and the holder's next renew answers `lease_revoked` with
+    that reason."""
+    text = reason_checked(reason_category, reason_text, what="a revocation")
+    item, lease = lease_for_revoke_locked(lease_id)
+    return lease_revoke_audited_locked(
+        item=item,
+        lease=lease,
+        actor=actor,
+        reason_category=reason_category,
+        reason_text=text,
+        request_id=request_id,
+    )

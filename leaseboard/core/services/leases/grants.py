@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import BigIntegerField, Case, Exists, F, OuterRef, Subquery, Value, When
 
+from leaseboard.core import sql
 from leaseboard.core.authority import Actor, authorize
 from leaseboard.core.clock import DbNowMs, db_now_ms
 from leaseboard.core.models import Checkpoint, Executor, Lease, LeaseEvent, WorkItem
@@ -21,6 +22,8 @@ from leaseboard.domain.errors import (
     LockDelay,
     NeedsReconciliation,
     NotFound,
+    Unauthenticated,
+    ValidationFailed,
     WorkLeased,
     WorkNotAdmitted,
 )
@@ -38,6 +41,19 @@ class Grant:
         return max(0, self.lease.expires_at_ms - self.now_ms)
 
 
+def holder_active_checked(holder: Executor, grant_kind: str) -> None:
+    """Refuse a grant to an agent whose credential is deactivated (a quarantine), even when
+    its request got past a token cached before the quarantine."""
+    with connection.cursor() as cursor:
+        cursor.execute(sql.executor_active_shared(connection.vendor), [holder.id])
+        row = cursor.fetchone()
+    if row is not None and row[0]:
+        return
+    if grant_kind == Lease.GrantKind.ACQUIRE:
+        raise Unauthenticated("this agent's credential is deactivated (quarantined)")
+    raise ValidationFailed(f"agent {holder.name!r} is deactivated (quarantined)", param="agent")
+
+
 def lease_grant_locked(
     *,
     item: WorkItem,
@@ -51,7 +67,10 @@ def lease_grant_locked(
     actor_id: int | None = None,
 ) -> Lease:
     """Raise the epoch and create the lease. The caller holds the work item's row lock and
-    has ended any live lease; the partial unique constraint backs that up."""
+    has ended any live lease; the partial unique constraint backs that up. An agent must
+    be active (not quarantined), read under a share lock (core.sql.executor_active_shared)."""
+    if holder.kind == Executor.Kind.AGENT:
+        holder_active_checked(holder, grant_kind)
     policy = timing_for(item, ttl_ms, max_lifetime_ms)
     jeopardy_after = (
         jeopardy_after_ms if jeopardy_after_ms is not None else policy.jeopardy_after_ms

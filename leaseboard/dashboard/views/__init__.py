@@ -1,0 +1,25 @@
+"""Thin htmx views, one module per page or subject: one view serves the full page and its
+fragment; roles are checked on the server by `role_required`; reads come from `selectors`,
+writes from core services, and what the views of several apps share (roles, page
+rendering, redirects, refusals) from `leaseboard.web`."""
+
+from leaseboard.dashboard.views.alerts import alert_acknowledge, alert_badge, alerts
+from leaseboard.dashboard.views.audit import audit
+from leaseboard.dashboard.views.executors import agent_quarantine, agent_quarantine_lift, executor
+from leaseboard.dashboard.views.live import live_leases
+from leaseboard.dashboard.views.revocations import lease_revoke, leases_revoke_bulk
+from leaseboard.dashboard.views.work import work_item
+
+__all__ = [
+    "agent_quarantine",
+    "agent_quarantine_lift",
+    "alert_acknowledge",
+    "alert_badge",
+    "alerts",
+    "audit",
+    "executor",
+    "lease_revoke",
+    "leases_revoke_bulk",
+    "live_leases",
+    "work_item",
+]

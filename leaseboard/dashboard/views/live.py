@@ -1,0 +1,32 @@
+"""The live leases page and its polled fragment."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.http import require_GET
+
+from leaseboard.dashboard.selectors import live as live_reads
+from leaseboard.web.htmx import page_or_fragment, polled_fragment, wants_fragment
+from leaseboard.web.pages import render_page
+from leaseboard.web.roles import VIEWER_ROLES, role_required, user_roles
+
+
+@require_GET
+@role_required(*VIEWER_ROLES)
+def live_leases(request: HttpRequest) -> HttpResponse:
+    filters = live_reads.LiveFilters.from_query(request.GET)
+    page = live_reads.live_leases(filters)
+    if wants_fragment(request, "live"):
+        # The rows' actions (takeover link, bulk pick) depend on the roles, here as on
+        # the full page; role_required has already read them for this request.
+        context = {"page": page, "roles": user_roles(request)}
+        return polled_fragment(
+            request, "dashboard/_live.html", context, version=page.version, seq=page.now_ms
+        )
+    context = {
+        "page": page,
+        "queues": [],
+        "certainty_choices": live_reads.CERTAINTY_FILTERS,
+        "page_sizes": live_reads.PAGE_SIZES,
+    }
+    return page_or_fragment(render_page(request, "dashboard/live.html", context))

@@ -1,0 +1,78 @@
+"""An operator (or approver) revokes an agent's lease with a structured reason, or several
+leases with one reason: picked on the live page, confirmed on a page that lists them,
+answered with an outcome per lease."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse
+from django.urls import reverse
+from django.views.decorators.http import require_http_methods, require_POST
+
+from leaseboard.core.services import leases as lease_services
+from leaseboard.core.services import supervision
+from leaseboard.dashboard.forms import BulkRevokeForm
+from leaseboard.dashboard.selectors import revocations as revoke_reads
+from leaseboard.domain.errors import LeaseboardError, NotFound
+from leaseboard.web.pages import render_page
+from leaseboard.web.redirects import redirect_next
+from leaseboard.web.refusals import refuse, refused_for_form
+from leaseboard.web.roles import APPROVER, OPERATOR, acting, role_required
+
+
+@require_POST
+@role_required(OPERATOR, APPROVER)
+def lease_revoke(request: HttpRequest, lease_id: uuid.UUID) -> HttpResponse:
+    """Revoke one agent's lease; the work item returns to the pool."""
+    try:
+        lease = lease_services.lease_revoke(
+            lease_id=lease_id,
+            reason_category=request.POST.get("reason_category", ""),
+            reason_text=request.POST.get("reason_text", ""),
+            **acting(request),
+        )
+    except NotFound:
+        raise Http404("no such lease") from None
+    except LeaseboardError as exc:
+        refuse(request, exc, prefix="Revoke: ")
+        return redirect_next(request, reverse("dashboard:live"))
+    messages.success(
+        request,
+        f"Revoked {lease.holder.name}'s lease at epoch {lease.epoch}; "
+        "its next renew is refused with your reason.",
+    )
+    return redirect_next(request, reverse("dashboard:work_item", args=[lease.work_item.key]))
+
+
+@require_http_methods(["GET", "POST"])
+@role_required(OPERATOR, APPROVER)
+def leases_revoke_bulk(request: HttpRequest) -> HttpResponse:
+    """GET ?key=…: the live leases of the picked work items, to confirm. POST: revoke the
+    ones still ticked, with one reason and the form's idempotency key."""
+    form = BulkRevokeForm(request.POST or None, initial={"idempotency_key": uuid.uuid4().hex})
+    picked = request.POST.getlist("lease") if request.method == "POST" else []
+    bulk = None
+    if request.method == "POST" and form.is_valid():
+        d = form.cleaned_data
+        try:
+            bulk = supervision.leases_revoke_bulk(
+                lease_ids=picked,
+                reason_category=d["reason_category"],
+                reason_text=d["reason_text"],
+                idempotency_key=d["idempotency_key"],
+                **acting(request),
+            )
+        except LeaseboardError as exc:
+            form.add_error(None, refused_for_form(exc))
+    rows = [] if bulk else revoke_reads.leases_to_revoke(keys=request.GET.getlist("key"))
+    context = {
+        "form": form,
+        "rows": rows,
+        "picked": set(picked),
+        "bulk": bulk,
+        "succeeded": sum(1 for r in bulk.results if r["ok"]) if bulk else 0,
+    }
+    status = 400 if request.method == "POST" and bulk is None else 200
+    return render_page(request, "dashboard/revoke_bulk.html", context, status)

@@ -1,0 +1,22 @@
+"""The work item page."""
+
+from __future__ import annotations
+
+from django.http import Http404, HttpRequest, HttpResponse
+from django.views.decorators.http import require_GET
+
+from leaseboard.dashboard.forms import ReasonForm
+from leaseboard.dashboard.selectors import work_item as work_item_reads
+from leaseboard.web.htmx import page_or_fragment
+from leaseboard.web.pages import render_page
+from leaseboard.web.roles import VIEWER_ROLES, role_required
+
+
+@require_GET
+@role_required(*VIEWER_ROLES)
+def work_item(request: HttpRequest, key: str) -> HttpResponse:
+    page = work_item_reads.work_item_page(key=key, lease_id=request.GET.get("lease", ""))
+    if page is None:
+        raise Http404("no such work item")
+    context = {"page": page, "revoke_form": ReasonForm(auto_id="revoke-%s")}
+    return page_or_fragment(render_page(request, "dashboard/work_item.html", context))
