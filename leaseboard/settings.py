@@ -431,3 +431,10 @@ if not (
     raise ImproperlyConfigured(
         "LEASEBOARD_TAKEOVER_DEFAULT_STANDING_MS must lie between the MIN and MAX standing"
     )
+
+# --- Dashboard (leaseboard/dashboard) ---------------------------------------------------
+# How long an ended lease stays on the live page (greyed, with its end reason) before it
+# leaves the default view, so the row someone is about to click does not vanish.
+LEASEBOARD_DASHBOARD_ENDED_VISIBLE_MS = env_int(
+    "LEASEBOARD_DASHBOARD_ENDED_VISIBLE_MS", 120_000, minimum=0
+)

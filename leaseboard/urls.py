@@ -14,3 +14,8 @@ urlpatterns = [
     path("takeovers/", include("leaseboard.takeovers.urls")),
     path("", include("leaseboard.dashboard.urls")),
 ]
+
+# Refusal and error pages inside the site's layout (leaseboard.web.errors).
+handler403 = "leaseboard.web.errors.permission_denied"
+handler404 = "leaseboard.web.errors.page_not_found"
+handler500 = "leaseboard.web.errors.server_error"

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from leaseboard.core.clock import db_now_ms
-from leaseboard.core.models import Lease, WorkItem
+from django.db.models import Exists, OuterRef, QuerySet, Value
+from django.db.models.functions import Coalesce
+
+from leaseboard.core.clock import DbNowMs, db_now_ms
+from leaseboard.core.models import Alert, AlertSnooze, Lease, WorkItem
 from leaseboard.core.models.leases import LIVE_STATES
 from leaseboard.domain.certainty import Certainty, LeaseTimes, state_at
 from leaseboard.domain.errors import NotFound
@@ -40,3 +43,20 @@ def work_item_state(*, key: str) -> WorkItemState:
         # Time already ended it; a sweep will write that down. No holder has standing.
         return WorkItemState(item, None, None, None)
     return WorkItemState(item, lease, certainty.value, max(0, lease.expires_at_ms - now))
+
+
+def alert_group_key(alert_holder_id: int | None, kind: str) -> str:
+    """How a group of alerts (one agent, one kind) is named in forms: "<agent id>:<kind>",
+    agent id 0 for alerts about no agent's lease."""
+    return f"{alert_holder_id or 0}:{kind}"
+
+
+def alerts_unsnoozed(qs: QuerySet[Alert], *, snoozed: bool = False) -> QuerySet[Alert]:
+    """Alerts whose group (their lease holder and kind) is not snoozed now, or with
+    `snoozed`, only those whose group is. Read with the database clock, in the same query."""
+    active = AlertSnooze.objects.annotate(agent=Coalesce("executor_id", Value(0))).filter(
+        kind=OuterRef("kind"),
+        agent=Coalesce(OuterRef("lease__holder_id"), Value(0)),
+        until_ms__gt=DbNowMs(),
+    )
+    return qs.filter(Exists(active)) if snoozed else qs.exclude(Exists(active))

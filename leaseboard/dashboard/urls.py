@@ -15,6 +15,9 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(next_page="dashboard:login"), name="logout"),
     path("alerts/", views.alerts, name="alerts"),
     path("alerts/badge", views.alert_badge, name="alert_badge"),
+    path("alerts/acknowledge", views.alerts_acknowledge_groups, name="alerts_acknowledge"),
+    path("alerts/snooze", views.alerts_snooze_groups, name="alerts_snooze"),
+    path("approvals/badge", views.pending_badge, name="pending_badge"),
     path("alerts/<int:pk>/acknowledge", views.alert_acknowledge, name="alert_acknowledge"),
     path("work/<path:key>", views.work_item, name="work_item"),
     path("leases/<uuid:lease_id>/revoke", views.lease_revoke, name="lease_revoke"),
@@ -23,4 +26,5 @@ urlpatterns = [
     path("executors/<int:pk>/quarantine", views.agent_quarantine, name="quarantine"),
     path("executors/<int:pk>/lift-quarantine", views.agent_quarantine_lift, name="lift_quarantine"),
     path("audit/", views.audit, name="audit"),
+    path("fleet/", views.fleet, name="fleet"),
 ]

@@ -207,16 +207,19 @@ def _sweep_batch(
                     detail={"materialized_at_ms": now, "expires_at_ms": lease.expires_at_ms},
                 )
             )
-            alerts.append(
-                lease_alert(
-                    lease,
-                    Alert.Kind.JEOPARDY,
-                    f"{lease.holder.name} missed its renewals; the lease expires in "
-                    f"{max(0, lease.expires_at_ms - now) / 1000:.1f} s",
-                    due_at_ms=lease.jeopardy_at_ms,
-                    now_ms=now,
-                )
+            # A fact that stays true when read later (no countdown frozen into the text);
+            # the page shows the expiry time from the detail.
+            alert = lease_alert(
+                lease,
+                Alert.Kind.JEOPARDY,
+                f"{lease.holder.name} missed its renewals: none for "
+                f"{(lease.jeopardy_at_ms - lease.renewed_at_ms) / 1000:.1f} s "
+                f"(ttl {lease.ttl_ms / 1000:.1f} s)",
+                due_at_ms=lease.jeopardy_at_ms,
+                now_ms=now,
             )
+            alert.detail["expires_at_ms"] = lease.expires_at_ms
+            alerts.append(alert)
         report.jeopardy += len(plans[JEOPARDY])
 
     for lease in plans[RECOVER]:

@@ -7,9 +7,12 @@ from django import forms
 from leaseboard.takeovers.models import ReasonCategory
 from leaseboard.takeovers.services import standing_default_ms, standing_max_ms, standing_min_ms
 
+# No preselected category: the person says why, every time.
+REASON_CHOICES = [("", "choose a reason…"), *ReasonCategory.choices]
+
 
 class TakeoverRequestForm(forms.Form):
-    reason_category = forms.ChoiceField(choices=ReasonCategory.choices, label="Reason")
+    reason_category = forms.ChoiceField(choices=REASON_CHOICES, label="Reason")
     reason_text = forms.CharField(
         max_length=1000, widget=forms.Textarea(attrs={"rows": 3}), label="Why"
     )
@@ -17,7 +20,6 @@ class TakeoverRequestForm(forms.Form):
     agent = forms.CharField(
         max_length=150, required=False, label="Grant to agent (blank: yourself)"
     )
-    break_glass = forms.BooleanField(required=False, label="Break glass: take over now")
 
     def __init__(self, *args, **kwargs):  # type: ignore[no-untyped-def]
         super().__init__(*args, **kwargs)
@@ -37,6 +39,6 @@ class TakeoverRequestForm(forms.Form):
 
 class BulkRequestForm(forms.Form):
     work_keys = forms.CharField(widget=forms.Textarea(attrs={"rows": 5}), label="Work keys")
-    reason_category = forms.ChoiceField(choices=ReasonCategory.choices, label="Reason")
+    reason_category = forms.ChoiceField(choices=REASON_CHOICES, label="Reason")
     reason_text = forms.CharField(max_length=1000, label="Why")
     idempotency_key = forms.CharField(max_length=200, widget=forms.HiddenInput)

@@ -19,6 +19,7 @@ urlpatterns = [
     path("interventions/<int:pk>/effects", standing.effect_record, name="record_effect"),
     path("effects/<uuid:effect_id>/reconcile", standing.effect_reconcile, name="reconcile"),
     path("pending/", approvals.pending, name="pending"),
+    path("decide", approvals.decide_many, name="decide_many"),
     path("requests/<int:pk>/<str:decision>", approvals.request_decide, name="decide"),
     path("effects/<uuid:effect_id>/<str:decision>", approvals.effect_decide, name="effect_decide"),
     path("interventions/", interventions.interventions, name="interventions"),

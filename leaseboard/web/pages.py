@@ -1,28 +1,61 @@
-"""Rendering a full page: what the header needs on every page (alert badge, roles) and
-no caching, since every page shows live state."""
+"""Rendering a full page: what the header needs on every page (alert badge, the approver's
+pending badge, roles) and no caching, since every page shows live state."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from django.apps import apps
+from django.db import connection
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from leaseboard.core.models import Alert
-from leaseboard.web.roles import OPERATOR, has_role, user_roles
+from leaseboard.core.clock import now_ms_sql
+from leaseboard.core.models import Alert, Effect, Lease
+from leaseboard.core.selectors import alerts_unsnoozed
+from leaseboard.core.sql import literal
+from leaseboard.domain.certainty import LIVE, Certainty
+from leaseboard.domain.reconciliation import Decision
+from leaseboard.web.roles import APPROVER, OPERATOR, has_role, user_roles
 
-# The badge counts up to this many and then shows "99+": a bounded scan.
+# Badges count up to this many and then show "99+": a bounded scan.
 BADGE_CAP = 99
+PENDING = "'pending'"  # the takeover workflow's RequestStatus.PENDING (not imported here)
 
 
 def alert_badge_count() -> int:
-    """Open, unacknowledged alerts, counted up to BADGE_CAP+1 (one query)."""
+    """Open, unacknowledged alerts that are not snoozed, counted up to BADGE_CAP+1 (one
+    query)."""
     return (
-        Alert.objects.filter(resolved_at_ms__isnull=True, acknowledged_at_ms__isnull=True)
+        alerts_unsnoozed(
+            Alert.objects.filter(resolved_at_ms__isnull=True, acknowledged_at_ms__isnull=True)
+        )
         .order_by()
         .values("id")[: BADGE_CAP + 1]
         .count()
     )
+
+
+def pending_badge_count() -> int:
+    """What waits for an approver: pending takeover requests (read from the takeover
+    workflow's table through the app registry, as the templates find its URLs by name)
+    and effects waiting for approval under a lease that is still live; each counted up to
+    BADGE_CAP+1, in one query."""
+    cap = BADGE_CAP + 1
+    live = ", ".join(literal(c) for c in Certainty if c in LIVE)
+    effects = (
+        f"SELECT 1 FROM {Effect._meta.db_table} e JOIN {Lease._meta.db_table} l "
+        f"ON l.id = e.lease_id WHERE e.decision = {literal(Decision.PENDING_APPROVAL)} "
+        f"AND l.state IN ({live}) AND l.expires_at_ms > {now_ms_sql()} LIMIT {cap}"
+    )
+    parts = [f"(SELECT count(*) FROM ({effects}) AS e)"]
+    if apps.is_installed("leaseboard.takeovers"):
+        table = apps.get_model("takeovers", "TakeoverRequest")._meta.db_table
+        requests = f"SELECT 1 FROM {table} WHERE status = {PENDING} LIMIT {cap}"
+        parts.append(f"(SELECT count(*) FROM ({requests}) AS r)")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT " + " + ".join(parts))
+        return int(cursor.fetchone()[0])
 
 
 def no_store(response: HttpResponse) -> HttpResponse:
@@ -33,9 +66,12 @@ def no_store(response: HttpResponse) -> HttpResponse:
 def render_page(
     request: HttpRequest, template: str, context: dict[str, Any], status: int = 200
 ) -> HttpResponse:
-    """A full page with the header's badge and roles (the roles are already read by
-    `role_required`, so this adds the badge's one query)."""
+    """A full page with the header's badges and roles (the roles are already read by
+    `role_required`, so this adds the alert badge's query, and the pending badge's for an
+    approver)."""
     context.setdefault("alert_badge", alert_badge_count())
+    if has_role(request, APPROVER):
+        context.setdefault("pending_badge", pending_badge_count())
     context["roles"] = user_roles(request)
     context["can_acknowledge"] = has_role(request, OPERATOR)
     return no_store(render(request, template, context, status=status))

@@ -29,8 +29,9 @@ def sign_in(browser: Any, base: str, username: str, viewport: dict | None = None
 
 
 def shot(page: Any, name: str, *, full_page: bool = True) -> None:
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=full_page)
+    path = SHOTS / f"{name}.png"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(path), full_page=full_page)
 
 
 def agent_call(base: str, path: str, token: str, body: dict | None = None) -> tuple[int, dict]:

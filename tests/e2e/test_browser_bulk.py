@@ -17,7 +17,7 @@ def test_a_selection_survives_polling_and_fills_the_bulk_form(live_server, brows
     SHOTS.mkdir(parents=True, exist_ok=True)
     make_user("otto", "operator")
     holder, _ = agent("bulk-agent")
-    leases = [leased_item(holder, key=f"bulk-{i}") for i in range(3)]
+    leases = [leased_item(holder, key=f"bulk-{i}", ttl_ms=600_000) for i in range(3)]
 
     page = browser.new_page(viewport={"width": 1280, "height": 800})
     page.set_default_timeout(10_000)
@@ -39,7 +39,7 @@ def test_a_selection_survives_polling_and_fills_the_bulk_form(live_server, brows
     assert page.locator(f"#lease-{leases[1].id} a.takeover-link").count() == 1
     page.screenshot(path=str(SHOTS / "bulk-1-picked.png"), full_page=True)
 
-    page.click("#bulk-pick button[type=submit]")
+    page.click("#bulk-pick button:not(.danger)")
     page.wait_for_url("**/takeovers/bulk**")
     keys = page.input_value('textarea[name="work_keys"]').split()
     assert sorted(keys) == ["bulk-0", "bulk-2"]

@@ -85,7 +85,8 @@ def test_operator_watches_a_lease_fail_acknowledges_and_finds_the_stale_effect(
     assert page.evaluate("window.__notReloaded") is True
     page.screenshot(path=str(SHOTS / "3-expired.png"), full_page=True)
     _materialize()
-    page.wait_for_selector(row, state="detached")  # no longer live once written down
+    # Written down as expired, it stays in place for a while, greyed, saying why it ended.
+    page.wait_for_selector(f'{row}.ended:has-text("ttl elapsed")')
     page.wait_for_selector('[data-counter="expired"]:text-is("1")')
     assert page.evaluate("window.__notReloaded") is True
 
@@ -109,6 +110,7 @@ def test_operator_watches_a_lease_fail_acknowledges_and_finds_the_stale_effect(
     )
     assert alert is not None
     page.click('header a[href="/alerts/"]')
+    page.click("text=one by one")
     alert_row = f"#alert-{alert.id}"
     page.fill(f'{alert_row} input[name="note"]', "agent-old is wedged; restarting it")
     page.click(f'{alert_row} button[type="submit"]')

@@ -24,7 +24,7 @@ def _renew(base: str, lease, token: str) -> tuple[int, dict]:  # type: ignore[no
 
 def test_an_operator_revokes_a_lease_and_the_agent_is_told_why(live_server, browser, agent, people):
     executor, token = agent("refund-bot")
-    lease = leased_item(executor, key="refund-9")
+    lease = leased_item(executor, key="refund-9", ttl_ms=600_000)
     page = sign_in(browser, live_server.url, "olga")
     page.goto(f"{live_server.url}/work/refund-9")
     page.select_option("#revoke-reason_category", "misbehaving")
@@ -47,7 +47,7 @@ def test_an_operator_revokes_a_lease_and_the_agent_is_told_why(live_server, brow
 
 def test_an_operator_revokes_picked_leases_in_bulk(live_server, browser, agent, people):
     executor, token = agent("batch-bot")
-    leases = [leased_item(executor, key=f"batch-{i}") for i in range(3)]
+    leases = [leased_item(executor, key=f"batch-{i}", ttl_ms=600_000) for i in range(3)]
     page = sign_in(browser, live_server.url, "olga")
     page.wait_for_selector(f"#lease-{leases[0].id}")
     page.check('input.pick[value="batch-0"]')
@@ -77,7 +77,7 @@ def test_an_operator_quarantines_an_agent_and_an_approver_lifts_it(
     live_server, browser, agent, people
 ):
     bad, token = agent("loop-bot")
-    leases = [leased_item(bad, key=f"loop-{i}") for i in range(2)]
+    leases = [leased_item(bad, key=f"loop-{i}", ttl_ms=600_000) for i in range(2)]
     assert agent_call(live_server.url, "/api/v1/work-items/loop-0", token)[0] == 200
     op = sign_in(browser, live_server.url, "olga")
     op.goto(f"{live_server.url}/executors/{bad.id}")

@@ -33,7 +33,7 @@ def test_two_people_take_over_reconcile_hand_back_and_a_manager_exports(
 ):
     from leaseboard.core.models import Effect, Lease
     from leaseboard.core.services.effects import effect_propose, effect_report_outcome
-    from leaseboard.takeovers.models import Intervention
+    from leaseboard.takeovers.models import Intervention, TakeoverRequest
 
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     SHOTS.mkdir(parents=True, exist_ok=True)
@@ -68,9 +68,10 @@ def test_two_people_take_over_reconcile_hand_back_and_a_manager_exports(
     ap = _sign_in(browser, base, "ada")
     ap.goto(f"{base}/takeovers/pending/")
     assert "refund-77" in ap.content()
-    ap.fill('form[action$="/approve"] input[name="note"]', "go ahead")
+    ap.check(f"#pick-request-{TakeoverRequest.objects.get().id}")
+    ap.fill("#decide-note", "go ahead")
     ap.screenshot(path=str(SHOTS / "takeover-2-pending.png"))
-    ap.click('form[action$="/approve"] button')
+    ap.click('#decide-pick button[value="approve"]')
     assert "approved" in ap.content()
     assert Lease.objects.get(id=lease.id).state == "revoked"
 
@@ -78,7 +79,7 @@ def test_two_people_take_over_reconcile_hand_back_and_a_manager_exports(
     op.goto(f"{base}/takeovers/standing/")
     countdown = op.locator(".countdown").first
     first = countdown.inner_text()
-    op.wait_for_timeout(1200)
+    op.wait_for_timeout(2100)
     assert countdown.inner_text() != first, "the countdown does not tick"
     op.select_option(f'form[data-effect="{effect.id}"] select', "not_applied")
     op.fill(f'form[data-effect="{effect.id}"] input[name="note"]', "no refund in the ledger")
@@ -87,6 +88,7 @@ def test_two_people_take_over_reconcile_hand_back_and_a_manager_exports(
     assert "Effect reconciled." in op.content()
     op.fill('form.hand-back input[name="note"]', "safe for the agents again")
     op.click("form.hand-back button")
+    op.locator("dialog#confirm-dialog[open] [data-ok]").click()  # hand back confirms first
     assert "Handed back" in op.content()
     assert Effect.objects.get(id=effect.id).resolution == "not_applied"
     iv = Intervention.objects.get()
@@ -97,7 +99,7 @@ def test_two_people_take_over_reconcile_hand_back_and_a_manager_exports(
     mg.goto(f"{base}/takeovers/interventions/?agent=refund-bot&reason=unknown_outcome")
     mg.click(f"#intervention-{iv.id} a")
     timeline = mg.locator("#timeline").inner_text()
-    for step in ("requested", "approved", "revoked", "granted", "effect_reconciled", "handed_back"):
+    for step in ("requested", "approved", "revoked", "granted", "effect reconciled", "handed back"):
         assert step in timeline, step
     mg.screenshot(path=str(SHOTS / "takeover-4-record.png"), full_page=True)
     mg.goto(f"{base}/takeovers/interventions/")

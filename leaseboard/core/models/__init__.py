@@ -1,6 +1,6 @@
 """Models of the lease runtime, one subject per module."""
 
-from leaseboard.core.models.alerts import Alert
+from leaseboard.core.models.alerts import Alert, AlertSnooze
 from leaseboard.core.models.audit import AuditEntry, AuditHead
 from leaseboard.core.models.effects import Effect
 from leaseboard.core.models.executors import Executor
@@ -10,6 +10,7 @@ from leaseboard.core.models.work import EffectPolicy, Queue, WorkItem
 
 __all__ = [
     "Alert",
+    "AlertSnooze",
     "AuditEntry",
     "AuditHead",
     "BulkRevoke",

@@ -48,3 +48,24 @@ class Alert(models.Model):
             ),
             models.Index(fields=["work_item", "-opened_at_ms"], name="alert_work_idx"),
         ]
+
+
+class AlertSnooze(models.Model):
+    """A group of alerts (one agent's alerts of one kind) hidden from the badge and the
+    default view until `until_ms`, new ones included; written by the alert services."""
+
+    # The agent the group's alerts are about (the holder of their lease); none: alerts
+    # about no agent's lease.
+    executor = models.ForeignKey(
+        "core.Executor", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    kind = models.CharField(max_length=20, choices=Alert.Kind.choices)
+    until_ms = models.BigIntegerField()
+    snoozed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
+    note = models.CharField(max_length=1000)
+    created_at_ms = models.BigIntegerField()
+
+    class Meta:
+        indexes = [models.Index(fields=["kind", "executor", "-until_ms"], name="alert_snooze_idx")]

@@ -77,7 +77,13 @@ class AuditEntry(models.Model):
     hash = models.CharField(max_length=64, unique=True)
 
     class Meta:
-        indexes = [models.Index(fields=["work_item", "seq"], name="audit_work_idx")]
+        indexes = [
+            models.Index(fields=["work_item", "seq"], name="audit_work_idx"),
+            # The audit page's filters, newest first within each.
+            models.Index(fields=["actor_name", "-seq"], name="audit_actor_idx"),
+            models.Index(fields=["action", "-seq"], name="audit_action_idx"),
+            models.Index(fields=["at_ms"], name="audit_at_idx"),
+        ]
 
     def body(self) -> dict[str, Any]:
         body = {

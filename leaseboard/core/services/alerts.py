@@ -15,7 +15,7 @@ from django.db import connection, transaction
 
 from leaseboard.core.authority import Actor, authorize
 from leaseboard.core.clock import db_now_ms
-from leaseboard.core.models import Alert, Executor, Lease
+from leaseboard.core.models import Alert, AlertSnooze, Executor, Lease
 from leaseboard.core.services.audit import audit_act
 from leaseboard.core.signals import alerts_opened
 from leaseboard.domain.authority import Act
@@ -164,3 +164,137 @@ def alert_acknowledge(
         request_id=request_id,
     )
     return Acknowledgement(alert, changed=True)
+
+
+# -- groups: one agent's alerts of one kind -------------------------------------------------
+
+GROUPS_MAX = 200
+SNOOZE_MAX_MINUTES = 7 * 24 * 60
+
+
+def parse_alert_groups(raw: list[str]) -> list[tuple[int | None, str]]:
+    """Groups as forms name them ("<agent id>:<kind>", 0 for no agent), each once."""
+    groups: list[tuple[int | None, str]] = []
+    for value in dict.fromkeys(raw):
+        agent, _, kind = str(value).partition(":")
+        if kind not in Alert.Kind.values or not agent.isdigit():
+            raise ValidationFailed(f"not an alert group: {str(value)[:60]!r}", param="group")
+        groups.append((int(agent) or None, kind))
+    if not groups:
+        raise ValidationFailed("select at least one group of alerts", param="group")
+    if len(groups) > GROUPS_MAX:
+        raise ValidationFailed(f"at most {GROUPS_MAX} groups at once", param="group")
+    return groups
+
+
+def _group_filter(agent_id: int | None, kind: str):  # type: ignore[no-untyped-def]
+    from django.db.models import Q
+
+    agent = Q(lease__holder_id=agent_id) if agent_id else Q(lease__isnull=True)
+    return agent & Q(kind=kind)
+
+
+def _group_name(agent_id: int | None, kind: str) -> str:
+    return f"{agent_id or 0}:{kind}"
+
+
+def _note_checked(note: str) -> str:
+    note = (note or "").strip()
+    if not note:
+        raise ValidationFailed("say what you are doing about it", param="note")
+    if len(note) > NOTE_MAX:
+        raise ValidationFailed(f"the note is limited to {NOTE_MAX} characters", param="note")
+    return note
+
+
+@transaction.atomic(durable=True)
+def alerts_acknowledge_groups(
+    *,
+    groups: list[str],
+    upto_id: int,
+    actor: Actor,
+    note: str,
+    request_id: str = "",
+) -> int:
+    """Acknowledge, with one note, every open unacknowledged alert of the chosen groups up
+    to `upto_id` (the newest the person saw: one opened after it is not acknowledged
+    unseen). One audit entry per group. Returns how many alerts were acknowledged."""
+    authorize(Act.ACKNOWLEDGE_ALERT, actor)
+    note = _note_checked(note)
+    parsed = parse_alert_groups(groups)
+    now = db_now_ms()
+    total = 0
+    for agent_id, kind in parsed:
+        ids = list(
+            Alert.objects.select_for_update(no_key=True, of=("self",))
+            .filter(
+                _group_filter(agent_id, kind),
+                id__lte=upto_id,
+                resolved_at_ms__isnull=True,
+                acknowledged_at_ms__isnull=True,
+            )
+            .values_list("id", flat=True)
+        )
+        if not ids:
+            continue
+        Alert.objects.filter(id__in=ids).update(
+            acknowledged_at_ms=now, acknowledged_by_id=actor.user_id, acknowledge_note=note
+        )
+        total += len(ids)
+        audit_act(
+            act=Act.ACKNOWLEDGE_ALERT,
+            actor=actor,
+            action="alert.acknowledge_group",
+            object_type="alert_group",
+            object_id=_group_name(agent_id, kind),
+            at_ms=now,
+            reason=note,
+            before={"acknowledged": 0, "open": len(ids)},
+            after={"acknowledged": len(ids), "upto_id": upto_id, "alert_ids": ids[:100]},
+            request_id=request_id,
+        )
+    return total
+
+
+@transaction.atomic(durable=True)
+def alerts_snooze_groups(
+    *,
+    groups: list[str],
+    minutes: int,
+    actor: Actor,
+    note: str,
+    request_id: str = "",
+) -> list[AlertSnooze]:
+    """Hide the chosen groups from the badge and the default view for `minutes`, new alerts
+    of those groups included; they come back by themselves. Snoozing is an acknowledgement
+    with a deadline, so it is the same act (ACKNOWLEDGE_ALERT) in the authority table."""
+    authorize(Act.ACKNOWLEDGE_ALERT, actor)
+    note = _note_checked(note)
+    parsed = parse_alert_groups(groups)
+    if not isinstance(minutes, int) or not 1 <= minutes <= SNOOZE_MAX_MINUTES:
+        raise ValidationFailed(f"snooze for 1 to {SNOOZE_MAX_MINUTES} minutes", param="minutes")
+    now = db_now_ms()
+    snoozes = []
+    for agent_id, kind in parsed:
+        snooze = AlertSnooze.objects.create(
+            executor_id=agent_id,
+            kind=kind,
+            until_ms=now + minutes * 60_000,
+            snoozed_by_id=actor.user_id,
+            note=note,
+            created_at_ms=now,
+        )
+        snoozes.append(snooze)
+        audit_act(
+            act=Act.ACKNOWLEDGE_ALERT,
+            actor=actor,
+            action="alert.snooze_group",
+            object_type="alert_group",
+            object_id=_group_name(agent_id, kind),
+            at_ms=now,
+            reason=note,
+            before={},
+            after={"until_ms": snooze.until_ms, "minutes": minutes},
+            request_id=request_id,
+        )
+    return snoozes

@@ -1,6 +1,8 @@
-"""The live leases page: the counters (one bounded query with the database clock) and a
-keyset page of live leases, most urgent first, with the version that lets the polled
-fragment answer 304.
+"""The live leases page: the counters (one bounded query with the database clock), a keyset
+page of leases in a stable order (work key by default; holder or time left on request),
+the leases that ended a moment ago kept in place (greyed, with their end reason) for
+LEASEBOARD_DASHBOARD_ENDED_VISIBLE_MS, and the version that lets the polled fragment
+answer 304.
 
 The pending-takeovers counter reads the takeover workflow's table, found by app label in
 Django's app registry (as the templates find its URLs by name), so the dashboard imports
@@ -9,20 +11,22 @@ nothing from that app; without the app the counter shows "—".
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import json
-import uuid
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlencode
 
 from django.apps import apps
+from django.conf import settings
 from django.db import connection
-from django.db.models import Q, QuerySet
+from django.db.models import F, Q, QuerySet
 
 from leaseboard.core.clock import now_ms_sql
 from leaseboard.core.models import Lease
 from leaseboard.core.models.leases import LIVE_STATES
-from leaseboard.core.paging import cut_page, pair_cursor
 from leaseboard.dashboard.selectors.rows import LeaseRow, lease_row
 
 # Counters are exact up to this many, then shown as "1000+": each is a bounded scan.
@@ -31,32 +35,67 @@ HOUR_MS = 3_600_000
 PAGE_SIZES = (10, 25, 50, 100, 200)
 DEFAULT_PAGE_SIZE = 50
 CERTAINTY_FILTERS = ("", "active", "jeopardy", "expired")
+ENDED_STATES = ("expired", "released", "revoked")
+
+# Sort name -> the lease fields of its order, most significant first; each order ends on
+# (work key, epoch), unique per lease, so pages never skip or repeat a row. Every leading
+# column has an index for live leases: the work item's key (with the one-live-lease-per-item
+# index), the holder's name (with lease_holder_state_idx), due_at_ms (lease_due_idx: the next
+# thing that happens to a lease, jeopardy while active, then expiry: its time left).
+SORTS: dict[str, tuple[str, ...]] = {
+    "key": ("work_item__key", "epoch"),
+    "holder": ("holder__name", "work_item__key", "epoch"),
+    "due": ("due_at_ms", "work_item__key", "epoch"),
+}
+SORT_LABELS = {"key": "work key", "holder": "holder", "due": "time left"}
+SORT_CHOICES = [
+    (prefix + name, label + suffix)
+    for name, label in SORT_LABELS.items()
+    for prefix, suffix in (("", ""), ("-", " (descending)"))
+]
 
 
 @dataclass(frozen=True)
 class LiveFilters:
-    certainty: str = ""  # "" = every live lease
+    certainty: str = ""  # "" = every live lease, and those that ended a moment ago
     queue: str = ""
     holder: str = ""
     q: str = ""  # work key search (substring)
+    sort: str = "key"  # a SORTS name, "-" in front for descending
     cursor: str = ""
+    first_row: int = 1  # the number of the page's first row, for "rows 51–100 of 1000+"
     size: int = DEFAULT_PAGE_SIZE
 
     @classmethod
     def from_query(cls, params: Any) -> LiveFilters:
         certainty = params.get("certainty", "")
+        sort = params.get("sort", "key")
         try:
             size = int(params.get("size", DEFAULT_PAGE_SIZE))
         except (TypeError, ValueError):
             size = DEFAULT_PAGE_SIZE
+        try:
+            first_row = max(1, int(params.get("row", 1)))
+        except (TypeError, ValueError):
+            first_row = 1
         return cls(
             certainty=certainty if certainty in CERTAINTY_FILTERS else "",
             queue=params.get("queue", "").strip()[:100],
             holder=params.get("holder", "").strip()[:150],
             q=params.get("q", "").strip()[:200],
-            cursor=params.get("cursor", "").strip()[:80],
+            sort=sort if sort.lstrip("-") in SORTS else "key",
+            cursor=params.get("cursor", "").strip()[:400],
+            first_row=first_row,
             size=min(max(size, 1), max(PAGE_SIZES)),
         )
+
+    @property
+    def sort_name(self) -> str:
+        return self.sort.lstrip("-")
+
+    @property
+    def descending(self) -> bool:
+        return self.sort.startswith("-")
 
     def query(self, **changes: Any) -> dict[str, str]:
         """Query-string parameters for these filters (with `changes`), empty ones omitted."""
@@ -65,11 +104,36 @@ class LiveFilters:
             "queue": self.queue,
             "holder": self.holder,
             "q": self.q,
+            "sort": "" if self.sort == "key" else self.sort,
             "cursor": self.cursor,
+            "row": "" if self.first_row == 1 else str(self.first_row),
             "size": "" if self.size == DEFAULT_PAGE_SIZE else str(self.size),
         }
         values.update({k: str(v) for k, v in changes.items()})
         return {k: v for k, v in values.items() if v}
+
+    def sorted_by(self, name: str) -> dict[str, str]:
+        """The query for sorting by `name`: ascending first, descending on a second click;
+        back to the first page."""
+        flip = "-" + name if self.sort == name else name
+        return self.query(sort="" if flip == "key" else flip, cursor="", row="")
+
+    @property
+    def sort_links(self) -> dict[str, dict[str, str]]:
+        """Per sortable column: the query string that sorts by it, and its aria-sort."""
+        out = {}
+        for name in SORTS:
+            current = self.sort_name == name
+            direction = "descending" if self.descending else "ascending"
+            out[name] = {
+                "query": "?" + urlencode(self.sorted_by(name)),
+                "aria": direction if current else "none",
+            }
+        return out
+
+    @property
+    def sort_label(self) -> str:
+        return SORT_LABELS[self.sort_name] + (" (descending)" if self.descending else "")
 
 
 @dataclass(frozen=True)
@@ -89,7 +153,16 @@ class LivePage:
     next_cursor: str
     now_ms: int
     counters: Counters
+    total: int  # leases matching the filters (live, and ended a moment ago), up to the cap
     version: str = field(default="")
+
+    @property
+    def last_row(self) -> int:
+        return self.filters.first_row + len(self.rows) - 1
+
+    @property
+    def total_cap(self) -> int:
+        return COUNTER_CAP
 
 
 def _bounded(sql_from_where: str) -> str:
@@ -142,40 +215,31 @@ def live_counters() -> tuple[int, Counters]:
     )
 
 
-def _live_queryset(filters: LiveFilters, now_ms: int) -> QuerySet[Lease]:
-    qs = Lease.objects.select_related("work_item__queue", "holder").only(
-        "id",
-        "epoch",
-        "state",
-        "grant_kind",
-        "granted_at_ms",
-        "renewed_at_ms",
-        "jeopardy_at_ms",
-        "expires_at_ms",
-        "due_at_ms",
-        "ended_at_ms",
-        "end_reason",
-        "renew_count",
-        "max_gap_ms",
-        "jeopardy_after_ms",
-        "ttl_ms",
-        "work_item__key",
-        "work_item__queue__name",
-        "holder__name",
-        "holder__kind",
-    )
-    if filters.certainty == "expired":
-        qs = qs.filter(state=Lease.State.EXPIRED, ended_at_ms__gte=now_ms - HOUR_MS)
-    else:
-        qs = qs.filter(state__in=LIVE_STATES)
-        # due_at_ms is jeopardy_at_ms while active, expires_at_ms in jeopardy (indexed).
-        if filters.certainty == "active":
-            qs = qs.filter(state=Lease.State.ACTIVE, due_at_ms__gt=now_ms)
-        elif filters.certainty == "jeopardy":
-            qs = qs.filter(
-                Q(state=Lease.State.JEOPARDY, due_at_ms__gt=now_ms)
-                | Q(state=Lease.State.ACTIVE, due_at_ms__lte=now_ms, expires_at_ms__gt=now_ms)
-            )
+ROW_FIELDS = (
+    "id",
+    "epoch",
+    "state",
+    "grant_kind",
+    "granted_at_ms",
+    "renewed_at_ms",
+    "jeopardy_at_ms",
+    "expires_at_ms",
+    "due_at_ms",
+    "ended_at_ms",
+    "end_reason",
+    "renew_count",
+    "max_gap_ms",
+    "jeopardy_after_ms",
+    "ttl_ms",
+    "work_item__key",
+    "work_item__queue__name",
+    "holder__name",
+    "holder__kind",
+)
+
+
+def _filtered(filters: LiveFilters) -> QuerySet[Lease]:
+    qs = Lease.objects.select_related("work_item__queue", "holder").only(*ROW_FIELDS)
     if filters.queue:
         qs = qs.filter(work_item__queue__name=filters.queue)
     if filters.holder:
@@ -185,38 +249,114 @@ def _live_queryset(filters: LiveFilters, now_ms: int) -> QuerySet[Lease]:
     return qs
 
 
-def live_leases(filters: LiveFilters) -> LivePage:
-    """The live leases page: 2 queries (clock + counters, then the page).
+def _parts(filters: LiveFilters, now_ms: int) -> list[QuerySet[Lease]]:
+    """The querysets whose union is the page's list: live leases (narrowed by certainty),
+    and with no certainty filter the leases that ended a moment ago."""
+    qs = _filtered(filters)
+    if filters.certainty == "expired":
+        return [qs.filter(state=Lease.State.EXPIRED, ended_at_ms__gte=now_ms - HOUR_MS)]
+    live = qs.filter(state__in=LIVE_STATES)
+    # due_at_ms is jeopardy_at_ms while active, expires_at_ms in jeopardy (indexed).
+    if filters.certainty == "active":
+        return [live.filter(state=Lease.State.ACTIVE, due_at_ms__gt=now_ms)]
+    if filters.certainty == "jeopardy":
+        return [
+            live.filter(
+                Q(state=Lease.State.JEOPARDY, due_at_ms__gt=now_ms)
+                | Q(state=Lease.State.ACTIVE, due_at_ms__lte=now_ms, expires_at_ms__gt=now_ms)
+            )
+        ]
+    window = settings.LEASEBOARD_DASHBOARD_ENDED_VISIBLE_MS
+    if not window:
+        return [live]
+    # Over lease_ended_idx: only the last few moments' endings.
+    ended = qs.filter(state__in=ENDED_STATES, ended_at_ms__gte=now_ms - window)
+    return [live, ended]
 
-    Live leases are ordered by `due_at_ms` (the next thing that happens to them: jeopardy
-    while active, expiry after), most urgent first, on the partial index `lease_due_idx`;
-    the `expired` filter lists the last hour's expiries newest first on `lease_ended_idx`.
-    Keyset cursor: "<ms>_<lease id>".
+
+def encode_cursor(values: list[Any]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(values).encode()).decode().rstrip("=")
+
+
+def decode_cursor(raw: str, width: int) -> list[Any] | None:
+    if not raw:
+        return None
+    try:
+        values = json.loads(base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)))
+    except (ValueError, binascii.Error):
+        return None
+    if not isinstance(values, list) or len(values) != width:
+        return None
+    if not all(isinstance(v, str | int) and not isinstance(v, bool) for v in values):
+        return None
+    return values
+
+
+def _after(fields: tuple[str, ...], values: list[Any], descending: bool) -> Q:
+    """Rows strictly after `values` in the order of `fields` (a keyset condition), with the
+    leading column alone as an index range."""
+    op = "lt" if descending else "gt"
+    cond = Q(**{f"{fields[-1]}__{op}": values[-1]})
+    for name, value in zip(reversed(fields[:-1]), reversed(values[:-1]), strict=True):
+        cond = Q(**{f"{name}__{op}": value}) | (Q(**{name: value}) & cond)
+    return cond & Q(**{f"{fields[0]}__{op}e": values[0]})
+
+
+def sort_values(lease: Lease, fields: tuple[str, ...]) -> list[Any]:
+    out: list[Any] = []
+    for name in fields:
+        obj: Any = lease
+        for part in name.split("__"):
+            obj = getattr(obj, part)
+        out.append(obj)
+    return out
+
+
+def live_leases(filters: LiveFilters) -> LivePage:
+    """The live leases page: 3 queries (clock + counters, the page's rows, the bounded
+    total), whatever the page size or the number of leases.
+
+    Each part of the list (live; ended a moment ago) is read in the chosen order from its
+    keyset cursor with LIMIT size+1, in one UNION ALL; the parts are merged here and cut to
+    the page. Keyset cursor: the last row's sort values, encoded.
     """
     now_ms, counters = live_counters()
-    qs = _live_queryset(filters, now_ms)
-    cursor = pair_cursor(filters.cursor, uuid.UUID) if filters.cursor else None
-    if filters.certainty == "expired":
+    fields = SORTS[filters.sort_name]
+    order = [F(f).desc() if filters.descending else F(f).asc() for f in fields]
+    cursor = decode_cursor(filters.cursor, len(fields))
+    parts = _parts(filters, now_ms)
+    limited = []
+    for part in parts:
         if cursor:
-            at, lid = cursor
-            # Written so the leading column alone is an index condition.
-            qs = qs.filter(Q(ended_at_ms__lt=at) | Q(id__lt=lid), ended_at_ms__lte=at)
-        qs = qs.order_by("-ended_at_ms", "-id")
-        key = "ended_at_ms"
+            part = part.filter(_after(fields, cursor, filters.descending))
+        limited.append(part.order_by(*order)[: filters.size + 1])
+    if len(limited) == 1:
+        leases = list(limited[0])
     else:
-        if cursor:
-            at, lid = cursor
-            # The leading column alone is an index condition; the OR only breaks ties.
-            qs = qs.filter(Q(due_at_ms__gt=at) | Q(id__gt=lid), due_at_ms__gte=at)
-        qs = qs.order_by("due_at_ms", "id")
-        key = "due_at_ms"
-    leases, next_cursor = cut_page(
-        list(qs[: filters.size + 1]), filters.size, lambda x: f"{getattr(x, key)}_{x.id}"
+        ids = limited[0].values("id").union(*[p.values("id") for p in limited[1:]], all=True)
+        leases = list(
+            Lease.objects.select_related("work_item__queue", "holder")
+            .only(*ROW_FIELDS)
+            .filter(id__in=ids)
+        )
+    leases.sort(key=lambda x: sort_values(x, fields), reverse=filters.descending)
+    page_rows = leases[: filters.size]
+    next_cursor = (
+        encode_cursor(sort_values(page_rows[-1], fields)) if len(leases) > filters.size else ""
     )
-    rows = [lease_row(lease, now_ms) for lease in leases]
-    page = LivePage(filters, rows, next_cursor, now_ms, counters)
+    total = _bounded_total(parts)
+    rows = [lease_row(lease, now_ms) for lease in page_rows]
+    page = LivePage(filters, rows, next_cursor, now_ms, counters, total)
     page.version = live_version(page)
     return page
+
+
+def _bounded_total(parts: list[QuerySet[Lease]]) -> int:
+    """How many leases the list has, counted up to COUNTER_CAP+1 (one query)."""
+    capped = [p.order_by().values("id")[: COUNTER_CAP + 1] for p in parts]
+    if len(capped) == 1:
+        return min(capped[0].count(), COUNTER_CAP + 1)
+    return min(capped[0].union(*capped[1:], all=True).count(), COUNTER_CAP + 1)
 
 
 def live_version(page: LivePage) -> str:
@@ -227,6 +367,7 @@ def live_version(page: LivePage) -> str:
         "c": [page.counters.active, page.counters.jeopardy, page.counters.expired_last_hour],
         "t": page.counters.pending_takeovers,
         "n": page.next_cursor,
+        "total": page.total,
         "r": [
             [
                 str(r.lease.id),
@@ -237,6 +378,7 @@ def live_version(page: LivePage) -> str:
                 r.lease.renew_count,
                 r.lease.max_gap_ms,
                 r.lease.holder_id,
+                r.lease.end_reason,
             ]
             for r in page.rows
         ],

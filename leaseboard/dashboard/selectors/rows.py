@@ -23,6 +23,16 @@ class LeaseRow:
     expires_in_ms: int
     jeopardy_in_ms: int
 
+    @property
+    def live(self) -> bool:
+        """Still live by time (not ended, not past its expiry)."""
+        return self.certainty in (Certainty.ACTIVE, Certainty.JEOPARDY)
+
+    @property
+    def gap_over(self) -> bool:
+        """Its largest gap between renewals reached the jeopardy threshold."""
+        return self.lease.max_gap_ms >= self.lease.jeopardy_after_ms
+
 
 def lease_row(lease: Lease, now_ms: int) -> LeaseRow:
     return LeaseRow(

@@ -9,6 +9,7 @@ from typing import Any
 from leaseboard.core.clock import db_now_ms
 from leaseboard.core.models import Alert, AuditEntry, Checkpoint, Effect, Lease, WorkItem
 from leaseboard.core.models.leases import LIVE_STATES
+from leaseboard.dashboard.selectors.audit import AuditRow, name_objects
 from leaseboard.dashboard.selectors.charts import GapPoint, gap_chart
 from leaseboard.dashboard.selectors.rows import LeaseRow, lease_row
 
@@ -39,7 +40,7 @@ class WorkItemPage:
     effects: list[Effect]
     checkpoints: list[Checkpoint]
     alerts: list[Alert]
-    audit: list[AuditEntry]
+    audit: list[AuditRow]
 
 
 def renewal_history(lease: Lease) -> RenewalHistory:
@@ -94,7 +95,14 @@ def work_item_page(*, key: str, lease_id: str = "") -> WorkItemPage | None:
         .filter(work_item=item)
         .order_by("-opened_at_ms", "-id")[:ALERT_LIMIT]
     )
-    audit = list(AuditEntry.objects.filter(work_item=item).order_by("-seq")[:AUDIT_LIMIT])
+    audit = name_objects(
+        list(
+            AuditEntry.objects.select_related("work_item")
+            .defer("work_item__scope")
+            .filter(work_item=item)
+            .order_by("-seq")[:AUDIT_LIMIT]
+        )
+    )
     return WorkItemPage(
         item=item,
         now_ms=now_ms,

@@ -3,9 +3,17 @@ fragment; roles are checked on the server by `role_required`; reads come from `s
 writes from core services, and what the views of several apps share (roles, page
 rendering, redirects, refusals) from `leaseboard.web`."""
 
-from leaseboard.dashboard.views.alerts import alert_acknowledge, alert_badge, alerts
+from leaseboard.dashboard.views.alerts import (
+    alert_acknowledge,
+    alert_badge,
+    alerts,
+    alerts_acknowledge_groups,
+    alerts_snooze_groups,
+    pending_badge,
+)
 from leaseboard.dashboard.views.audit import audit
 from leaseboard.dashboard.views.executors import agent_quarantine, agent_quarantine_lift, executor
+from leaseboard.dashboard.views.fleet import fleet
 from leaseboard.dashboard.views.live import live_leases
 from leaseboard.dashboard.views.revocations import lease_revoke, leases_revoke_bulk
 from leaseboard.dashboard.views.work import work_item
@@ -16,10 +24,14 @@ __all__ = [
     "alert_acknowledge",
     "alert_badge",
     "alerts",
+    "alerts_acknowledge_groups",
+    "alerts_snooze_groups",
     "audit",
     "executor",
+    "fleet",
     "lease_revoke",
     "leases_revoke_bulk",
     "live_leases",
+    "pending_badge",
     "work_item",
 ]

@@ -1,4 +1,6 @@
-"""The alerts page, the header's alert badge, and acknowledging an alert."""
+"""The alerts page (grouped by agent and kind, self-refreshing; or one group's alerts one
+by one), the header's badges, and acknowledging or snoozing alerts: one, or whole groups
+with one note."""
 
 from __future__ import annotations
 
@@ -9,31 +11,68 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from leaseboard.core.models import Alert
 from leaseboard.core.services import alerts as alert_services
 from leaseboard.dashboard.selectors import alerts as alert_reads
 from leaseboard.domain.errors import LeaseboardError, NotFound
-from leaseboard.web.htmx import page_or_fragment
-from leaseboard.web.pages import alert_badge_count, render_page
+from leaseboard.web.htmx import page_or_fragment, polled_fragment, wants_fragment
+from leaseboard.web.pages import alert_badge_count, pending_badge_count, render_page
+from leaseboard.web.params import int_param
 from leaseboard.web.redirects import redirect_next
-from leaseboard.web.refusals import WHO_YOU_ARE
-from leaseboard.web.roles import OPERATOR, VIEWER_ROLES, acting, role_required
+from leaseboard.web.refusals import WHO_YOU_ARE, refuse
+from leaseboard.web.roles import (
+    APPROVER,
+    OPERATOR,
+    VIEWER_ROLES,
+    acting,
+    has_role,
+    role_required,
+)
+
+SNOOZE_CHOICES = ((15, "15 minutes"), (60, "1 hour"), (240, "4 hours"), (1440, "1 day"))
 
 
 @require_GET
 @role_required(*VIEWER_ROLES)
 def alert_badge(request: HttpRequest) -> HttpResponse:
-    count = alert_badge_count()
-    response = render(request, "dashboard/_badge.html", {"alert_badge": count})
+    response = render(request, "dashboard/_badge.html", {"alert_badge": alert_badge_count()})
     return page_or_fragment(response)
+
+
+@require_GET
+@role_required(APPROVER)
+def pending_badge(request: HttpRequest) -> HttpResponse:
+    context = {"pending_badge": pending_badge_count()}
+    return page_or_fragment(render(request, "dashboard/_pending_badge.html", context))
 
 
 @require_GET
 @role_required(*VIEWER_ROLES)
 def alerts(request: HttpRequest) -> HttpResponse:
-    page = alert_reads.alerts_list(
-        show=request.GET.get("show", "open"), cursor=request.GET.get("cursor", "")
-    )
-    return page_or_fragment(render_page(request, "dashboard/alerts.html", {"page": page}))
+    filters = alert_reads.AlertFilters.from_query(request.GET)
+    context = {
+        "f": filters,
+        "kinds": Alert.Kind.values,
+        "states": alert_reads.STATES,
+        "snooze_choices": SNOOZE_CHOICES,
+        "no_agent": alert_reads.NO_AGENT,
+    }
+    if filters.view == "list":
+        context["page"] = alert_reads.alerts_list(filters)
+        return page_or_fragment(render_page(request, "dashboard/alerts_list.html", context))
+    page = alert_reads.alert_groups(filters)
+    # The poll counts what is new since the page was opened: the newest alert shown then.
+    context.update(page=page, since=filters.since or page.max_id)
+    if wants_fragment(request, "alert-groups"):
+        context["can_acknowledge"] = has_role(request, OPERATOR)
+        return polled_fragment(
+            request,
+            "dashboard/_alert_groups.html",
+            context,
+            version=page.version,
+            seq=page.now_ms,
+        )
+    return page_or_fragment(render_page(request, "dashboard/alerts.html", context))
 
 
 @require_POST
@@ -64,4 +103,41 @@ def alert_acknowledge(request: HttpRequest, pk: int) -> HttpResponse:
     else:
         messages.success(request, f"Alert {pk} acknowledged.")
     # `next` comes from the browser: only a path on this site is honoured.
+    return redirect_next(request, reverse("dashboard:alerts"))
+
+
+@require_POST
+@role_required(OPERATOR)
+def alerts_acknowledge_groups(request: HttpRequest) -> HttpResponse:
+    try:
+        n = alert_services.alerts_acknowledge_groups(
+            groups=request.POST.getlist("group"),
+            upto_id=int_param(request.POST.get("upto"), 0),
+            note=request.POST.get("note", ""),
+            **acting(request),
+        )
+    except LeaseboardError as exc:
+        refuse(request, exc, prefix="Acknowledge: ")
+    else:
+        messages.success(request, f"{n} alert(s) acknowledged with your note.")
+    return redirect_next(request, reverse("dashboard:alerts"))
+
+
+@require_POST
+@role_required(OPERATOR)
+def alerts_snooze_groups(request: HttpRequest) -> HttpResponse:
+    minutes = int_param(request.POST.get("minutes"), 0)
+    try:
+        snoozes = alert_services.alerts_snooze_groups(
+            groups=request.POST.getlist("group"),
+            minutes=minutes,
+            note=request.POST.get("note", ""),
+            **acting(request),
+        )
+    except LeaseboardError as exc:
+        refuse(request, exc, prefix="Snooze: ")
+    else:
+        messages.success(
+            request, f"{len(snoozes)} group(s) snoozed for {minutes} minutes, new alerts included."
+        )
     return redirect_next(request, reverse("dashboard:alerts"))

@@ -1,4 +1,4 @@
-"""The audit log (managers)."""
+"""The audit log (managers): filters, pages, names instead of ids."""
 
 from __future__ import annotations
 
@@ -14,5 +14,6 @@ from leaseboard.web.roles import MANAGER, role_required
 @require_GET
 @role_required(MANAGER)
 def audit(request: HttpRequest) -> HttpResponse:
-    page = audit_reads.audit_log(cursor=request.GET.get("cursor", ""))
-    return page_or_fragment(render_page(request, "dashboard/audit.html", {"page": page}))
+    page = audit_reads.audit_log(audit_reads.AuditFilters.from_query(request.GET))
+    context = {"page": page, "f": page.filters, "action_hints": audit_reads.ACTION_HINTS}
+    return page_or_fragment(render_page(request, "dashboard/audit.html", context))

@@ -1,22 +1,167 @@
-"""The approver's queues: pending takeover requests and effects awaiting approval."""
+"""The approver's inbox: pending takeover requests and effects waiting for approval, each
+with what is asked, whether the lease is still live, its holder, the evidence (the work
+item's latest lease events and its effects without a known outcome) and how long is left
+to decide; plus the approvals that expired because their lease ended first. 6 queries
+whatever the number of rows; nothing here writes."""
 
 from __future__ import annotations
 
-from leaseboard.core.models import Effect
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db.models import Q
+
+from leaseboard.core.clock import db_now_ms
+from leaseboard.core.models import Effect, Lease, LeaseEvent
+from leaseboard.domain.certainty import Certainty, LeaseTimes, state_at
 from leaseboard.takeovers.models import TakeoverRequest
 
+LIMIT = 200
+EVIDENCE_EVENTS = 3
+EXPIRED_LIMIT = 20
+# Payload keys an approver looks for first (a payment's amount and payee, a deploy's target).
+SUMMARY_KEYS = ("amount", "amount_cents", "currency", "payee", "to", "account", "env", "version")
 
-def pending_requests(limit: int = 200) -> list[TakeoverRequest]:
-    return list(
+
+def _certainty(lease: Lease | None, now: int) -> str | None:
+    if lease is None:
+        return None
+    times = LeaseTimes(Certainty(lease.state), lease.jeopardy_at_ms, lease.expires_at_ms)
+    return state_at(times, now).value
+
+
+def payload_summary(payload: Any, limit: int = 4) -> list[tuple[str, str]]:
+    """The few payload fields that say what an effect does, known keys first."""
+    if not isinstance(payload, dict):
+        return []
+    keys = [k for k in SUMMARY_KEYS if k in payload]
+    keys += [k for k in sorted(payload) if k not in keys]
+    out = []
+    for k in keys[:limit]:
+        value = payload[k]
+        text = value if isinstance(value, str) else json.dumps(value, default=str)
+        out.append((str(k)[:40], text[:80]))
+    return out
+
+
+@dataclass
+class Evidence:
+    events: list[LeaseEvent] = field(default_factory=list)  # newest first
+    open_effects: list[Effect] = field(default_factory=list)  # no known outcome
+
+
+@dataclass
+class RequestRow:
+    request: TakeoverRequest
+    certainty: str | None  # of the lease the requester saw
+    decide_in_ms: int
+    evidence: Evidence
+
+
+@dataclass
+class EffectRow:
+    effect: Effect
+    certainty: str | None
+    decide_in_ms: int  # until the lease would expire: then the approval expires with it
+    summary: list[tuple[str, str]]
+    evidence: Evidence
+
+
+@dataclass
+class Inbox:
+    now_ms: int
+    requests: list[RequestRow]
+    effects: list[EffectRow]
+    expired: list[Effect]  # waiting approvals whose lease ended before a decision
+    version: str = ""
+
+    @property
+    def count(self) -> int:
+        return len(self.requests) + len(self.effects)
+
+
+def _evidence(item_ids: set[int]) -> dict[int, Evidence]:
+    out = {i: Evidence() for i in item_ids}
+    if not item_ids:
+        return out
+    # Newest events of these items (lease_event_work_idx), a few each.
+    for ev in (
+        LeaseEvent.objects.filter(work_item_id__in=item_ids)
+        .select_related("actor")
+        .order_by("-at_ms", "-id")[: EVIDENCE_EVENTS * len(item_ids) * 4]
+    ):
+        if len(out[ev.work_item_id].events) < EVIDENCE_EVENTS:
+            out[ev.work_item_id].events.append(ev)
+    for e in (
+        Effect.objects.filter(work_item_id__in=item_ids, decision=Effect.Decision.AUTHORIZED)
+        .filter(Q(outcome="") | Q(outcome=Effect.Outcome.UNKNOWN), resolution="")
+        .defer("payload", "fencing_token")
+        .order_by("-proposed_at_ms")[:LIMIT]
+    ):
+        out[e.work_item_id].open_effects.append(e)
+    return out
+
+
+def inbox(limit: int = LIMIT) -> Inbox:
+    now = db_now_ms()
+    requests = list(
         TakeoverRequest.objects.filter(status=TakeoverRequest.Status.PENDING)
-        .select_related("work_item", "requested_by", "grantee", "target_holder")
+        .select_related("work_item", "requested_by", "grantee", "target_holder", "target_lease")
+        .defer("target_lease__recent_renewals", "work_item__scope")
         .order_by("decide_by_ms", "id")[:limit]
     )
-
-
-def pending_effects(limit: int = 200) -> list[Effect]:
-    return list(
+    waiting = list(
         Effect.objects.filter(decision=Effect.Decision.PENDING_APPROVAL)
-        .select_related("work_item", "executor", "lease")
-        .order_by("proposed_at_ms")[:limit]
+        .select_related("work_item", "executor", "lease__holder")
+        .defer("fencing_token", "lease__recent_renewals", "work_item__scope")
+        .order_by("proposed_at_ms", "id")[: limit + EXPIRED_LIMIT]
     )
+    live, expired = [], []
+    for e in waiting:
+        c = _certainty(e.lease, now)
+        (live if c in (Certainty.ACTIVE, Certainty.JEOPARDY) else expired).append((e, c))
+    evidence = _evidence(
+        {r.work_item_id for r in requests} | {e.work_item_id for e, _ in live[:limit]}
+    )
+    page = Inbox(
+        now_ms=now,
+        requests=[
+            RequestRow(
+                request=r,
+                certainty=_certainty(r.target_lease, now),
+                decide_in_ms=max(0, r.decide_by_ms - now),
+                evidence=evidence[r.work_item_id],
+            )
+            for r in requests
+        ],
+        effects=[
+            EffectRow(
+                effect=e,
+                certainty=c,
+                decide_in_ms=max(0, e.lease.expires_at_ms - now) if e.lease else 0,
+                summary=payload_summary(e.payload),
+                evidence=evidence[e.work_item_id],
+            )
+            for e, c in live[:limit]
+        ],
+        expired=[e for e, _ in expired[:EXPIRED_LIMIT]],
+    )
+    page.version = _version(page)
+    return page
+
+
+def _version(page: Inbox) -> str:
+    body = {
+        "r": [
+            [r.request.id, r.certainty, [ev.id for ev in r.evidence.events]] for r in page.requests
+        ],
+        "e": [[str(r.effect.id), r.certainty, r.effect.lease_id] for r in page.effects],
+        "x": [str(e.id) for e in page.expired],
+        "o": sorted(
+            {str(e.id) for r in (*page.requests, *page.effects) for e in r.evidence.open_effects}
+        ),
+    }
+    raw = json.dumps(body, separators=(",", ":"), sort_keys=True, default=str).encode()
+    return hashlib.sha256(raw).hexdigest()[:20]

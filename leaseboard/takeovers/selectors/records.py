@@ -33,7 +33,7 @@ class InterventionFilters:
     queue: str = ""
     reason: str = ""
     outcome: str = ""
-    break_glass: str = ""  # "", "yes", "no"
+    break_glass: str = ""  # "", "yes", "no", "unreviewed"
     cursor: str = ""
 
     FIELDS = (
@@ -55,7 +55,7 @@ class InterventionFilters:
             values["reason"] = ""
         if values["outcome"] not in Intervention.Outcome.values:
             values["outcome"] = ""
-        if values["break_glass"] not in ("yes", "no"):
+        if values["break_glass"] not in ("yes", "no", "unreviewed"):
             values["break_glass"] = ""
         return cls(**values, cursor=(q.get("cursor", "") or "")[:60])
 
@@ -84,7 +84,10 @@ class InterventionFilters:
             qs = qs.filter(reason_category=self.reason)
         if self.outcome:
             qs = qs.filter(outcome=self.outcome)
-        if self.break_glass:
+        if self.break_glass == "unreviewed":
+            # The review queue: break-glass takeovers no manager has reviewed yet.
+            qs = qs.filter(break_glass=True, reviewed_at_ms__isnull=True)
+        elif self.break_glass:
             qs = qs.filter(break_glass=self.break_glass == "yes")
         return qs
 
@@ -92,7 +95,14 @@ class InterventionFilters:
 def intervention_base() -> QuerySet[Intervention]:
     """Intervention rows with everything a list, an export or a detail page shows."""
     return Intervention.objects.select_related(
-        "work_item", "queue", "agent", "grantee", "requested_by", "approved_by", "lease"
+        "work_item",
+        "queue",
+        "agent",
+        "grantee",
+        "requested_by",
+        "approved_by",
+        "reviewed_by",
+        "lease",
     )
 
 
@@ -116,6 +126,19 @@ def interventions_list(filters: InterventionFilters, size: int = PAGE_SIZE) -> I
         lambda iv: f"{iv.requested_at_ms}:{iv.id}",
     )
     return InterventionPage(rows=rows, filters=filters, next_cursor=nxt)
+
+
+REVIEW_CAP = 999
+
+
+def unreviewed_break_glass_count() -> int:
+    """Break-glass takeovers no manager has reviewed, counted up to REVIEW_CAP+1."""
+    return (
+        Intervention.objects.filter(break_glass=True, reviewed_at_ms__isnull=True)
+        .order_by()
+        .values("id")[: REVIEW_CAP + 1]
+        .count()
+    )
 
 
 def interventions_for_export(filters: InterventionFilters, chunk: int = 1000):

@@ -1,15 +1,25 @@
 """The operator's standing: every open intervention granted to them, with its lease, time
-left, effects to reconcile and the latest checkpoint."""
+left (and a warning once less than a fifth is left), effects to reconcile and the latest
+checkpoint; and those that lapsed in the last day, kept listed with a way to take the work
+over again. 5 queries; nothing here writes."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
 from typing import Any
+
+from django.db.models import Q
 
 from leaseboard.core.clock import db_now_ms
 from leaseboard.core.models import Checkpoint, Effect, Lease
 from leaseboard.core.models.leases import LIVE_STATES
 from leaseboard.takeovers.models import Intervention
+
+WARN_FRACTION = 0.2  # warn when less than this share of the standing is left
+LAPSED_VISIBLE_MS = 24 * 3_600_000
+LIMIT = 20
 
 
 @dataclass
@@ -18,25 +28,53 @@ class Standing:
     lease: Lease
     expires_in_ms: int
     max_in_ms: int
+    total_ms: int  # the standing's length, from its grant to its current expiry
     live: bool
     unreconciled: list[Effect]
     effects: list[Effect]
     checkpoint: Checkpoint | None
 
+    @property
+    def warn(self) -> bool:
+        """Less than a fifth of the standing is left: time to extend, hand back or finish."""
+        return self.live and self.expires_in_ms <= self.total_ms * WARN_FRACTION
 
-def my_standing(user: Any) -> list[Standing]:
-    """Every open intervention whose standing was granted to `user`."""
+    @property
+    def lapsed(self) -> bool:
+        return not self.live
+
+
+@dataclass
+class StandingPage:
+    now_ms: int
+    standings: list[Standing]
+    version: str = ""
+
+    @property
+    def warnings(self) -> list[Standing]:
+        return [s for s in self.standings if s.warn]
+
+
+def my_standing(user: Any) -> StandingPage:
+    """Open interventions whose standing was granted to `user`, then the ones that lapsed
+    in the last LAPSED_VISIBLE_MS."""
     now = db_now_ms()
     ivs = list(
-        Intervention.objects.filter(grantee__user=user, outcome=Intervention.Outcome.OPEN)
+        Intervention.objects.filter(grantee__user=user)
+        .filter(
+            Q(outcome=Intervention.Outcome.OPEN)
+            | Q(outcome=Intervention.Outcome.LAPSED, ended_at_ms__gte=now - LAPSED_VISIBLE_MS)
+        )
         .select_related("lease", "work_item", "work_item__queue", "agent", "grantee")
-        .order_by("-decided_at_ms")[:20]
+        .defer("lease__recent_renewals", "work_item__scope")
+        .order_by("-decided_at_ms")[:LIMIT]
     )
     item_ids = [iv.work_item_id for iv in ivs]
     effects: dict[int, list[Effect]] = {i: [] for i in item_ids}
     for e in (
         Effect.objects.filter(work_item_id__in=item_ids)
         .select_related("executor")
+        .defer("fencing_token")
         .order_by("-proposed_at_ms")[:500]
     ):
         effects[e.work_item_id].append(e)
@@ -46,7 +84,11 @@ def my_standing(user: Any) -> list[Standing]:
     out = []
     for iv in ivs:
         lease = iv.lease
-        live = lease.state in LIVE_STATES and lease.expires_at_ms > now
+        live = (
+            iv.outcome == Intervention.Outcome.OPEN
+            and lease.state in LIVE_STATES
+            and lease.expires_at_ms > now
+        )
         mine = effects[iv.work_item_id]
         out.append(
             Standing(
@@ -54,10 +96,32 @@ def my_standing(user: Any) -> list[Standing]:
                 lease=lease,
                 expires_in_ms=max(0, lease.expires_at_ms - now),
                 max_in_ms=max(0, lease.max_expires_at_ms - now),
+                total_ms=max(1, lease.expires_at_ms - lease.granted_at_ms),
                 live=live,
                 unreconciled=[e for e in mine if e.needs_reconciliation],
                 effects=mine[:50],
                 checkpoint=checkpoints.get(iv.work_item_id),
             )
         )
-    return out
+    out.sort(key=lambda s: (not s.live, -(s.intervention.decided_at_ms or 0)))
+    page = StandingPage(now, out)
+    page.version = _version(page)
+    return page
+
+
+def _version(page: StandingPage) -> str:
+    body = [
+        [
+            s.intervention.id,
+            s.intervention.outcome,
+            s.live,
+            s.warn,
+            s.lease.state,
+            s.lease.expires_at_ms,
+            [(str(e.id), e.decision, e.outcome, e.resolution) for e in s.effects],
+            s.checkpoint.id if s.checkpoint else None,
+        ]
+        for s in page.standings
+    ]
+    raw = json.dumps(body, separators=(",", ":"), default=str).encode()
+    return hashlib.sha256(raw).hexdigest()[:20]

@@ -47,7 +47,7 @@ def _intervention_open(
         work_item=item,
         queue_id=item.queue_id,
         revoked_lease=revoked,
-        agent=revoked.holder if revoked else req.target_holder,
+        agent=revoked.holder if revoked else (req.target_holder or _last_agent(item, lease)),
         lease=lease,
         grantee=req.grantee,
         epoch=lease.epoch,
@@ -78,6 +78,20 @@ def _grant(*, req: TakeoverRequest, item: WorkItem, now: int, by: int) -> Lease:
         takeover_reason=f"{req.reason_category}: {req.reason_text}",
         actor_id=by,
     )
+
+
+def _last_agent(item: WorkItem, granted: Lease) -> Executor | None:
+    """The agent that held the work item last before this grant, even if its lease had
+    already expired when the takeover was asked for: the record names who lost the work."""
+    last = (
+        Lease.objects.filter(
+            work_item=item, holder__kind=Executor.Kind.AGENT, epoch__lt=granted.epoch
+        )
+        .select_related("holder")
+        .order_by("-epoch")
+        .first()
+    )
+    return last.holder if last else None
 
 
 def _approve_locked(

@@ -1,4 +1,5 @@
-"""The approver's page and decisions: takeover requests and effects awaiting approval."""
+"""The approver's inbox (self-refreshing) and decisions: takeover requests and effects
+awaiting approval, one at a time or several with one note."""
 
 from __future__ import annotations
 
@@ -12,23 +13,41 @@ from django.views.decorators.http import require_GET, require_POST
 from leaseboard.core.services import approvals
 from leaseboard.domain.errors import LeaseboardError
 from leaseboard.takeovers import services
-from leaseboard.takeovers.selectors.approvals import pending_effects, pending_requests
+from leaseboard.takeovers.selectors.approvals import inbox
+from leaseboard.web.htmx import page_or_fragment, polled_fragment, wants_fragment
 from leaseboard.web.pages import render_page
-from leaseboard.web.refusals import refuse
+from leaseboard.web.refusals import WHO_YOU_ARE, refusal_text, refuse
 from leaseboard.web.roles import APPROVER, acting, role_required
+
+BULK_MAX = 100
 
 
 @require_GET
 @role_required(APPROVER)
 def pending(request: HttpRequest) -> HttpResponse:
-    return render_page(
-        request,
-        "takeovers/pending.html",
-        {
-            "requests": pending_requests(),
-            "effects": pending_effects(),
-        },
-    )
+    page = inbox()
+    context = {"page": page}
+    if wants_fragment(request, "inbox"):
+        return polled_fragment(
+            request, "takeovers/_inbox.html", context, version=page.version, seq=page.now_ms
+        )
+    return page_or_fragment(render_page(request, "takeovers/pending.html", context))
+
+
+def _decide_request(request: HttpRequest, pk: int, decision: str, note: str) -> str:
+    if decision == "approve":
+        iv = services.takeover_approve(request_pk=pk, note=note, **acting(request))
+        return f"Takeover #{pk} approved: epoch {iv.epoch}."
+    services.takeover_reject(request_pk=pk, note=note, **acting(request))
+    return f"Takeover #{pk} rejected."
+
+
+def _decide_effect(request: HttpRequest, effect_id: str, decision: str, note: str) -> str:
+    if decision == "approve":
+        approvals.effect_approve(effect_id=effect_id, note=note, **acting(request))
+        return "Effect authorized."
+    approvals.effect_reject(effect_id=effect_id, note=note, **acting(request))
+    return "Effect rejected."
 
 
 @require_POST
@@ -36,14 +55,8 @@ def pending(request: HttpRequest) -> HttpResponse:
 def request_decide(request: HttpRequest, pk: int, decision: str) -> HttpResponse:
     if decision not in ("approve", "reject"):
         raise Http404("no such decision")
-    note = request.POST.get("note", "")
     try:
-        if decision == "approve":
-            iv = services.takeover_approve(request_pk=pk, note=note, **acting(request))
-            messages.success(request, f"Takeover #{pk} approved: epoch {iv.epoch}.")
-        else:
-            services.takeover_reject(request_pk=pk, note=note, **acting(request))
-            messages.success(request, f"Takeover #{pk} rejected.")
+        messages.success(request, _decide_request(request, pk, decision, _note(request)))
     except LeaseboardError as exc:
         refuse(request, exc, prefix=f"Takeover #{pk}: ")
     return redirect("takeovers:pending")
@@ -54,14 +67,49 @@ def request_decide(request: HttpRequest, pk: int, decision: str) -> HttpResponse
 def effect_decide(request: HttpRequest, effect_id: uuid.UUID, decision: str) -> HttpResponse:
     if decision not in ("approve", "reject"):
         raise Http404("no such decision")
-    note = request.POST.get("note", "")
     try:
-        if decision == "approve":
-            approvals.effect_approve(effect_id=effect_id, note=note, **acting(request))
-            messages.success(request, "Effect authorized.")
-        else:
-            approvals.effect_reject(effect_id=effect_id, note=note, **acting(request))
-            messages.success(request, "Effect rejected.")
+        messages.success(request, _decide_effect(request, str(effect_id), decision, _note(request)))
     except LeaseboardError as exc:
         refuse(request, exc, prefix="Effect: ")
     return redirect("takeovers:pending")
+
+
+@require_POST
+@role_required(APPROVER)
+def decide_many(request: HttpRequest) -> HttpResponse:
+    """Several requests or effects, one decision and one note; an outcome per item. Each
+    decision is its own transaction, decided by the same services as one at a time."""
+    decision = request.POST.get("decision", "")
+    if decision not in ("approve", "reject"):
+        raise Http404("no such decision")
+    note = _note(request)
+    picked = [("request", v) for v in request.POST.getlist("request")]
+    picked += [("effect", v) for v in request.POST.getlist("effect")]
+    if not picked:
+        messages.error(request, "Select at least one row to decide. (validation_error)")
+        return redirect("takeovers:pending")
+    done, refused = 0, []
+    for kind, value in picked[:BULK_MAX]:
+        try:
+            if kind == "request":
+                _decide_request(request, int(value), decision, note)
+            else:
+                _decide_effect(request, value, decision, note)
+            done += 1
+        except (ValueError, LeaseboardError) as exc:
+            if isinstance(exc, LeaseboardError) and exc.code in WHO_YOU_ARE:
+                refused.append(f"{kind} {value}: {exc.detail}")
+            elif isinstance(exc, LeaseboardError):
+                refused.append(f"{kind} {value}: {refusal_text(exc)}")
+            else:
+                refused.append(f"{kind} {value}: not a valid id")
+    verb = "approved" if decision == "approve" else "rejected"
+    if done:
+        messages.success(request, f"{done} {verb} with your note.")
+    if refused:
+        messages.error(request, "Not decided: " + "; ".join(refused))
+    return redirect("takeovers:pending")
+
+
+def _note(request: HttpRequest) -> str:
+    return request.POST.get("note", "")

@@ -12,10 +12,12 @@ from leaseboard.domain.errors import LeaseboardError
 from leaseboard.takeovers import services
 from leaseboard.takeovers.models import Intervention, ReasonCategory
 from leaseboard.takeovers.selectors import records, summary, timeline
+from leaseboard.web import charts
 from leaseboard.web.csv_export import csv_download
 from leaseboard.web.pages import render_page
 from leaseboard.web.refusals import refuse
 from leaseboard.web.roles import MANAGER, acting, role_required
+from leaseboard.web.templatetags.web import ms_iso, reason_label
 
 
 @require_GET
@@ -27,6 +29,7 @@ def interventions(request: HttpRequest) -> HttpResponse:
         "takeovers/interventions.html",
         {
             "page": records.interventions_list(filters),
+            "unreviewed": records.unreviewed_break_glass_count(),
             "reasons": ReasonCategory.choices,
             "outcomes": Intervention.Outcome.values,
         },
@@ -37,11 +40,46 @@ def interventions(request: HttpRequest) -> HttpResponse:
 @role_required(MANAGER)
 def interventions_summary(request: HttpRequest) -> HttpResponse:
     filters = records.InterventionFilters.from_query(request.GET)
-    return render_page(
-        request,
-        "takeovers/summary.html",
-        {"summary": summary.summary(filters), "filters": filters},
-    )
+    pics = summary.pictures(filters, request.GET.get("range", "30d"))
+    labels = [charts.ago_label(pics.now_ms - start) for start in pics.starts]
+    per = charts.per_label(pics.starts[1] - pics.starts[0]) if len(pics.starts) > 1 else ""
+    reason_total = {r: sum(v) for r, v in pics.by_reason.items()}
+    context = {
+        "summary": summary.summary(filters),
+        "filters": filters,
+        "ranges": summary.RANGE_LABELS,
+        "range": pics.range,
+        "base": filters.query().lstrip("?"),
+        "reason_chart": charts.bars(
+            f"Interventions by reason, per {per}",
+            "Interventions in the range by reason: "
+            + ("; ".join(f"{reason_label(r)}: {n}" for r, n in reason_total.items()) or "none")
+            + ".",
+            labels,
+            [
+                charts.Series(reason_label(r), [float(v) for v in pics.by_reason[r]])
+                for r in pics.reasons
+            ],
+        ),
+        "agent_chart": charts.bars(
+            "Interventions by agent (the most taken over)",
+            "Interventions in the range by agent: "
+            + ("; ".join(f"{a}: {n}" for a, n in pics.agents) or "none")
+            + ".",
+            [a for a, _ in pics.agents] or ["none"],
+            [charts.Series("interventions", [float(n) for _, n in pics.agents] or [0.0])],
+            max_x_labels=8,
+        ),
+        "decision_chart": charts.bars(
+            "Time from request to decision (approved, not break-glass)",
+            "Approved takeovers by the time their decision took: "
+            + "; ".join(f"{label}: {n}" for label, n in pics.decision_times)
+            + ".",
+            [label for label, _ in pics.decision_times],
+            [charts.Series("takeovers", [float(n) for _, n in pics.decision_times])],
+        ),
+    }
+    return render_page(request, "takeovers/summary.html", context)
 
 
 CSV_HEADER = [
@@ -58,11 +96,11 @@ CSV_HEADER = [
     "revoked_epoch",
     "grantee",
     "standing_epoch",
-    "requested_at_ms",
-    "decided_at_ms",
+    "requested_at",
+    "decided_at",
     "request_to_decision_ms",
     "outcome",
-    "ended_at_ms",
+    "ended_at",
 ]
 
 
@@ -78,18 +116,18 @@ def interventions_csv(request: HttpRequest) -> StreamingHttpResponse:
             iv.reason_category,
             iv.reason_text,
             iv.requested_by.username,
-            iv.approved_by.username,
+            "" if iv.break_glass else iv.approved_by.username,
             iv.break_glass,
-            iv.reviewed_by_id or "",
+            iv.reviewed_by.username if iv.reviewed_by else "",
             iv.agent.name if iv.agent else "",
             iv.epoch - 1,
             iv.grantee.name,
             iv.epoch,
-            iv.requested_at_ms,
-            iv.decided_at_ms,
-            iv.decided_at_ms - iv.requested_at_ms,
+            ms_iso(iv.requested_at_ms),
+            ms_iso(iv.decided_at_ms),
+            "" if iv.break_glass else iv.decided_at_ms - iv.requested_at_ms,
             iv.outcome,
-            iv.ended_at_ms,
+            ms_iso(iv.ended_at_ms),
         )
         for iv in records.interventions_for_export(filters)
     )

@@ -1,4 +1,5 @@
-"""An operator asks to take a work item over (or breaks glass), alone or in bulk."""
+"""An operator asks to take a work item over (or, as its own danger action, breaks glass),
+alone or in bulk. The request page shows what the operator is about to interrupt."""
 
 from __future__ import annotations
 
@@ -9,10 +10,10 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_http_methods
 
-from leaseboard.core.models import WorkItem
 from leaseboard.domain.errors import LeaseboardError
 from leaseboard.takeovers import services
 from leaseboard.takeovers.forms import BulkRequestForm, TakeoverRequestForm
+from leaseboard.takeovers.selectors.requests import request_context
 from leaseboard.web.pages import render_page
 from leaseboard.web.refusals import refused_for_form
 from leaseboard.web.roles import OPERATOR, acting, role_required
@@ -21,8 +22,8 @@ from leaseboard.web.roles import OPERATOR, acting, role_required
 @require_http_methods(["GET", "POST"])
 @role_required(OPERATOR)
 def request_takeover(request: HttpRequest, key: str) -> HttpResponse:
-    item = WorkItem.objects.select_related("queue").filter(key=key).first()
-    if item is None:
+    context = request_context(key=key)
+    if context is None:
         raise Http404("no such work item")
     can_break_glass = request.user.has_perm("takeovers.break_glass")
     form = TakeoverRequestForm(request.POST or None)
@@ -37,7 +38,8 @@ def request_takeover(request: HttpRequest, key: str) -> HttpResponse:
             **acting(request),
         }
         try:
-            if d["break_glass"]:
+            # Break-glass is its own button (a danger action with a confirmation).
+            if request.POST.get("break_glass") == "on":
                 iv = services.takeover_break_glass(**args)
                 messages.success(
                     request,
@@ -55,7 +57,7 @@ def request_takeover(request: HttpRequest, key: str) -> HttpResponse:
     return render_page(
         request,
         "takeovers/request.html",
-        {"item": item, "form": form, "can_break_glass": can_break_glass},
+        {"ctx": context, "item": context.item, "form": form, "can_break_glass": can_break_glass},
         status,
     )
 
@@ -81,4 +83,5 @@ def bulk_request(request: HttpRequest) -> HttpResponse:
             )
         except LeaseboardError as exc:
             form.add_error(None, refused_for_form(exc))
-    return render_page(request, "takeovers/bulk.html", {"form": form, "bulk": bulk})
+    status = 400 if request.method == "POST" and bulk is None else 200
+    return render_page(request, "takeovers/bulk.html", {"form": form, "bulk": bulk}, status)

@@ -15,28 +15,32 @@ from leaseboard.core.services import reconciliation
 from leaseboard.domain.errors import LeaseboardError
 from leaseboard.takeovers import services
 from leaseboard.takeovers.selectors.standing import my_standing
+from leaseboard.web.htmx import page_or_fragment, polled_fragment, wants_fragment
 from leaseboard.web.pages import render_page
 from leaseboard.web.params import int_param
 from leaseboard.web.redirects import redirect_next
 from leaseboard.web.refusals import refuse
 from leaseboard.web.roles import OPERATOR, acting, role_required
 
+RESOLUTIONS = [
+    ("confirmed", "confirmed: it happened"),
+    ("not_applied", "not applied: it did not happen"),
+    ("compensated", "compensated: it happened and was undone"),
+]
+
 
 @require_GET
 @role_required(OPERATOR)
 def standing(request: HttpRequest) -> HttpResponse:
-    return render_page(
-        request,
-        "takeovers/standing.html",
-        {
-            "standings": my_standing(request.user),
-            "resolutions": [
-                ("confirmed", "confirmed"),
-                ("not_applied", "not applied"),
-                ("compensated", "compensated"),
-            ],
-        },
-    )
+    """The operator's standing, polled: a warning once less than a fifth is left, lapsed
+    items kept listed with a way to take the work over again."""
+    page = my_standing(request.user)
+    context = {"page": page, "resolutions": RESOLUTIONS}
+    if wants_fragment(request, "standings"):
+        return polled_fragment(
+            request, "takeovers/_standings.html", context, version=page.version, seq=page.now_ms
+        )
+    return page_or_fragment(render_page(request, "takeovers/standing.html", context))
 
 
 def _standing_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:

@@ -1,5 +1,6 @@
 """Template filters every app's pages use (`{% load web %}`): database-clock milliseconds as
-times and durations, JSON, and query strings."""
+times (in the viewer's zone, via static/leaseboard.js) and durations, labels for stored
+codes, JSON, and query strings."""
 
 from __future__ import annotations
 
@@ -9,16 +10,52 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django import template
+from django.utils.html import format_html
+
+from leaseboard.domain.vocabulary import REASON_LABELS, ReasonCategory
 
 register = template.Library()
 
 
+def _utc(ms: int) -> datetime:
+    return datetime.fromtimestamp(int(ms) / 1000, tz=UTC)
+
+
+@register.filter
+def ms_iso(value: int | None) -> str:
+    """ISO 8601 with its offset (UTC), to the millisecond: for machines and CSV."""
+    if value is None or value == "":
+        return ""
+    return _utc(int(value)).isoformat(timespec="milliseconds")
+
+
 @register.filter
 def ms_time(value: int | None) -> str:
-    """Database-clock ms as a UTC time; the full date sits in the title attribute."""
+    """A <time> the page shows in the viewer's zone with the zone named, the exact time on
+    hover; without JavaScript it reads as UTC, labelled so."""
     if value is None or value == "":
         return "—"
-    return datetime.fromtimestamp(int(value) / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+    at = _utc(int(value))
+    return format_html(
+        '<time datetime="{}" data-ms="{}">{} UTC</time>',
+        at.isoformat(timespec="milliseconds"),
+        int(value),
+        at.strftime("%Y-%m-%d %H:%M:%S"),
+    )
+
+
+@register.filter
+def ms_ago(value: int | None) -> str:
+    """Like ms_time, shown relative ("12 s ago"), the exact time on hover."""
+    if value is None or value == "":
+        return "—"
+    at = _utc(int(value))
+    return format_html(
+        '<time datetime="{}" data-ms="{}" data-relative>at {} UTC</time>',
+        at.isoformat(timespec="milliseconds"),
+        int(value),
+        at.strftime("%H:%M:%S"),
+    )
 
 
 @register.filter
@@ -37,6 +74,21 @@ def ms_duration(value: int | None) -> str:
         return f"{sign}{minutes} m {seconds:02d} s"
     hours, minutes = divmod(minutes, 60)
     return f"{sign}{hours} h {minutes:02d} m"
+
+
+@register.filter
+def reason_label(value: str) -> str:
+    """A reason category's words instead of its stored code ("unknown_outcome")."""
+    try:
+        return REASON_LABELS[ReasonCategory(value)]
+    except ValueError:
+        return str(value or "—")
+
+
+@register.filter
+def words(value: str) -> str:
+    """A stored code as words: "not_applied" -> "not applied"."""
+    return str(value or "").replace("_", " ")
 
 
 @register.filter

@@ -1,0 +1,65 @@
+"""What an operator sees before asking to take a work item over: who holds it, in what
+certainty, for how long still, and its recent effects and those with no known outcome.
+3 queries; nothing here writes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from leaseboard.core.clock import db_now_ms
+from leaseboard.core.models import Effect, Lease, WorkItem
+from leaseboard.core.models.leases import LIVE_STATES
+from leaseboard.domain.certainty import Certainty, LeaseTimes, state_at
+
+RECENT_EFFECTS = 5
+
+
+@dataclass
+class RequestContext:
+    item: WorkItem
+    lease: Lease | None  # the live lease, if any
+    certainty: str | None
+    expires_in_ms: int
+    last_holder: str  # the latest holder, live or not
+    recent_effects: list[Effect]
+    open_effects: list[Effect]  # authorized, outcome unknown or not reported
+
+
+def request_context(*, key: str) -> RequestContext | None:
+    item = WorkItem.objects.select_related("queue").filter(key=key).first()
+    if item is None:
+        return None
+    now = db_now_ms()
+    latest = list(
+        Lease.objects.select_related("holder")
+        .defer("recent_renewals")
+        .filter(work_item=item)
+        .order_by("-epoch")[:1]
+    )
+    lease = latest[0] if latest and latest[0].state in LIVE_STATES else None
+    certainty = None
+    if lease is not None:
+        times = LeaseTimes(Certainty(lease.state), lease.jeopardy_at_ms, lease.expires_at_ms)
+        certainty = state_at(times, now).value
+    effects = list(
+        Effect.objects.filter(work_item=item)
+        .select_related("executor")
+        .defer("fencing_token")
+        .order_by("-proposed_at_ms")[:50]
+    )
+    open_effects = [
+        e
+        for e in effects
+        if e.decision == Effect.Decision.AUTHORIZED
+        and e.resolution == ""
+        and e.outcome in ("", Effect.Outcome.UNKNOWN)
+    ]
+    return RequestContext(
+        item=item,
+        lease=lease,
+        certainty=certainty,
+        expires_in_ms=max(0, lease.expires_at_ms - now) if lease else 0,
+        last_holder=latest[0].holder.name if latest else "",
+        recent_effects=effects[:RECENT_EFFECTS],
+        open_effects=open_effects,
+    )

@@ -1,0 +1,139 @@
+"""A small fleet with something on every page, built through the core and workflow
+services (the browser tests' test data): live, jeopardy and expired leases, alerts of
+several kinds, a takeover waiting for an approver, an effect waiting for approval with a
+payment payload, an approved intervention, a break-glass one waiting for review, and the
+audit entries all of that wrote. Plain functions, like tests/builders.py."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tests.builders import age_lease, grant_break_glass, leased_item, make_user, stale_effect_on
+
+
+@dataclass
+class World:
+    users: dict[str, Any]
+    agents: dict[str, Any]
+    tokens: dict[str, str]
+    keys: dict[str, str] = field(default_factory=dict)
+    ids: dict[str, Any] = field(default_factory=dict)
+
+
+def build_world(agent) -> World:  # type: ignore[no-untyped-def]
+    from leaseboard.core.authority import Actor
+    from leaseboard.core.models import EffectPolicy, Queue
+    from leaseboard.core.services.effects import effect_propose, effect_report_outcome
+    from leaseboard.sweeps.services import sweep_run
+    from leaseboard.takeovers.services import (
+        takeover_approve,
+        takeover_break_glass,
+        takeover_request,
+    )
+
+    users = {
+        "operator": make_user("olga", "operator"),
+        "approver": make_user("abe", "approver"),
+        "manager": make_user("mia", "manager"),
+        "nobody": make_user("nora"),
+    }
+    grant_break_glass(users["operator"])
+    agents, tokens = {}, {}
+    for name in ("refund-bot", "deploy-bot", "ledger-bot"):
+        agents[name], tokens[name] = agent(name)
+    queue, _ = Queue.objects.get_or_create(name="payments")
+    EffectPolicy.objects.get_or_create(
+        queue=queue, kind="payment.send", decision="require_approval"
+    )
+    w = World(users=users, agents=agents, tokens=tokens)
+
+    for i in range(6):
+        leased_item(agents["refund-bot"], key=f"refund-{i:03d}", queue="payments")
+    jeopardy = leased_item(agents["deploy-bot"], key="deploy-7")
+    age_lease(jeopardy.id, jeopardy.jeopardy_after_ms + 500)
+    gone = leased_item(agents["deploy-bot"], key="deploy-8")
+    age_lease(gone.id, gone.ttl_ms + 1_000)
+    sweep_run()  # the jeopardy and expiry alerts
+    leased_item(agents["ledger-bot"], key="ledger-1")
+    stale_effect_on("ledger-1", agents["ledger-bot"], agents["deploy-bot"])  # a stale_effect alert
+
+    # An effect waiting for approval, with a payment payload.
+    pay = leased_item(agents["ledger-bot"], key="pay-42", queue="payments")
+    effect = effect_propose(
+        lease_id=pay.id,
+        executor=agents["ledger-bot"],
+        epoch=pay.epoch,
+        kind="payment.send",
+        target="invoice-42",
+        idempotency_key="pay-42-a",
+        payload={"amount": "125.00", "currency": "EUR", "payee": "ACME GmbH"},
+    )
+    w.ids["waiting_effect"] = effect.id
+
+    # A takeover waiting for an approver; one approved (with an unknown outcome to
+    # reconcile under the operator's standing); one break-glass waiting for review.
+    op, ap = Actor.human(users["operator"]), Actor.human(users["approver"])
+    waiting = takeover_request(
+        work_key="refund-001", actor=op, reason_category="stuck", reason_text="loops on step 3"
+    )
+    w.ids["waiting_request"] = waiting.id
+    held = leased_item(agents["refund-bot"], key="refund-900", queue="payments")
+    fx = effect_propose(
+        lease_id=held.id,
+        executor=agents["refund-bot"],
+        epoch=held.epoch,
+        kind="payment.refund",
+        target="order-900",
+        idempotency_key="r900",
+    )
+    effect_report_outcome(effect_id=fx.id, executor=agents["refund-bot"], outcome="unknown")
+    req = takeover_request(
+        work_key="refund-900",
+        actor=op,
+        reason_category="unknown_outcome",
+        reason_text="refund outcome unknown",
+    )
+    iv = takeover_approve(request_pk=req.id, actor=ap, note="go")
+    w.ids["intervention"] = iv.id
+    bg = takeover_break_glass(
+        work_key="refund-002", actor=op, reason_category="incident", reason_text="outage"
+    )
+    w.ids["break_glass"] = bg.id
+    w.keys = {"live": "refund-003", "jeopardy": "deploy-7", "expired": "deploy-8"}
+    return w
+
+
+def pages_for(role: str, w: World) -> list[tuple[str, str]]:
+    """(name, path) of every page a person in `role` can open, with data on it."""
+    common = [
+        ("live", "/"),
+        ("live-sorted", "/?sort=due"),
+        ("alerts", "/alerts/"),
+        ("alerts-list", "/alerts/?view=list&state=all"),
+        ("work-item", f"/work/{w.keys['live']}"),
+        ("executor", f"/executors/{w.agents['refund-bot'].id}"),
+        ("fleet", "/fleet/"),
+        ("not-found", "/work/no-such-item"),
+    ]
+    own = {
+        "operator": [
+            ("standing", "/takeovers/standing/"),
+            ("request", f"/takeovers/request/{w.keys['live']}"),
+            ("bulk-takeover", "/takeovers/bulk?key=refund-003&key=refund-004"),
+            ("bulk-revoke", "/leases/revoke?key=refund-003&key=refund-004"),
+            ("forbidden", "/audit/"),
+        ],
+        "approver": [
+            ("pending", "/takeovers/pending/"),
+            ("bulk-revoke", "/leases/revoke?key=refund-003"),
+        ],
+        "manager": [
+            ("audit", "/audit/"),
+            ("interventions", "/takeovers/interventions/"),
+            ("intervention", f"/takeovers/interventions/{w.ids['intervention']}"),
+            ("review", f"/takeovers/interventions/{w.ids['break_glass']}"),
+            ("summary", "/takeovers/interventions/summary"),
+        ],
+    }
+    return common + own.get(role, [])
