@@ -351,3 +351,40 @@ def test_refusal_and_error_pages_sit_in_the_layout_and_name_the_role(operator_cl
         page = server_error(rf.get("/"))
     assert page.status_code == 500 and not ctx.captured_queries
     assert b"Something went wrong" in page.content
+
+
+# -- what a screen reader and a keyboard need (issue 19) ----------------------------------
+
+
+def test_every_page_has_a_skip_link_named_landmarks_and_no_empty_header(people, scene):
+    req = request_for(scene.key, people.operator)
+    services.takeover_approve(request_pk=req.id, actor=Actor.human(people.approver))
+    pages = {
+        people.operator: ["/", "/alerts/", "/fleet/", f"/work/{scene.key}", "/takeovers/standing/"],
+        people.approver: ["/takeovers/pending/", f"/executors/{scene.agent.id}"],
+        people.manager: [
+            "/audit/",
+            "/takeovers/interventions/",
+            "/takeovers/interventions/summary",
+        ],
+    }
+    for user, urls in pages.items():
+        client = _client(user)
+        for url in urls:
+            html = client.get(url).content.decode()
+            assert 'class="skip-link" href="#main"' in html and '<main id="main"' in html, url
+            navs = re.findall(r"<nav\b[^>]*>", html)
+            assert navs and all("aria-label=" in n for n in navs), url  # every nav named
+            assert not re.search(r"<th[^>]*>\s*</th>", html), url
+            assert "aria-live" not in html.replace('id="announcer"', "").split("<main", 1)[1], url
+
+
+def test_a_renewal_gap_past_the_threshold_is_said_in_words(operator_client, agent):
+    executor, _ = agent()
+    lease = leased_item(executor, key="gap-1")
+    age_lease(lease.id, lease.jeopardy_after_ms + 500)
+    lease_renew(lease_id=lease.id, executor=executor, epoch=1)
+    html = operator_client.get("/work/gap-1").content.decode()
+    assert "past the 10.0 s threshold" in html and "past the jeopardy threshold" in html
+    live = operator_client.get("/").content.decode()
+    assert "past the 10.0 s jeopardy threshold" in live

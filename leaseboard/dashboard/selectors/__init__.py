@@ -1,5 +1,5 @@
-"""Dashboard reads, one module per page (live, alerts, work_item, executor, audit) plus the
-lease rows they share and the renewal chart's geometry (charts).
+"""Dashboard reads, one module per page (live, alerts, work_item, executor, audit, fleet,
+revocations) plus the lease rows they share and the renewal chart's geometry (charts).
 
 Each page runs a fixed number of queries whatever its size: related rows come through
 select_related, lists are keyset-paginated on indexed columns, and counters are bounded

@@ -332,6 +332,9 @@ def live_leases(filters: LiveFilters) -> LivePage:
         limited.append(part.order_by(*order)[: filters.size + 1])
     if len(limited) == 1:
         leases = list(limited[0])
+    elif not connection.features.supports_slicing_ordering_in_compound:
+        # SQLite (the embedded default) allows no LIMIT inside a UNION: one query a part.
+        leases = [lease for part in limited for lease in part]
     else:
         ids = limited[0].values("id").union(*[p.values("id") for p in limited[1:]], all=True)
         leases = list(
@@ -354,8 +357,8 @@ def live_leases(filters: LiveFilters) -> LivePage:
 def _bounded_total(parts: list[QuerySet[Lease]]) -> int:
     """How many leases the list has, counted up to COUNTER_CAP+1 (one query)."""
     capped = [p.order_by().values("id")[: COUNTER_CAP + 1] for p in parts]
-    if len(capped) == 1:
-        return min(capped[0].count(), COUNTER_CAP + 1)
+    if len(capped) == 1 or not connection.features.supports_slicing_ordering_in_compound:
+        return min(sum(c.count() for c in capped), COUNTER_CAP + 1)
     return min(capped[0].union(*capped[1:], all=True).count(), COUNTER_CAP + 1)
 
 
