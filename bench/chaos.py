@@ -337,6 +337,7 @@ class Chaos:
             LEASEBOARD_CELERY_QUEUE=self.queue,
             LEASEBOARD_SWEEP_INTERVAL_S="0.5",
             LEASEBOARD_TAKEOVER_MIN_STANDING_MS="2000",
+            LEASEBOARD_RATE_LIMIT_ENABLED="false",  # the harness's floods are the point
             LOG_LEVEL="ERROR",
             CHAOS_RECIPIENT_DB=self.recipient_url_db,
         )

@@ -75,9 +75,7 @@ def env_proxy_header(name: str) -> tuple[str, str] | None:
     header, sep, value = raw.partition(":")
     header, value = header.strip(), value.strip()
     if not sep or not header or not value or not header.replace("-", "").isalnum():
-        raise ImproperlyConfigured(
-            f"{name} must look like 'X-Forwarded-Proto: https', got {raw!r}"
-        )
+        raise ImproperlyConfigured(f"{name} must look like 'X-Forwarded-Proto: https', got {raw!r}")
     return "HTTP_" + header.upper().replace("-", "_"), value
 
 
@@ -295,9 +293,7 @@ LEASEBOARD_RATE_LIMIT_ADDRESS = env_rate("LEASEBOARD_RATE_LIMIT_ADDRESS", "60/m"
 # one address, both are refused for the cool-off time, even with the right password.
 AXES_ENABLED = env_bool("LEASEBOARD_SIGNIN_THROTTLE", True)
 AXES_FAILURE_LIMIT = env_int("LEASEBOARD_SIGNIN_FAILURE_LIMIT", 5, minimum=1)
-AXES_COOLOFF_TIME = timedelta(
-    minutes=env_int("LEASEBOARD_SIGNIN_COOLOFF_MINUTES", 15, minimum=1)
-)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("LEASEBOARD_SIGNIN_COOLOFF_MINUTES", 15, minimum=1))
 AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
 AXES_RESET_ON_SUCCESS = True
 # The cool-off runs from the lock-out, not from the last refused try: the page's "wait N

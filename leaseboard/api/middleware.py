@@ -46,7 +46,7 @@ class ApiRateLimitMiddleware:
             return self.get_response(request)
         limiter = ratelimit.limiter()
         credential = ratelimit.bearer_credential(request)
-        address = ratelimit.client_address(request)
+        address = ratelimit.client_address(request) or "unknown"
         verdict = limiter.admit(credential=credential, address=address)
         if not verdict.allowed:
             return _rate_limited(request, verdict)

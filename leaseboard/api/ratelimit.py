@@ -15,6 +15,7 @@ that library spends two or three cache round trips per limit (`add`, then Django
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import logging
 import threading
 import time
@@ -58,19 +59,24 @@ class Verdict:
 ALLOWED = Verdict(allowed=True)
 
 
-def client_address(request: HttpRequest) -> str:
-    """The client's address: the peer, or with LEASEBOARD_TRUSTED_PROXIES = N the N-th
+def client_address(request: HttpRequest) -> str | None:
+    """The client's IP address: the peer, or with LEASEBOARD_TRUSTED_PROXIES = N the N-th
     X-Forwarded-For entry from the right (what the outermost trusted proxy saw). Entries
-    further left are the client's own claims and are never trusted. Also django-axes'
-    AXES_CLIENT_IP_CALLABLE, so sign-in throttling counts the same address."""
+    further left are the client's own claims and are never trusted. None when there is no
+    valid address. Also django-axes' AXES_CLIENT_IP_CALLABLE, so sign-in throttling counts
+    the same address."""
+    raw = request.META.get("REMOTE_ADDR") or ""
     hops = settings.LEASEBOARD_TRUSTED_PROXIES
     if hops:
         forwarded = [
             a.strip() for a in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",") if a.strip()
         ]
         if forwarded:
-            return forwarded[max(0, len(forwarded) - hops)][:64]
-    return str(request.META.get("REMOTE_ADDR") or "unknown")[:64]
+            raw = forwarded[max(0, len(forwarded) - hops)]
+    try:
+        return str(ipaddress.ip_address(raw))
+    except ValueError:
+        return None
 
 
 def bearer_credential(request: HttpRequest) -> str | None:

@@ -164,7 +164,7 @@ def test_the_api_docs_load_no_third_party_script(client):
 class _Hook(BaseHTTPRequestHandler):
     received: list = []
 
-    def do_POST(self):  # noqa: N802 - the stdlib's name
+    def do_POST(self):
         self.received.append(
             (dict(self.headers), self.rfile.read(int(self.headers["Content-Length"])))
         )
