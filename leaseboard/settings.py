@@ -285,8 +285,8 @@ LEASEBOARD_RATE_LIMIT_ENABLED = env_bool("LEASEBOARD_RATE_LIMIT_ENABLED", True)
 # (a batch renewer one for all its leases; a single-lease agent every 5 s is 12/m).
 LEASEBOARD_RATE_LIMIT_AGENT = env_rate("LEASEBOARD_RATE_LIMIT_AGENT", "600/m")
 # Requests per client address that carry no valid credential (none, or a refused one): a
-# bad-token flood stops here before it costs a database lookup. Agents behind one NAT
-# address are counted per credential, never here.
+# bad-token flood meets 429 here. Agents with valid tokens behind one NAT address are
+# counted per credential, never here, so a flood beside them does not throttle them.
 LEASEBOARD_RATE_LIMIT_ADDRESS = env_rate("LEASEBOARD_RATE_LIMIT_ADDRESS", "60/m")
 
 # Sign-in throttling (django-axes): after this many failed sign-ins for one account, or from
