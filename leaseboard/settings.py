@@ -284,6 +284,9 @@ LEASEBOARD_RATE_LIMIT_ENABLED = env_bool("LEASEBOARD_RATE_LIMIT_ENABLED", True)
 # Requests per agent or recipient credential. An honest agent sends one renew per interval
 # (a batch renewer one for all its leases; a single-lease agent every 5 s is 12/m).
 LEASEBOARD_RATE_LIMIT_AGENT = env_rate("LEASEBOARD_RATE_LIMIT_AGENT", "600/m")
+# Requests per recipient credential on the recipient-only paths (online fencing checks,
+# refusal reports): a payments service may ask once for every payment it takes.
+LEASEBOARD_RATE_LIMIT_RECIPIENT = env_rate("LEASEBOARD_RATE_LIMIT_RECIPIENT", "6000/m")
 # Requests per client address that carry no valid credential (none, or a refused one): a
 # bad-token flood meets 429 here. Agents with valid tokens behind one NAT address are
 # counted per credential, never here, so a flood beside them does not throttle them.

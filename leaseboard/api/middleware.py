@@ -47,7 +47,7 @@ class ApiRateLimitMiddleware:
         limiter = ratelimit.limiter()
         credential = ratelimit.bearer_credential(request)
         address = ratelimit.client_address(request) or "unknown"
-        verdict = limiter.admit(credential=credential, address=address)
+        verdict = limiter.admit(credential=credential, address=address, path=request.path)
         if not verdict.allowed:
             return _rate_limited(request, verdict)
         response = self.get_response(request)
@@ -59,7 +59,7 @@ class ApiRateLimitMiddleware:
 
 
 def _rate_limited(request: HttpRequest, verdict: ratelimit.Verdict) -> HttpResponse:
-    who = "this credential" if verdict.limit == "credential" else "this address"
+    who = "this address" if verdict.limit == "address" else "this credential"
     return problem(
         request,
         code="rate_limited",

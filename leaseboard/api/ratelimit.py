@@ -1,6 +1,8 @@
 """API rate limits (DESIGN §9): fixed windows per credential and per client address.
 
-- A request with a bearer token is charged to that credential (LEASEBOARD_RATE_LIMIT_AGENT).
+- A request with a bearer token is charged to that credential: LEASEBOARD_RATE_LIMIT_AGENT,
+  or LEASEBOARD_RATE_LIMIT_RECIPIENT on the recipient-only paths (a payments service may ask
+  for every payment it takes).
 - A request without one, or whose token was refused (401), is charged to its client address
   (LEASEBOARD_RATE_LIMIT_ADDRESS), so a bad-token flood meets 429 while agents sharing a NAT
   address with it keep their own budgets.
@@ -33,6 +35,7 @@ REDIS_TIMEOUT_S = 0.25
 # agents' renewals must not fail, or wait on timeouts, because the limiter's store is down.
 REDIS_RETRY_AFTER_S = 5.0
 LOCAL_MAX_WINDOWS = 100_000
+RECIPIENT_PATHS = ("/api/v1/fencing/check", "/api/v1/recipient-reports")
 
 # INCR the window's counter, start its expiry on the first hit, and say how long is left
 # when the count is over the limit. KEYS[1]: counter; ARGV: window seconds, limit.
@@ -52,7 +55,7 @@ return {n, ttl}
 @dataclass(frozen=True)
 class Verdict:
     allowed: bool
-    limit: str = ""  # which limit refused: "credential" or "address"
+    limit: str = ""  # which limit refused: "credential", "recipient" or "address"
     retry_after_s: float = 0.0
 
 
@@ -157,12 +160,14 @@ class Limiter:
             return ALLOWED
         return Verdict(allowed=False, limit=kind, retry_after_s=max(1.0, retry_after_s))
 
-    def admit(self, *, credential: str | None, address: str) -> Verdict:
+    def admit(self, *, credential: str | None, address: str, path: str = "") -> Verdict:
         """Charge a request before it runs: to its credential if it has one, else to its
         address."""
-        if credential is not None:
-            return self._verdict("credential", credential, settings.LEASEBOARD_RATE_LIMIT_AGENT)
-        return self._verdict("address", address, settings.LEASEBOARD_RATE_LIMIT_ADDRESS)
+        if credential is None:
+            return self._verdict("address", address, settings.LEASEBOARD_RATE_LIMIT_ADDRESS)
+        if path.startswith(RECIPIENT_PATHS):
+            return self._verdict("recipient", credential, settings.LEASEBOARD_RATE_LIMIT_RECIPIENT)
+        return self._verdict("credential", credential, settings.LEASEBOARD_RATE_LIMIT_AGENT)
 
     def refused_credential(self, *, address: str) -> Verdict:
         """Charge a request whose token was refused to its address."""

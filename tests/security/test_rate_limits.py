@@ -106,6 +106,18 @@ def test_a_runaway_credential_meets_429_and_others_do_not(api, agent, settings):
     assert api.get("/api/v1/work-items/runaway-1", calm).status_code == 200
 
 
+def test_recipient_paths_have_their_own_budget(api, agent, settings):
+    settings.LEASEBOARD_RATE_LIMIT_AGENT = (1, 60)
+    settings.LEASEBOARD_RATE_LIMIT_RECIPIENT = (2, 60)
+    _, token = agent("payments-recipient")
+    assert api.get("/api/v1/work-items/none", token).status_code == 404
+    assert api.get("/api/v1/work-items/none", token).status_code == 429
+    report = {"work_key": "none", "epoch": 0, "high_water": 1, "reason": "stale_epoch"}
+    statuses = [api.post("/api/v1/recipient-reports", report, token).status_code for _ in range(3)]
+    assert 429 not in statuses[:2] and statuses[2] == 429
+    assert_rate_limited(api.post("/api/v1/recipient-reports", report, token), "recipient", 60)
+
+
 # -- per address ----------------------------------------------------------------------------------
 
 
