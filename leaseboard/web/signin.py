@@ -8,10 +8,13 @@ from __future__ import annotations
 from typing import Any
 
 from axes.backends import AxesStandaloneBackend
+from axes.exceptions import AxesBackendPermissionDenied
 from axes.helpers import get_cool_off
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+
+from leaseboard.core.services.signin_audit import ATTEMPT_WHILE_LOCKED
 
 
 class SignInThrottleBackend(AxesStandaloneBackend):
@@ -28,7 +31,11 @@ class SignInThrottleBackend(AxesStandaloneBackend):
     ) -> None:
         if request is None:
             return None
-        return super().authenticate(request, username=username, password=password, **kwargs)
+        try:
+            return super().authenticate(request, username=username, password=password, **kwargs)
+        except AxesBackendPermissionDenied:
+            setattr(request, ATTEMPT_WHILE_LOCKED, True)  # audited once, as the lock-out
+            raise
 
 
 def locked_out(

@@ -64,3 +64,23 @@ def test_the_shell_and_commands_authenticate_without_a_request(db):
     make_user("carol")
     assert authenticate(username="carol", password=PASSWORD) is not None
     assert authenticate(username="carol", password="nope") is None
+
+
+def test_failures_and_the_lock_out_are_audited_and_a_locked_flood_adds_nothing(
+    client, three_strikes
+):
+    from leaseboard.core.models import AuditEntry
+
+    make_user("ivy", "operator")
+    for _ in range(3):
+        sign_in(client, "ivy", "nope", "192.0.2.10")
+    actions = list(
+        AuditEntry.objects.filter(object_id="ivy").order_by("seq").values_list("action", flat=True)
+    )
+    assert actions.count("auth.sign_in_failed") == 3
+    assert actions.count("auth.locked_out") == 1
+    before = AuditEntry.objects.count()
+    assert [sign_in(client, "ivy", "nope", "192.0.2.10").status_code for _ in range(20)] == [
+        429
+    ] * 20
+    assert AuditEntry.objects.count() == before  # a locked-out flood cannot grow the log
