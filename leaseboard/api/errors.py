@@ -11,6 +11,8 @@ from leaseboard.domain.errors import LeaseboardError
 
 log = logging.getLogger(__name__)
 
+PROBLEM_JSON = "application/problem+json"
+
 STATUS_BY_CODE: dict[str, int] = {
     "validation_error": 400,
     "unauthenticated": 401,
@@ -43,7 +45,7 @@ def problem(
     if request is not None:
         body["instance"] = request.path
     body.update({k: v for k, v in extra.items() if v is not None})
-    response = JsonResponse(body, status=status, content_type="application/problem+json")
+    response = JsonResponse(body, status=status, content_type=PROBLEM_JSON)
     if status == 401:
         response["WWW-Authenticate"] = 'Bearer realm="leaseboard"'
     if "retry_after_ms" in extra:
