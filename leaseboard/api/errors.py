@@ -23,6 +23,9 @@ STATUS_BY_CODE: dict[str, int] = {
     "rate_limited": 429,
 }
 DEFAULT_CONFLICT = 409  # every lease, admission and authorization refusal
+# RFC 9457's own members: a refusal's extra named like one is sent as work_<name>
+# (WorkNotAdmitted's `status` of the work item must not become the HTTP status).
+RESERVED = frozenset({"type", "title", "status", "detail", "code", "instance"})
 
 
 def problem(
@@ -60,5 +63,5 @@ def problem_from_error(request: HttpRequest | None, exc: LeaseboardError) -> Jso
         title=exc.title,
         detail=exc.detail,
         decision=exc.decision,
-        **exc.extra,
+        **{(f"work_{k}" if k in RESERVED else k): v for k, v in exc.extra.items()},
     )

@@ -102,6 +102,8 @@ class Problem(Schema):
     effect_id: UuidOut | None = None
     lease_id: UuidOut | None = None
     retry_after_ms: int | None = Field(None, description="when to try again (also Retry-After)")
+    admission: Admission | None = Field(None, description="the work item's admission")
+    work_status: WorkStatus | None = Field(None, description="the work item's status")
 
 
 # -- work items ---------------------------------------------------------------------------------
@@ -197,7 +199,8 @@ class RenewOut(Out):
 
 
 class BatchItem(Schema):
-    lease_id: LeaseIdIn
+    # Any id is answered in its own result (not_found when it is no lease id), not a 400.
+    lease_id: Annotated[Text, Field(max_length=64)]
     epoch: Epoch
 
 

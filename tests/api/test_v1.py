@@ -324,3 +324,23 @@ def test_completing_through_another_items_path_changes_nothing(api, agent, holde
     assert WorkItem.objects.get(key="order-1").status == "open"
     r = api.post("/api/v1/work-items/order-1/complete", body, token)
     assert r.status_code == 200 and r.json_body["status"] == "completed"
+
+
+def test_acquiring_a_completed_work_item_is_a_refusal_not_a_500(api, holder):
+    token, grant = holder
+    body = {"lease_id": grant["lease_id"], "epoch": 1}
+    assert api.post("/api/v1/work-items/order-1/complete", body, token).status_code == 200
+    refusal = assert_problem(
+        api.post("/api/v1/work-items/order-1/lease", token=token, raw=b""),
+        409,
+        "work_not_admitted",
+    )
+    # The work item's status travels as work_status: `status` stays the HTTP status.
+    assert refusal["work_status"] == "completed" and refusal["decision"] == "admission"
+
+
+def test_the_default_acquire_sends_no_body_at_all(api, agent):
+    _, token = agent()
+    assert api.post("/api/v1/work-items", {"key": "bare-1"}, token).status_code == 201
+    r = api.post("/api/v1/work-items/bare-1/lease", token=token, raw=b"")
+    assert r.status_code == 201 and r.json_body["epoch"] == 1

@@ -16,6 +16,7 @@ from django.test.utils import CaptureQueriesContext
 
 from leaseboard.core.models import Checkpoint, Effect, Lease, WorkItem
 from leaseboard.domain.errors import ValidationFailed
+from tests.api.schema_check import CheckedApiClient
 from tests.builders import grant_break_glass, make_user
 from tests.security.embedded import manage
 
@@ -31,6 +32,12 @@ def problem(response, status: int = 400, code: str = "validation_error") -> dict
     body = json.loads(response.content)
     assert body["code"] == code, body
     return body
+
+
+@pytest.fixture
+def api(client):  # type: ignore[no-untyped-def]
+    """Every refusal here is also one the OpenAPI document declares."""
+    return CheckedApiClient(client)
 
 
 @pytest.fixture
