@@ -344,3 +344,30 @@ def test_the_default_acquire_sends_no_body_at_all(api, agent):
     assert api.post("/api/v1/work-items", {"key": "bare-1"}, token).status_code == 201
     r = api.post("/api/v1/work-items/bare-1/lease", token=token, raw=b"")
     assert r.status_code == 201 and r.json_body["epoch"] == 1
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status", "allow"),
+    [
+        ("GET", "/api/v1/nope", 404, None),
+        ("POST", "/api/v1/work-items/a/b/lease", 404, None),
+        ("GET", "/api/v2/work-items", 404, None),
+        ("GET", "/api/", 404, None),
+        ("GET", "/api/v1/work-items", 405, "POST"),
+        ("DELETE", "/api/v1/leases/00000000-0000-0000-0000-000000000000/renew", 405, "POST"),
+        ("PUT", "/api/v1/fencing/keys", 405, "GET"),
+    ],
+)
+def test_unrouted_api_paths_and_methods_answer_problems(api, agent, method, path, status, allow):
+    _, token = agent()
+    r = api.call(method, path, None, token)
+    code = "not_found" if status == 404 else "validation_error"
+    body = assert_problem(r, status, code)
+    assert body["instance"] == path
+    if allow:
+        assert r["Allow"] == allow
+
+
+def test_outside_the_api_a_missing_page_is_still_html(client):
+    r = client.get("/no-such-page")
+    assert r.status_code == 404 and not r["Content-Type"].startswith("application/problem")
