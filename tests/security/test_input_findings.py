@@ -245,6 +245,10 @@ def test_finding_hostile_dashboard_filters_answer_a_page_not_a_500(client, value
         f"/?cursor={value}",
         f"/work/{value}",
         f"/work/ok?lease={value}",
+        f"/alerts/?show={value}&cursor={value}",
+        f"/audit/?cursor={value}",
+        f"/takeovers/request/{value}",
+        f"/takeovers/bulk?key={value}",
     ] + [
         f"/takeovers/interventions/{page}?{name}={value}"
         for page in ("", "summary")
