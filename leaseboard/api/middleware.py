@@ -1,6 +1,6 @@
-"""Everything under /api/ answers problem details: oversized bodies are refused before any
-view or parser reads them (413), and a path or method no operation serves is a 404 or 405
-problem instead of Django's HTML page."""
+"""API middleware: everything under /api/ answers problem details. Oversized bodies and
+rate-limited callers are refused before any view runs (413, 429), and a path or method no
+operation serves is a 404 or 405 problem instead of Django's HTML page."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from collections.abc import Callable
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 
+from leaseboard.api import ratelimit
 from leaseboard.api.errors import PROBLEM_JSON, problem
 
 
@@ -60,4 +61,40 @@ def unrouted(request: HttpRequest, response: HttpResponse) -> HttpResponse:
         title="No such API path",
         detail="no operation serves this path; the schema is at /api/v1/openapi.json",
         status=404,
+    )
+
+
+class ApiRateLimitMiddleware:
+    """429 `rate_limited` with Retry-After once a credential or an address is over its
+    limit (leaseboard/api/ratelimit.py says what is counted where)."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if not request.path.startswith("/api/") or not settings.LEASEBOARD_RATE_LIMIT_ENABLED:
+            return self.get_response(request)
+        limiter = ratelimit.limiter()
+        credential = ratelimit.bearer_credential(request)
+        address = ratelimit.client_address(request) or "unknown"
+        verdict = limiter.admit(credential=credential, address=address, path=request.path)
+        if not verdict.allowed:
+            return _rate_limited(request, verdict)
+        response = self.get_response(request)
+        if credential is not None and response.status_code == 401:
+            verdict = limiter.refused_credential(address=address)
+            if not verdict.allowed:
+                return _rate_limited(request, verdict)
+        return response
+
+
+def _rate_limited(request: HttpRequest, verdict: ratelimit.Verdict) -> HttpResponse:
+    who = "this address" if verdict.limit == "address" else "this credential"
+    return problem(
+        request,
+        code="rate_limited",
+        title="Too many requests",
+        detail=f"{who} is over its request limit; retry after the Retry-After seconds",
+        limit=verdict.limit,
+        retry_after_ms=int(verdict.retry_after_s * 1000),
     )

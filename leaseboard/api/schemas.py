@@ -104,6 +104,9 @@ class Problem(Schema):
     retry_after_ms: int | None = Field(None, description="when to try again (also Retry-After)")
     admission: Admission | None = Field(None, description="the work item's admission")
     work_status: WorkStatus | None = Field(None, description="the work item's status")
+    limit: Literal["credential", "recipient", "address"] | None = Field(
+        None, description="which rate limit refused (rate_limited)"
+    )
 
 
 # -- work items ---------------------------------------------------------------------------------

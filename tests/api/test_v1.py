@@ -371,3 +371,13 @@ def test_unrouted_api_paths_and_methods_answer_problems(api, agent, method, path
 def test_outside_the_api_a_missing_page_is_still_html(client):
     r = client.get("/no-such-page")
     assert r.status_code == 404 and not r["Content-Type"].startswith("application/problem")
+
+
+def test_a_rate_limited_answer_is_the_declared_429(api, agent, settings):
+    settings.LEASEBOARD_RATE_LIMIT_AGENT = (2, 60)
+    _, token = agent()
+    for _ in range(2):
+        assert api.get("/api/v1/work-items/nope", token).status_code == 404
+    r = api.post("/api/v1/work-items", {"key": "too-many"}, token)
+    body = assert_problem(r, 429, "rate_limited")
+    assert int(r["Retry-After"]) >= 1 and body["limit"] == "credential"
