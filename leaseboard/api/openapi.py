@@ -119,6 +119,8 @@ def _without_defaults(schema: dict[str, Any]) -> None:
 
 
 def finish(schema: dict[str, Any], problem_model: Any) -> dict[str, Any]:
+    """Publish the Problem schema (optional members absent, never null), make bodies the
+    server can do without optional, and take defaults out of request-only schemas."""
     components = schema.setdefault("components", {})
     schemas = components.setdefault("schemas", {})
     problem, defs = _schema_json(problem_model)
