@@ -147,6 +147,7 @@ INSTALLED_APPS = [
     "leaseboard.dashboard",
     "leaseboard.sweeps",
     "leaseboard.takeovers",
+    "leaseboard.policy",
     "leaseboard.sandbox",
 ]
 
@@ -431,3 +432,7 @@ if not (
     raise ImproperlyConfigured(
         "LEASEBOARD_TAKEOVER_DEFAULT_STANDING_MS must lie between the MIN and MAX standing"
     )
+
+# --- Policy and configuration (leaseboard/policy, docs/policy.md) -----------------------
+# Four-eyes: a change to a queue's commit-time rules waits for a second admin's approval.
+LEASEBOARD_POLICY_FOUR_EYES = env_bool("LEASEBOARD_POLICY_FOUR_EYES", False)

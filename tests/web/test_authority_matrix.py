@@ -27,7 +27,6 @@ from leaseboard.core.models import (
     AuditEntry,
     Checkpoint,
     Effect,
-    EffectPolicy,
     Lease,
     LeaseEvent,
     Queue,
@@ -51,7 +50,7 @@ from leaseboard.takeovers.services import (
     takeover_break_glass,
     takeover_request,
 )
-from tests.builders import admit, age_lease, grant_break_glass, make_user
+from tests.builders import admit, age_lease, effect_rules, grant_break_glass, make_user
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
 
@@ -156,9 +155,8 @@ def build(state: str, actor: str, act: Act) -> World:
     queue, _ = Queue.objects.get_or_create(
         name="matrix", defaults={"agent_acquire_needs_reconciliation": False}
     )
-    EffectPolicy.objects.get_or_create(
-        queue=queue, kind="needs.approval", decision="require_approval"
-    )
+    if not queue.policy_version:
+        effect_rules(queue, ("needs.approval", "require_approval"))
     w.users = {
         "operator_standing": make_user(f"os{n}", "operator"),
         "operator_no_standing": make_user(f"on{n}", "operator"),
