@@ -12,5 +12,6 @@ urlpatterns = [
     path("sandbox/", include("leaseboard.sandbox.urls")),
     path("metrics", metrics, name="metrics"),
     path("takeovers/", include("leaseboard.takeovers.urls")),
+    path("settings/", include("leaseboard.policy.urls")),
     path("", include("leaseboard.dashboard.urls")),
 ]

@@ -30,6 +30,10 @@ class Problem(Schema):
     current_epoch: int | None = None
     your_epoch: int | None = None
     holder_kind: str | None = None
+    rule: str | None = Field(None, description="policy_denied: the rule that decided")
+    limit: str | None = Field(
+        None, description="admission refusals: capacity, scope, leases_per_agent or window"
+    )
 
 
 class WorkItemIn(Schema):
@@ -161,6 +165,9 @@ class EffectOut(Schema):
     decision: Literal["authorized", "pending_approval"]
     epoch: int
     fencing_token: str | None = None
+    rule: str | None = Field(
+        None, description="pending_approval: the rule that asked for an approver"
+    )
 
 
 class OutcomeIn(Schema):
@@ -199,3 +206,29 @@ class RecipientReportOut(Schema):
     report_id: str
     work_key: str
     current_epoch: int
+
+
+class PolicyExplainIn(Schema):
+    queue: Annotated[Text, Field(max_length=100)] | None = None
+    work_key: Annotated[Text, Field(max_length=200)] | None = Field(
+        None, description="explain with this work item's evidence (its lease, checkpoint)"
+    )
+    kind: Annotated[Text, Field(min_length=1, max_length=100)]
+    target: Annotated[Text, Field(min_length=1, max_length=500)]
+    payload: dict[str, Any] | None = None
+
+
+class PolicyStep(Schema):
+    rule: str
+    outcome: str
+    detail: str
+
+
+class PolicyExplainOut(Schema):
+    queue: str
+    policy_version: int
+    decision: Literal["allow", "deny", "require_approval"]
+    rule: str | None
+    reason: str
+    steps: list[PolicyStep]
+    facts: dict[str, Any]

@@ -20,6 +20,7 @@ from leaseboard.core.services import leases as lease_services
 from leaseboard.core.services import recipients, reconciliation
 from leaseboard.core.services.executors import executor_for_token
 from leaseboard.core.services.fencing import fencing_public_keys
+from leaseboard.core.services.policy import policy_explain
 from leaseboard.core.services.work import work_admit, work_complete
 from leaseboard.domain import fencing
 from leaseboard.domain.errors import LeaseboardError
@@ -220,7 +221,30 @@ def propose_effect(request: HttpRequest, body: s.EffectIn):  # type: ignore[no-u
     out = {"effect_id": str(effect.id), "decision": effect.decision, "epoch": effect.epoch}
     if effect.decision == "authorized":
         return Status(201, {**out, "fencing_token": effect.fencing_token})
-    return Status(202, out)
+    return Status(202, {**out, "rule": effect.rule_name or None})
+
+
+@api.post("/policy/explain", response={200: s.PolicyExplainOut, **ERRORS})
+def explain_policy(request: HttpRequest, body: s.PolicyExplainIn) -> dict[str, Any]:
+    """Which of the queue's rules would decide this proposed effect now, and why (nothing
+    is recorded). With `work_key`, the evidence is that work item's."""
+    e = policy_explain(
+        kind=body.kind,
+        target=body.target,
+        payload=body.payload,
+        queue_name=body.queue,
+        work_key=body.work_key,
+        executor=_executor(request),
+    )
+    return {
+        "queue": e.queue,
+        "policy_version": e.version,
+        "decision": e.ruling.decision,
+        "rule": e.ruling.rule,
+        "reason": e.ruling.reason,
+        "steps": [step.__dict__ for step in e.ruling.steps],
+        "facts": e.facts,
+    }
 
 
 @api.post("/effects/{effect_id}/outcome", response={200: s.OutcomeOut, **ERRORS})
