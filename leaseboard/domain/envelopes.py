@@ -162,15 +162,27 @@ def windows_as_dict(windows: Windows | None) -> dict[str, Any]:
         return {}
     spans = []
     for w in windows.open:
-        days = ",".join(DAYS[d] for d in sorted(w.days))
         spans.append(
             {
-                "days": "daily" if len(w.days) == 7 else days,
+                "days": _days_text(w.days),
                 "from": f"{w.start_min // 60:02d}:{w.start_min % 60:02d}",
                 "to": f"{w.end_min // 60:02d}:{w.end_min % 60:02d}",
             }
         )
     return {"tz": windows.tz, "open": spans}
+
+
+def _days_text(days: frozenset[int]) -> str:
+    """mon-fri, sat,sun, daily: runs of consecutive days as ranges."""
+    if len(days) == 7:
+        return "daily"
+    runs: list[list[int]] = []
+    for d in sorted(days):
+        if runs and d == runs[-1][-1] + 1:
+            runs[-1].append(d)
+        else:
+            runs.append([d])
+    return ",".join(DAYS[r[0]] if len(r) == 1 else f"{DAYS[r[0]]}-{DAYS[r[-1]]}" for r in runs)
 
 
 def window_wait_ms(windows: Windows | None, now_ms: int) -> int:

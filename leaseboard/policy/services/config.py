@@ -47,7 +47,10 @@ BREAK_GLASS = "break_glass"  # in a person's list beside the roles
 
 
 def _queue_doc(queue: Queue) -> dict[str, Any]:
-    snap = queues.queue_snapshot(queue)
+    # Canonical order everywhere (PostgreSQL's jsonb does not keep the order keys came in).
+    snap = queues.queue_settings_checked(queues.queue_snapshot(queue))
+    snap["timing"] = {k: snap["timing"][k] for k in queues.TIMING_KEYS if k in snap["timing"]}
+    snap["scopes"] = dict(sorted(snap["scopes"].items()))
     doc: dict[str, Any] = {}
     if snap["capacity"] is not None:
         doc["capacity"] = snap["capacity"]
@@ -58,7 +61,8 @@ def _queue_doc(queue: Queue) -> dict[str, Any]:
     envelope = {k: snap[k] for k in ENVELOPE_KEYS if snap[k] not in (None, {}, [])}
     if envelope:
         doc["envelope"] = envelope
-    notify = queues.notify_shown(queue.notify or {})
+    shown = queues.notify_shown(queue.notify or {})
+    notify = {k: shown[k] for k in ("webhooks", "emails", "kinds") if shown.get(k)}
     if notify.get("webhooks"):
         notify["webhooks"] = [{"url": w["url"]} for w in notify["webhooks"]]
     if notify:
