@@ -83,6 +83,8 @@ def django_env(
         DEBUG="false",
         # Production settings need an audit key (docs/audit.md); one per bench run.
         LEASEBOARD_AUDIT_KEY=BENCH_AUDIT_KEY,
+        # Benchmarks and the chaos harness flood on purpose: lift the API rate limits.
+        LEASEBOARD_RATE_LIMIT_ENABLED="false",
         PYTHONPATH=str(ROOT),
     )
     env.update(extra)
