@@ -101,9 +101,10 @@ class Condition:
     def evaluate(self, activation: Any) -> bool:
         """True or False; raises ConditionFailed when the value is an error or not a bool."""
         value = self.program.eval(activation)
+        plain = value.value()
+        if plain is True or plain is False:  # the common case, without asking the type
+            return plain
         kind = value.type().name()
-        if kind == "BOOL":
-            return bool(value.value())
         if kind == "ERROR":
             raise ConditionFailed(str(value.value()).replace("NOT_FOUND: ", "")[:300])
         raise ConditionFailed(f"the condition gave a {kind.lower()}, not true or false")

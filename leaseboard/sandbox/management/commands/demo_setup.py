@@ -51,7 +51,7 @@ class Command(BaseCommand):
         demo.write_secret(sandbox_file, sandbox_token + "\n")
 
         out = self.stdout
-        out.write("Demo sign-in (dashboard):")
+        out.write(f"Demo sign-in (dashboard), kept in {demo.users_file()}:")
         for role, (username, password) in users.items():
             out.write(f"  {role:<9} {username} / {password}")
         out.write(
