@@ -11,6 +11,7 @@ requirements change). Extra arguments after `test` go to pytest.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import signal
@@ -104,6 +105,20 @@ def cmd_test(extra: list[str]) -> int:
     return code
 
 
+def sign_ins(users_file: Path, access_log: Path) -> None:
+    """The sign-ins again, last, where a newcomer looks after start-up scrolled by."""
+    try:
+        users = json.loads(users_file.read_text())
+    except (OSError, ValueError):
+        say(f"no demo sign-ins found in {users_file}: run `manage.py demo_setup`")
+        return
+    say("sign in as (each role sees its own pages; the admin has Settings):")
+    for username, password in sorted(users.items()):
+        role = username.removeprefix("demo-")
+        say(f"  {role:<9} {username} / {password}")
+    say(f"these sign-ins are kept in {users_file}; the access log is {access_log}")
+
+
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt  # SIGTERM and SIGHUP stop the demo like Ctrl-C does
 
@@ -117,6 +132,14 @@ def cmd_demo(extra: list[str]) -> int:
     env["LEASEBOARD_DEMO"] = "true"  # mounts the payments sandbox the fleet pays through
     port = env.get("PORT", "8000")
     py = str(PY)
+    data_dir = Path(env.get("LEASEBOARD_DATA_DIR") or ROOT / "var")
+    logs = data_dir / "demo" / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    # Every request the fleet and the browsers make is a line: a file, not the console.
+    env["LEASEBOARD_ACCESS_LOG"] = str(logs / "access.log")
+    # A host in the URL: kombu warns, once per connection, when the file broker has none.
+    if not env.get("CELERY_BROKER_URL") and not env.get("REDIS_URL"):
+        env["CELERY_BROKER_URL"] = "filesystem://localhost/"
     if run(py, "manage.py", "migrate", "--noinput", env=env) != 0:
         return 1
     run(py, "manage.py", "demo_setup", env=env)
@@ -126,16 +149,17 @@ def cmd_demo(extra: list[str]) -> int:
         say("starting " + " ".join(args))
         procs.append(subprocess.Popen(list(args), cwd=ROOT, env=env, start_new_session=True))
 
-    data_dir = Path(env.get("LEASEBOARD_DATA_DIR") or ROOT / "var")
-    data_dir.mkdir(parents=True, exist_ok=True)
-    worker = ["-m", "celery", "-A", "leaseboard", "worker", "-B", "--loglevel", "WARNING"]
+    worker = ["-m", "celery", "-A", "leaseboard", "--quiet", "worker", "-B"]
+    worker += ["--loglevel", "WARNING"]
     worker += ["--concurrency", "2", "--schedule", str(data_dir / "celerybeat-schedule")]
     try:
         start(py, "manage.py", "runserver", "--noreload", f"127.0.0.1:{port}")
         start(py, *worker)
         time.sleep(2)
         start(py, "manage.py", "simulate_agents", "--base-url", f"http://127.0.0.1:{port}")
+        time.sleep(1.5)  # the fleet's first lines first: the sign-ins come last
         say(f"Leaseboard is running: http://127.0.0.1:{port}/  (Ctrl-C stops everything)")
+        sign_ins(data_dir / "demo" / "users.json", logs / "access.log")
         while all(p.poll() is None for p in procs):
             time.sleep(0.5)
         say("a process exited; stopping the rest")

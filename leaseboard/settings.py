@@ -202,6 +202,7 @@ INSTALLED_APPS = [
     "leaseboard.dashboard",
     "leaseboard.sweeps",
     "leaseboard.takeovers",
+    "leaseboard.policy",
     # Installed everywhere (its tables and demo commands); its URLs only with LEASEBOARD_DEMO.
     "leaseboard.sandbox",
 ]
@@ -505,11 +506,53 @@ LEASEBOARD_FENCING_KEY_PUBLISH_DELAY_MS = env_int(
 
 REDIS_URL = env_str("REDIS_URL", "")
 
+# One console line per event: a refused request (4xx) without its traceback, and Django's
+# loggers printed once (not again through the root logger). LEASEBOARD_ACCESS_LOG: the
+# development server's request lines, and the refused requests' lines, go to that file,
+# not the console (`dev.py demo` sets it); the console keeps what needs a person.
+LOG_LEVEL = env_str("LOG_LEVEL", "WARNING")
+LEASEBOARD_ACCESS_LOG = env_str("LEASEBOARD_ACCESS_LOG", "")
+_one_line = {"()": "leaseboard.web.logs.ClientErrorsOneLine"}
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "WARNING")},
+    "filters": {
+        "one_line": _one_line,
+        "client_errors_only": {"()": "leaseboard.web.logs.ClientErrorsOnly"},
+        "no_client_errors": {"()": "leaseboard.web.logs.NoClientErrors"},
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "filters": ["one_line"]},
+        "access": (
+            {"class": "logging.FileHandler", "filename": LEASEBOARD_ACCESS_LOG, "delay": True}
+            if LEASEBOARD_ACCESS_LOG
+            else {"class": "logging.StreamHandler"}
+        ),
+        "requests_console": {
+            "class": "logging.StreamHandler",
+            "filters": ["one_line"] + (["no_client_errors"] if LEASEBOARD_ACCESS_LOG else []),
+        },
+        "requests_access": {
+            "class": "logging.NullHandler",
+        }
+        if not LEASEBOARD_ACCESS_LOG
+        else {
+            "class": "logging.FileHandler",
+            "filename": LEASEBOARD_ACCESS_LOG,
+            "delay": True,
+            "filters": ["one_line", "client_errors_only"],
+        },
+    },
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {
+        "django": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": False},
+        "django.request": {
+            "handlers": ["requests_console", "requests_access"],
+            "level": LOG_LEVEL,
+            "propagate": False,
+        },
+        "django.server": {"handlers": ["access"], "level": "INFO", "propagate": False},
+    },
 }
 
 
@@ -640,3 +683,7 @@ if not (
     raise ImproperlyConfigured(
         "LEASEBOARD_TAKEOVER_DEFAULT_STANDING_MS must lie between the MIN and MAX standing"
     )
+
+# --- Policy and configuration (leaseboard/policy, docs/policy.md) -----------------------
+# Four-eyes: a change to a queue's commit-time rules waits for a second admin's approval.
+LEASEBOARD_POLICY_FOUR_EYES = env_bool("LEASEBOARD_POLICY_FOUR_EYES", False)

@@ -16,7 +16,7 @@ from pydantic import AfterValidator, ConfigDict, Field, WithJsonSchema
 from leaseboard.core.services.work import KEY_PATTERN
 from leaseboard.domain.certainty import Certainty
 from leaseboard.domain.errors import ALL_CODES, ERROR_CLASSES
-from leaseboard.domain.reconciliation import Decision, Outcome, Resolution
+from leaseboard.domain.reconciliation import Decision, Outcome, PolicyDecision, Resolution
 from leaseboard.domain.text import json_storable, storable
 from leaseboard.domain.timing import MAX_DURATION_MS
 from leaseboard.domain.vocabulary import Admission, ExecutorKind, WorkStatus
@@ -104,8 +104,26 @@ class Problem(Schema):
     retry_after_ms: int | None = Field(None, description="when to try again (also Retry-After)")
     admission: Admission | None = Field(None, description="the work item's admission")
     work_status: WorkStatus | None = Field(None, description="the work item's status")
-    limit: Literal["credential", "recipient", "address"] | None = Field(
-        None, description="which rate limit refused (rate_limited)"
+    rule: str | None = Field(None, description="policy_denied: the rule that decided")
+    queue: str | None = Field(None, description="the queue whose admission envelope refused")
+    leases_per_agent: int | None = Field(
+        None, description="leases_per_agent: the queue's limit of live leases per agent"
+    )
+    limit: (
+        Literal[
+            "credential",
+            "recipient",
+            "address",
+            "capacity",
+            "scope",
+            "leases_per_agent",
+            "window",
+        ]
+        | None
+    ) = Field(
+        None,
+        description="which limit refused: a rate limit (credential, recipient, address) or "
+        "an admission envelope's (capacity, scope, leases_per_agent, window)",
     )
 
 
@@ -257,6 +275,9 @@ class EffectOut(Out):
     decision: Literal[Decision.AUTHORIZED, Decision.PENDING_APPROVAL]
     epoch: int
     fencing_token: str | None = None
+    rule: str | None = Field(
+        None, description="pending_approval: the rule that asked for an approver"
+    )
 
 
 class OutcomeIn(Schema):
@@ -313,3 +334,29 @@ class RecipientReportOut(Out):
     report_id: UuidOut
     work_key: str
     current_epoch: int
+
+
+class PolicyExplainIn(Schema):
+    queue: Annotated[Text, Field(max_length=100)] | None = None
+    work_key: Annotated[Text, Field(max_length=200)] | None = Field(
+        None, description="explain with this work item's evidence (its lease, checkpoint)"
+    )
+    kind: Annotated[Text, Field(min_length=1, max_length=100)]
+    target: Annotated[Text, Field(min_length=1, max_length=500)]
+    payload: JsonObject | None = None
+
+
+class PolicyStep(Out):
+    rule: str
+    outcome: str
+    detail: str
+
+
+class PolicyExplainOut(Out):
+    queue: str
+    policy_version: int
+    decision: PolicyDecision
+    rule: str | None
+    reason: str
+    steps: list[PolicyStep]
+    facts: dict[str, Any]

@@ -21,6 +21,7 @@ from leaseboard.core.services import leases as lease_services
 from leaseboard.core.services import recipients, reconciliation
 from leaseboard.core.services.executors import executor_for_token
 from leaseboard.core.services.fencing import fencing_public_keys
+from leaseboard.core.services.policy import policy_explain
 from leaseboard.core.services.work import KEY_PATTERN, KEY_RULE, work_admit, work_complete
 from leaseboard.domain import fencing
 from leaseboard.domain.errors import LeaseboardError
@@ -51,12 +52,13 @@ api = ContractAPI(
 # Path parameters, declared once: a key outside the alphabet is a 400 before any lookup.
 WorkKeyPath = Path(..., pattern=KEY_PATTERN, max_length=200, description=KEY_RULE)
 LeaseIdPath = EffectIdPath = Path(..., max_length=64)
-WORK, LEASES, EFFECTS, FENCING, RECIPIENTS = (
+WORK, LEASES, EFFECTS, FENCING, RECIPIENTS, POLICY = (
     ["work-items"],
     ["leases"],
     ["effects"],
     ["fencing"],
     ["recipients"],
+    ["policy"],
 )
 
 
@@ -133,7 +135,7 @@ def _executor(request: HttpRequest) -> Executor:
     response={200: s.WorkItemCreated, 201: s.WorkItemCreated},
     operation_id="admit_work_item",
     tags=WORK,
-    openapi_extra=problems(400, 401, 404),
+    openapi_extra=problems(400, 401, 404, 409),
 )
 def admit(request: HttpRequest, body: s.WorkItemIn) -> tuple[int, dict[str, Any]]:
     """Admit a work item (201), or answer an existing key's state (200). A full queue
@@ -308,7 +310,36 @@ def propose_effect(request: HttpRequest, body: s.EffectIn):  # type: ignore[no-u
     out = {"effect_id": str(effect.id), "decision": effect.decision, "epoch": effect.epoch}
     if effect.decision == "authorized":
         return Status(201, {**out, "fencing_token": effect.fencing_token})
-    return Status(202, out)
+    return Status(202, {**out, "rule": effect.rule_name or None})
+
+
+@api.post(
+    "/policy/explain",
+    response={200: s.PolicyExplainOut},
+    operation_id="explain_policy",
+    tags=POLICY,
+    openapi_extra=problems(400, 401, 404),
+)
+def explain_policy(request: HttpRequest, body: s.PolicyExplainIn) -> dict[str, Any]:
+    """Which of the queue's rules would decide this proposed effect now, and why (nothing
+    is recorded). With `work_key`, the evidence is that work item's."""
+    e = policy_explain(
+        kind=body.kind,
+        target=body.target,
+        payload=body.payload,
+        queue_name=body.queue,
+        work_key=body.work_key,
+        executor=_executor(request),
+    )
+    return {
+        "queue": e.queue,
+        "policy_version": e.version,
+        "decision": e.ruling.decision,
+        "rule": e.ruling.rule,
+        "reason": e.ruling.reason,
+        "steps": [step.__dict__ for step in e.ruling.steps],
+        "facts": e.facts,
+    }
 
 
 @api.post(

@@ -58,12 +58,12 @@ def token_for(agent) -> str:  # type: ignore[no-untyped-def]
     return grant_token(executor)
 
 
-def grant_token(executor, **timing: int) -> str:  # type: ignore[no-untyped-def]
+def grant_token(executor, queue: str = "default", **timing: int) -> str:  # type: ignore[no-untyped-def]
     from leaseboard.core.services.leases import lease_acquire
     from tests.builders import admit
 
     key = f"fk-{next(_seq)}"
-    admit(key, **timing)
+    admit(key, queue=queue, **timing)
     return lease_acquire(work_key=key, executor=executor).fencing_token
 
 
@@ -209,8 +209,12 @@ def test_a_work_item_with_a_longer_lifetime_than_the_default_keeps_its_key_publi
     agent, commit, settings, db_clock
 ):
     executor, _ = agent()
+    from leaseboard.core.models import Queue
+
     long_life = settings.LEASE_DEFAULTS.max_lifetime_ms * 3
-    token = grant_token(executor, max_lifetime_ms=long_life)
+    # A work item may not outlive its queue's cap, so the queue allows the longer life.
+    Queue.objects.create(name="long-life", timing={"max_lifetime_ms": long_life})
+    token = grant_token(executor, queue="long-life", max_lifetime_ms=long_life)
     old = kid_of(token)
     commit(keys.fencing_key_rotate, publish_delay_ms=0)
     retired = commit(keys.fencing_key_retire, kid=old)

@@ -10,6 +10,7 @@ from django.db import IntegrityError, transaction
 from leaseboard.core.authority import Actor, authorize
 from leaseboard.core.clock import db_now_ms
 from leaseboard.core.models import Executor, Lease, Queue, WorkItem
+from leaseboard.core.services.envelopes import envelope_admit_check
 from leaseboard.core.services.jsondocs import json_size_checked
 from leaseboard.core.services.leases import (
     executor_id_of,
@@ -69,6 +70,7 @@ def work_admit(
         if existing.queue_id != queue.id:
             raise ValidationFailed(f"work item {key!r} exists in another queue", param="queue")
         return existing, False
+    envelope_admit_check(queue, scope or {})  # the scopes the queue admits
     item = WorkItem(key=key, queue=queue, title=title[:300], scope=scope or {}, timing=timing or {})
     _timing_checked(item)
     now = db_now_ms()
