@@ -10,9 +10,11 @@ from __future__ import annotations
 import os
 import secrets
 import sys
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlparse
 
+from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
 from leaseboard.domain.timing import TimingPolicy, TimingPolicyError
@@ -49,6 +51,34 @@ def env_int(name: str, default: int, *, minimum: int = 0) -> int:
     return value
 
 
+RATE_PERIODS_S = {"s": 1, "m": 60, "h": 3600}
+
+
+def env_rate(name: str, default: str) -> tuple[int, int] | None:
+    """`N/s`, `N/m` or `N/h` as (requests, window seconds); `off` (or `0`) as None."""
+    raw = (os.environ.get(name) or default).strip().lower()
+    if raw in {"off", "0", "none"}:
+        return None
+    count, _, unit = raw.partition("/")
+    if not count.isdigit() or int(count) < 1 or unit not in RATE_PERIODS_S:
+        raise ImproperlyConfigured(
+            f"{name} must look like 600/m (per s, m or h) or be off, got {raw!r}"
+        )
+    return int(count), RATE_PERIODS_S[unit]
+
+
+def env_proxy_header(name: str) -> tuple[str, str] | None:
+    """`X-Forwarded-Proto: https` as Django's ("HTTP_X_FORWARDED_PROTO", "https")."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return None
+    header, sep, value = raw.partition(":")
+    header, value = header.strip(), value.strip()
+    if not sep or not header or not value or not header.replace("-", "").isalnum():
+        raise ImproperlyConfigured(f"{name} must look like 'X-Forwarded-Proto: https', got {raw!r}")
+    return "HTTP_" + header.upper().replace("-", "_"), value
+
+
 DATA_DIR = Path(env_str("LEASEBOARD_DATA_DIR", str(BASE_DIR / "var")))
 DATA_DIR.mkdir(parents=True, exist_ok=True)
 
@@ -72,6 +102,28 @@ ALLOWED_HOSTS = [
     h for h in env_str("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver").split(",") if h
 ]
 CSRF_TRUSTED_ORIGINS = [o for o in env_str("CSRF_TRUSTED_ORIGINS", "").split(",") if o]
+
+# --- Production switches (docs/production.env is a complete example) -------------------
+# LEASEBOARD_HTTPS=true: the site is served over HTTPS only. Redirect plain HTTP, send HSTS,
+# and keep session and CSRF cookies off plain HTTP.
+LEASEBOARD_HTTPS = env_bool("LEASEBOARD_HTTPS", False)
+SECURE_SSL_REDIRECT = LEASEBOARD_HTTPS
+# Load balancers probe the backends over plain HTTP; a redirect would fail their checks.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]
+SECURE_HSTS_SECONDS = env_int("LEASEBOARD_HSTS_SECONDS", 31_536_000 if LEASEBOARD_HTTPS else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("LEASEBOARD_HSTS_INCLUDE_SUBDOMAINS", True)
+SECURE_HSTS_PRELOAD = env_bool("LEASEBOARD_HSTS_PRELOAD", False)
+SESSION_COOKIE_SECURE = LEASEBOARD_HTTPS
+CSRF_COOKIE_SECURE = LEASEBOARD_HTTPS
+# Behind a TLS-terminating proxy: the header (and value) by which it says "this came over
+# HTTPS", e.g. `X-Forwarded-Proto: https`. Set it only when the proxy always sets or strips
+# that header, or a client could claim HTTPS.
+SECURE_PROXY_SSL_HEADER = env_proxy_header("LEASEBOARD_PROXY_SSL_HEADER")
+# How many reverse proxies append to X-Forwarded-For in front of Leaseboard. 0 (default):
+# the header is ignored and the peer address is the client; N: the N-th address from the
+# right is the client (what the outermost trusted proxy saw). Rate limits and sign-in
+# throttling count per this address.
+LEASEBOARD_TRUSTED_PROXIES = env_int("LEASEBOARD_TRUSTED_PROXIES", 0)
 
 
 def database_from_url(url: str) -> dict:
@@ -142,18 +194,25 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_htmx",
+    "ninja",  # its templates and static files: Swagger UI served from here, not a CDN
+    "axes",
+    "csp",
     "leaseboard.core",
     "leaseboard.web",
     "leaseboard.dashboard",
     "leaseboard.sweeps",
     "leaseboard.takeovers",
+    "leaseboard.policy",
+    # Installed everywhere (its tables and demo commands); its URLs only with LEASEBOARD_DEMO.
     "leaseboard.sandbox",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "leaseboard.api.middleware.ApiBodyLimitMiddleware",
+    "leaseboard.api.middleware.ApiRateLimitMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -161,6 +220,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, as django-axes asks: it turns a sign-in flagged as locked out into the page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "leaseboard.urls"
@@ -196,6 +257,13 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 LOGIN_URL = "/login/"
 LOGIN_REDIRECT_URL = "/"
+# The throttle first: a locked-out account or address is refused before its password is
+# checked (django-axes). Non-web callers (shell, commands) pass no request and are not
+# throttled.
+AUTHENTICATION_BACKENDS = [
+    "leaseboard.web.signin.SignInThrottleBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -218,6 +286,64 @@ LEASEBOARD_MAX_BATCH_RENEW = env_int("LEASEBOARD_MAX_BATCH_RENEW", 1000, minimum
 # Seconds a process remembers a bearer token it has verified (0: always ask the database).
 LEASEBOARD_TOKEN_CACHE_SECONDS = float(env_str("LEASEBOARD_TOKEN_CACHE_SECONDS", "2"))
 
+# --- Limits (DESIGN §9) -------------------------------------------------------------------
+# API rate limits, fixed windows counted in Redis when REDIS_URL is set (shared by every web
+# process) and in process memory on the embedded default. One counter round trip a request.
+# LEASEBOARD_RATE_LIMIT_ENABLED=false lifts them all (benchmarks, chaos runs).
+LEASEBOARD_RATE_LIMIT_ENABLED = env_bool("LEASEBOARD_RATE_LIMIT_ENABLED", True)
+# Requests per agent or recipient credential. An honest agent sends one renew per interval
+# (a batch renewer one for all its leases; a single-lease agent every 5 s is 12/m).
+LEASEBOARD_RATE_LIMIT_AGENT = env_rate("LEASEBOARD_RATE_LIMIT_AGENT", "600/m")
+# Requests per recipient credential on the recipient-only paths (online fencing checks,
+# refusal reports): a payments service may ask once for every payment it takes.
+LEASEBOARD_RATE_LIMIT_RECIPIENT = env_rate("LEASEBOARD_RATE_LIMIT_RECIPIENT", "6000/m")
+# Requests per client address that carry no valid credential (none, or a refused one): a
+# bad-token flood meets 429 here. Agents with valid tokens behind one NAT address are
+# counted per credential, never here, so a flood beside them does not throttle them.
+LEASEBOARD_RATE_LIMIT_ADDRESS = env_rate("LEASEBOARD_RATE_LIMIT_ADDRESS", "60/m")
+
+# Sign-in throttling (django-axes): after this many failed sign-ins for one account, or from
+# one address, both are refused for the cool-off time, even with the right password.
+AXES_ENABLED = env_bool("LEASEBOARD_SIGNIN_THROTTLE", True)
+AXES_FAILURE_LIMIT = env_int("LEASEBOARD_SIGNIN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("LEASEBOARD_SIGNIN_COOLOFF_MINUTES", 15, minimum=1))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = True
+# The cool-off runs from the lock-out, not from the last refused try: the page's "wait N
+# minutes" holds, and retrying does not extend one's own lock.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+AXES_CLIENT_IP_CALLABLE = "leaseboard.api.ratelimit.client_address"
+AXES_LOCKOUT_CALLABLE = "leaseboard.web.signin.locked_out"
+# Successful sign-ins are not logged by axes: the audit log is the one record of who did what.
+AXES_DISABLE_ACCESS_LOG = True
+AXES_VERBOSE = False
+
+# Content Security Policy (django-csp 4): only this origin's scripts, styles and images; no
+# inline script, no eval (htmx runs with allowEval off), no framing.
+LEASEBOARD_CSP = env_bool("LEASEBOARD_CSP", True)
+CONTENT_SECURITY_POLICY = (
+    {
+        "DIRECTIVES": {
+            "default-src": [SELF],
+            "script-src": [SELF],
+            "style-src": [SELF],
+            "img-src": [SELF, "data:"],
+            "connect-src": [SELF],
+            "font-src": [SELF],
+            "object-src": [NONE],
+            "base-uri": [NONE],
+            "form-action": [SELF],
+            "frame-ancestors": [NONE],
+        }
+    }
+    if LEASEBOARD_CSP
+    else None
+)
+
+# The demo (`dev.py demo` sets it): mounts the payments sandbox at /sandbox/. Never in
+# production: the sandbox takes anonymous payments and shows its ledger to anyone.
+LEASEBOARD_DEMO = env_bool("LEASEBOARD_DEMO", False)
+
 # Default lease timing (DESIGN §4), overridable per queue and per work item. Validated now,
 # so a bad deployment refuses to start instead of handing out unsafe leases.
 LEASE_DEFAULTS = TimingPolicy(
@@ -239,8 +365,7 @@ if LEASEBOARD_DB_CLOCK_OFFSET_MS and not (TESTING or DEBUG):
         "LEASEBOARD_DB_CLOCK_OFFSET_MS is a test seam; unset it in production"
     )
 
-# Fencing-token signing keys (Ed25519). Embedded default: generated into DATA_DIR.
-FENCING_KEY_DIR = Path(env_str("LEASEBOARD_FENCING_KEY_DIR", str(DATA_DIR / "fencing-keys")))
+# Life of an effect's fencing token (the signing keys' settings follow the audit key's).
 FENCING_TOKEN_TTL_MS = env_int("LEASEBOARD_FENCING_TOKEN_TTL_MS", 60_000, minimum=1000)
 
 # --- Audit log integrity (docs/audit.md) ----------------------------------------------
@@ -312,13 +437,122 @@ if TESTING and DATABASES["default"]["ENGINE"].endswith("postgresql"):
         str(_opts.get("options", "")) + " -c leaseboard.audit_truncate=allow"
     ).strip()
 
+# --- Fencing-token signing keys (docs/deployment.md, "Fencing keys") -------------------
+# Ed25519 keys live in the database (one key set for every web process), their private
+# halves sealed with AES-256-GCM under a key-encryption key (KEK) that is not in it: from
+# LEASEBOARD_FENCING_KEK, or the first line of LEASEBOARD_FENCING_KEK_FILE (later lines:
+# retired KEKs, kept to open keys sealed before a KEK rotation). Required with DEBUG off on
+# PostgreSQL; in DEBUG, tests and the embedded SQLite mode one is generated into DATA_DIR.
+FENCING_KEK_MIN_CHARS = 32
+
+
+def _fencing_keks() -> tuple[str, tuple[str, ...]]:
+    if os.environ.get("LEASEBOARD_FENCING_KEY_DIR"):
+        # An earlier release named this setting but never read it: refuse rather than let
+        # an operator believe the private keys are kept in that directory.
+        raise ImproperlyConfigured(
+            "LEASEBOARD_FENCING_KEY_DIR is not used: fencing private keys are kept in the "
+            "database, sealed with LEASEBOARD_FENCING_KEK; unset it and set that instead"
+        )
+    env_kek = os.environ.get("LEASEBOARD_FENCING_KEK", "").strip()
+    kek_file = os.environ.get("LEASEBOARD_FENCING_KEK_FILE", "").strip()
+    retired = env_str("LEASEBOARD_FENCING_RETIRED_KEKS", "").replace(",", " ").split()
+    if env_kek and kek_file:
+        raise ImproperlyConfigured(
+            "set LEASEBOARD_FENCING_KEK or LEASEBOARD_FENCING_KEK_FILE, not both"
+        )
+    if kek_file:
+        try:
+            lines = Path(kek_file).read_text().splitlines()
+        except OSError as exc:
+            raise ImproperlyConfigured(
+                f"LEASEBOARD_FENCING_KEK_FILE={kek_file!r} cannot be read: {exc.strerror}"
+            ) from None
+        keks = [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+        if not keks:
+            raise ImproperlyConfigured(f"LEASEBOARD_FENCING_KEK_FILE={kek_file!r} holds no key")
+        current, retired = keks[0], keks[1:] + retired
+        source = "LEASEBOARD_FENCING_KEK_FILE"
+    elif env_kek:
+        current, source = env_kek, "LEASEBOARD_FENCING_KEK"
+    elif DEBUG or TESTING or DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+        path = DATA_DIR / "fencing-kek"
+        if not path.exists():
+            path.write_text(secrets.token_urlsafe(32) + "\n")
+            path.chmod(0o600)
+        current, source = path.read_text().split()[0], str(path)
+    else:
+        raise ImproperlyConfigured(
+            "LEASEBOARD_FENCING_KEK (or LEASEBOARD_FENCING_KEK_FILE) is required with DEBUG "
+            "off on PostgreSQL: fencing private keys are sealed with it, so it must live "
+            "outside the database (generate one with: "
+            "python -c 'import secrets; print(secrets.token_urlsafe(32))')"
+        )
+    for kek in (current, *retired):
+        if len(kek) < FENCING_KEK_MIN_CHARS:
+            raise ImproperlyConfigured(
+                f"{source}: a key-encryption key is at least {FENCING_KEK_MIN_CHARS} characters"
+            )
+    return current, tuple(retired)
+
+
+LEASEBOARD_FENCING_KEK, LEASEBOARD_FENCING_RETIRED_KEKS = _fencing_keks()
+# A rotated key is published at once but signs only after this delay, so recipients fetch
+# it before they meet a token signed by it. Default: twice the recipient verifier's
+# shortest JWKS refresh interval (30 s, leaseboard/recipient/verifier.py).
+LEASEBOARD_FENCING_KEY_PUBLISH_DELAY_MS = env_int(
+    "LEASEBOARD_FENCING_KEY_PUBLISH_DELAY_MS", 60_000, minimum=0
+)
+
 REDIS_URL = env_str("REDIS_URL", "")
 
+# One console line per event: a refused request (4xx) without its traceback, and Django's
+# loggers printed once (not again through the root logger). LEASEBOARD_ACCESS_LOG: the
+# development server's request lines, and the refused requests' lines, go to that file,
+# not the console (`dev.py demo` sets it); the console keeps what needs a person.
+LOG_LEVEL = env_str("LOG_LEVEL", "WARNING")
+LEASEBOARD_ACCESS_LOG = env_str("LEASEBOARD_ACCESS_LOG", "")
+_one_line = {"()": "leaseboard.web.logs.ClientErrorsOneLine"}
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "WARNING")},
+    "filters": {
+        "one_line": _one_line,
+        "client_errors_only": {"()": "leaseboard.web.logs.ClientErrorsOnly"},
+        "no_client_errors": {"()": "leaseboard.web.logs.NoClientErrors"},
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "filters": ["one_line"]},
+        "access": (
+            {"class": "logging.FileHandler", "filename": LEASEBOARD_ACCESS_LOG, "delay": True}
+            if LEASEBOARD_ACCESS_LOG
+            else {"class": "logging.StreamHandler"}
+        ),
+        "requests_console": {
+            "class": "logging.StreamHandler",
+            "filters": ["one_line"] + (["no_client_errors"] if LEASEBOARD_ACCESS_LOG else []),
+        },
+        "requests_access": {
+            "class": "logging.NullHandler",
+        }
+        if not LEASEBOARD_ACCESS_LOG
+        else {
+            "class": "logging.FileHandler",
+            "filename": LEASEBOARD_ACCESS_LOG,
+            "delay": True,
+            "filters": ["one_line", "client_errors_only"],
+        },
+    },
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {
+        "django": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": False},
+        "django.request": {
+            "handlers": ["requests_console", "requests_access"],
+            "level": LOG_LEVEL,
+            "propagate": False,
+        },
+        "django.server": {"handlers": ["access"], "level": "INFO", "propagate": False},
+    },
 }
 
 
@@ -379,12 +613,30 @@ LEASEBOARD_OUTAGE_MIN_MS = env_int(
     "LEASEBOARD_OUTAGE_MIN_MS", max(3000, int(LEASEBOARD_SWEEP_INTERVAL_S * 3000)), minimum=1
 )
 LEASEBOARD_EVENT_RETENTION_DAYS = env_int("LEASEBOARD_EVENT_RETENTION_DAYS", 90, minimum=1)
-LEASEBOARD_WEBHOOK_SECRET = env_str("LEASEBOARD_WEBHOOK_SECRET", "") or SECRET_KEY
+# The HMAC key for webhooks that name no secret of their own. Never SECRET_KEY: a receiver
+# holding it could forge sessions. Required when a webhook without its own secret is
+# configured here; a queue's such webhook fails its delivery, naming this variable.
+LEASEBOARD_WEBHOOK_SECRET = env_str("LEASEBOARD_WEBHOOK_SECRET", "")
+if LEASEBOARD_WEBHOOK_SECRET and len(LEASEBOARD_WEBHOOK_SECRET) < 16:
+    raise ImproperlyConfigured("LEASEBOARD_WEBHOOK_SECRET must be at least 16 characters")
 LEASEBOARD_WEBHOOK_TIMEOUT_S = float(env_str("LEASEBOARD_WEBHOOK_TIMEOUT_S", "5"))
 LEASEBOARD_WEBHOOK_MAX_RETRIES = env_int("LEASEBOARD_WEBHOOK_MAX_RETRIES", 8)
 # Notification targets for alerts that belong to no queue (outage recovery), same shape
 # as Queue.notify: {"webhooks": [{"url": ..., "secret": ...}], "emails": [...]}.
-LEASEBOARD_NOTIFY_DEFAULT = json.loads(env_str("LEASEBOARD_NOTIFY_DEFAULT", "{}") or "{}")
+try:
+    LEASEBOARD_NOTIFY_DEFAULT = json.loads(env_str("LEASEBOARD_NOTIFY_DEFAULT", "{}") or "{}")
+except ValueError:
+    raise ImproperlyConfigured("LEASEBOARD_NOTIFY_DEFAULT must be a JSON object") from None
+if not isinstance(LEASEBOARD_NOTIFY_DEFAULT, dict):
+    raise ImproperlyConfigured("LEASEBOARD_NOTIFY_DEFAULT must be a JSON object")
+if not LEASEBOARD_WEBHOOK_SECRET and any(
+    isinstance(hook, dict) and not hook.get("secret")
+    for hook in LEASEBOARD_NOTIFY_DEFAULT.get("webhooks") or []
+):
+    raise ImproperlyConfigured(
+        "LEASEBOARD_NOTIFY_DEFAULT has a webhook without a secret: "
+        "set LEASEBOARD_WEBHOOK_SECRET (or the hook's own secret)"
+    )
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "leaseboard@localhost")
 
@@ -431,6 +683,10 @@ if not (
     raise ImproperlyConfigured(
         "LEASEBOARD_TAKEOVER_DEFAULT_STANDING_MS must lie between the MIN and MAX standing"
     )
+
+# --- Policy and configuration (leaseboard/policy, docs/policy.md) -----------------------
+# Four-eyes: a change to a queue's commit-time rules waits for a second admin's approval.
+LEASEBOARD_POLICY_FOUR_EYES = env_bool("LEASEBOARD_POLICY_FOUR_EYES", False)
 
 # --- Dashboard (leaseboard/dashboard) ---------------------------------------------------
 # How long an ended lease stays on the live page (greyed, with its end reason) before it

@@ -1,4 +1,6 @@
-"""Refuse oversized API bodies before any view or parser reads them."""
+"""API middleware: everything under /api/ answers problem details. Oversized bodies and
+rate-limited callers are refused before any view runs (413, 429), and a path or method no
+operation serves is a 404 or 405 problem instead of Django's HTML page."""
 
 from __future__ import annotations
 
@@ -7,7 +9,8 @@ from collections.abc import Callable
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 
-from leaseboard.api.errors import problem
+from leaseboard.api import ratelimit
+from leaseboard.api.errors import PROBLEM_JSON, problem
 
 
 class ApiBodyLimitMiddleware:
@@ -15,19 +18,83 @@ class ApiBodyLimitMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        if request.path.startswith("/api/"):
-            raw = request.META.get("CONTENT_LENGTH") or "0"
-            try:
-                length = int(raw)
-            except ValueError:
-                length = -1
-            limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-            if length < 0 or length > limit:
-                return problem(
-                    request,
-                    code="validation_error",
-                    title="Request body too large",
-                    detail=f"the body is limited to {limit} bytes",
-                    status=413,
-                )
-        return self.get_response(request)
+        if not request.path.startswith("/api/"):
+            return self.get_response(request)
+        raw = request.META.get("CONTENT_LENGTH") or "0"
+        try:
+            length = int(raw)
+        except ValueError:
+            length = -1
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        if length < 0 or length > limit:
+            return problem(
+                request,
+                code="validation_error",
+                title="Request body too large",
+                detail=f"the body is limited to {limit} bytes",
+                status=413,
+            )
+        response = self.get_response(request)
+        if response.status_code in (404, 405) and not response.get("Content-Type", "").startswith(
+            PROBLEM_JSON
+        ):
+            return unrouted(request, response)
+        return response
+
+
+def unrouted(request: HttpRequest, response: HttpResponse) -> HttpResponse:
+    """The problem for a path no operation serves, or a method it does not allow."""
+    if response.status_code == 405:
+        allowed = response.get("Allow", "")
+        answer = problem(
+            request,
+            code="validation_error",
+            title="Method not allowed",
+            detail=f"{request.method} is not allowed here; allowed: {allowed or 'none'}",
+            status=405,
+        )
+        answer["Allow"] = allowed
+        return answer
+    return problem(
+        request,
+        code="not_found",
+        title="No such API path",
+        detail="no operation serves this path; the schema is at /api/v1/openapi.json",
+        status=404,
+    )
+
+
+class ApiRateLimitMiddleware:
+    """429 `rate_limited` with Retry-After once a credential or an address is over its
+    limit (leaseboard/api/ratelimit.py says what is counted where)."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if not request.path.startswith("/api/") or not settings.LEASEBOARD_RATE_LIMIT_ENABLED:
+            return self.get_response(request)
+        limiter = ratelimit.limiter()
+        credential = ratelimit.bearer_credential(request)
+        address = ratelimit.client_address(request) or "unknown"
+        verdict = limiter.admit(credential=credential, address=address, path=request.path)
+        if not verdict.allowed:
+            return _rate_limited(request, verdict)
+        response = self.get_response(request)
+        if credential is not None and response.status_code == 401:
+            verdict = limiter.refused_credential(address=address)
+            if not verdict.allowed:
+                return _rate_limited(request, verdict)
+        return response
+
+
+def _rate_limited(request: HttpRequest, verdict: ratelimit.Verdict) -> HttpResponse:
+    who = "this address" if verdict.limit == "address" else "this credential"
+    return problem(
+        request,
+        code="rate_limited",
+        title="Too many requests",
+        detail=f"{who} is over its request limit; retry after the Retry-After seconds",
+        limit=verdict.limit,
+        retry_after_ms=int(verdict.retry_after_s * 1000),
+    )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.builders import age_lease, grant_break_glass, leased_item, make_user
+from tests.builders import age_lease, effect_rules, grant_break_glass, leased_item, make_user
 from tests.e2e.pages import DESKTOP, PHONE, confirm, shot, sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -163,14 +163,14 @@ def test_the_approver_is_told_and_decides_from_a_self_refreshing_inbox(
     live_server, browser, agent, people, viewport
 ):
     from leaseboard.core.authority import Actor
-    from leaseboard.core.models import EffectPolicy, Queue
+    from leaseboard.core.models import Queue
     from leaseboard.core.services.effects import effect_propose
     from leaseboard.takeovers.models import TakeoverRequest
     from leaseboard.takeovers.services import takeover_request
 
     payer, _ = agent("payer")
     queue, _ = Queue.objects.get_or_create(name="payments")
-    EffectPolicy.objects.create(queue=queue, kind="payment.send", decision="require_approval")
+    effect_rules(queue, ("payment.send", "require_approval"))
     pay = leased_item(payer, key="pay-1", queue="payments", ttl_ms=600_000)
     leased_item(payer, key="stuck-1")
     ap = sign_in(browser, live_server.url, "abe", viewport)

@@ -9,7 +9,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.builders import age_lease, grant_break_glass, leased_item, make_user, stale_effect_on
+from tests.builders import (
+    age_lease,
+    effect_rules,
+    grant_break_glass,
+    leased_item,
+    make_user,
+    stale_effect_on,
+)
 
 
 @dataclass
@@ -23,7 +30,7 @@ class World:
 
 def build_world(agent) -> World:  # type: ignore[no-untyped-def]
     from leaseboard.core.authority import Actor
-    from leaseboard.core.models import EffectPolicy, Queue
+    from leaseboard.core.models import Queue
     from leaseboard.core.services.effects import effect_propose, effect_report_outcome
     from leaseboard.sweeps.services import sweep_run
     from leaseboard.takeovers.services import (
@@ -43,9 +50,7 @@ def build_world(agent) -> World:  # type: ignore[no-untyped-def]
     for name in ("refund-bot", "deploy-bot", "ledger-bot"):
         agents[name], tokens[name] = agent(name)
     queue, _ = Queue.objects.get_or_create(name="payments")
-    EffectPolicy.objects.get_or_create(
-        queue=queue, kind="payment.send", decision="require_approval"
-    )
+    effect_rules(queue, ("payment.send", "require_approval"))
     w = World(users=users, agents=agents, tokens=tokens)
 
     for i in range(6):

@@ -5,8 +5,9 @@ from leaseboard.core.models.audit import AuditEntry, AuditHead
 from leaseboard.core.models.effects import Effect
 from leaseboard.core.models.executors import Executor
 from leaseboard.core.models.leases import Checkpoint, FencingKey, Lease, LeaseEvent
+from leaseboard.core.models.policy import EffectRule
 from leaseboard.core.models.supervision import BulkRevoke, Quarantine, ReasonCategory
-from leaseboard.core.models.work import EffectPolicy, Queue, WorkItem
+from leaseboard.core.models.work import Queue, WorkItem
 
 __all__ = [
     "Alert",
@@ -16,7 +17,7 @@ __all__ = [
     "BulkRevoke",
     "Checkpoint",
     "Effect",
-    "EffectPolicy",
+    "EffectRule",
     "Executor",
     "FencingKey",
     "Lease",

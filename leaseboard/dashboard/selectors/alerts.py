@@ -20,6 +20,7 @@ from leaseboard.core.clock import db_now_ms
 from leaseboard.core.models import Alert, AlertSnooze
 from leaseboard.core.paging import cut_page, pair_cursor
 from leaseboard.core.selectors import alert_group_key, alerts_unsnoozed
+from leaseboard.domain.text import storable_or_replaced
 
 GROUP_LIMIT = 200
 NEW_CAP = 999
@@ -55,8 +56,9 @@ class AlertFilters:
             since = 0
         return cls(
             kind=kind if kind in Alert.Kind.values else "",
-            agent=params.get("agent", "").strip()[:150],
-            queue=params.get("queue", "").strip()[:100],
+            # A NUL would fail in PostgreSQL; replaced, it matches nothing stored.
+            agent=storable_or_replaced(params.get("agent", "").strip()[:150]),
+            queue=storable_or_replaced(params.get("queue", "").strip()[:100]),
             state=state if state in STATE_VALUES else "attention",
             view="list" if params.get("view") == "list" else "groups",
             since=since,

@@ -12,6 +12,7 @@ from django.contrib.auth import get_user_model
 
 from leaseboard.core.models import AuditEntry, Executor
 from leaseboard.core.paging import cut_page, int_cursor
+from leaseboard.domain.text import storable_or_replaced
 
 DAY_MS = 86_400_000
 ACTION_HINTS = (
@@ -46,8 +47,9 @@ class AuditFilters:
     @classmethod
     def from_query(cls, params: Any) -> AuditFilters:
         return cls(
-            actor=params.get("actor", "").strip()[:150],
-            action=params.get("action", "").strip()[:60],
+            # A NUL would fail in PostgreSQL; replaced, it matches nothing stored.
+            actor=storable_or_replaced(params.get("actor", "").strip()[:150]),
+            action=storable_or_replaced(params.get("action", "").strip()[:60]),
             date_from=params.get("date_from", "").strip()[:10],
             date_to=params.get("date_to", "").strip()[:10],
             cursor=params.get("cursor", "").strip()[:30],

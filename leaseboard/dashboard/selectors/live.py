@@ -28,6 +28,7 @@ from leaseboard.core.clock import now_ms_sql
 from leaseboard.core.models import Lease
 from leaseboard.core.models.leases import LIVE_STATES
 from leaseboard.dashboard.selectors.rows import LeaseRow, lease_row
+from leaseboard.domain.text import storable, storable_or_replaced
 
 # Counters are exact up to this many, then shown as "1000+": each is a bounded scan.
 COUNTER_CAP = 1_000
@@ -80,9 +81,11 @@ class LiveFilters:
             first_row = 1
         return cls(
             certainty=certainty if certainty in CERTAINTY_FILTERS else "",
-            queue=params.get("queue", "").strip()[:100],
-            holder=params.get("holder", "").strip()[:150],
-            q=params.get("q", "").strip()[:200],
+            # A NUL would reach PostgreSQL as a query parameter and fail there; replaced, it
+            # simply matches nothing (no stored name or key can hold one).
+            queue=storable_or_replaced(params.get("queue", "").strip()[:100]),
+            holder=storable_or_replaced(params.get("holder", "").strip()[:150]),
+            q=storable_or_replaced(params.get("q", "").strip()[:200]),
             sort=sort if sort.lstrip("-") in SORTS else "key",
             cursor=params.get("cursor", "").strip()[:400],
             first_row=first_row,
@@ -289,6 +292,8 @@ def decode_cursor(raw: str, width: int) -> list[Any] | None:
         return None
     if not all(isinstance(v, str | int) and not isinstance(v, bool) for v in values):
         return None
+    if not all(storable(v) for v in values if isinstance(v, str)):
+        return None  # a NUL names no stored key, and PostgreSQL refuses the parameter
     return values
 
 

@@ -7,13 +7,15 @@ from leaseboard.core.clock import db_now_ms
 from leaseboard.core.models import Lease
 from leaseboard.core.models.leases import LIVE_STATES
 from leaseboard.dashboard.selectors.rows import LeaseRow, lease_row
+from leaseboard.domain.text import storable_or_replaced
 
 PICK_LIMIT = 200
 
 
 def leases_to_revoke(*, keys: list[str]) -> list[LeaseRow]:
     """The live leases of these work keys, in the order picked; 2 queries."""
-    wanted = list(dict.fromkeys(k.strip() for k in keys if k and k.strip()))[:PICK_LIMIT]
+    picked = (storable_or_replaced(k.strip()) for k in keys if k and k.strip())
+    wanted = list(dict.fromkeys(picked))[:PICK_LIMIT]
     if not wanted:
         return []
     now_ms = db_now_ms()

@@ -11,6 +11,7 @@ from django.shortcuts import redirect
 from django.views.decorators.http import require_http_methods
 
 from leaseboard.domain.errors import LeaseboardError
+from leaseboard.domain.text import storable
 from leaseboard.takeovers import services
 from leaseboard.takeovers.forms import BulkRequestForm, TakeoverRequestForm
 from leaseboard.takeovers.selectors.requests import request_context
@@ -22,6 +23,8 @@ from leaseboard.web.roles import OPERATOR, acting, role_required
 @require_http_methods(["GET", "POST"])
 @role_required(OPERATOR)
 def request_takeover(request: HttpRequest, key: str) -> HttpResponse:
+    if not storable(key):  # a NUL names no stored key, and PostgreSQL refuses the lookup
+        raise Http404("no such work item")
     context = request_context(key=key)
     if context is None:
         raise Http404("no such work item")

@@ -14,6 +14,7 @@ from leaseboard.core.authority import Actor, authorize
 from leaseboard.core.clock import DbNowMs, db_now_ms
 from leaseboard.core.models import Checkpoint, Executor, Lease, LeaseEvent, WorkItem
 from leaseboard.core.models.leases import LIVE_STATES
+from leaseboard.core.services.envelopes import envelope_grant_check_locked
 from leaseboard.core.services.fencing import fencing_token_issue
 from leaseboard.core.services.leases.base import executor_id_of, timing_for
 from leaseboard.core.services.leases.ending import lease_end_locked, lease_expire_if_due_locked
@@ -222,6 +223,7 @@ def lease_acquire(*, work_key: str, executor: Executor, ttl_ms: int | None = Non
             "effects attempted under an earlier lease have no known outcome; a human must "
             "reconcile them before an agent may take this work again"
         )
+    envelope_grant_check_locked(item=item, executor=executor, now_ms=now)  # windows, per agent
     lease = lease_grant_locked(item=item, holder=executor, now_ms=now, ttl_ms=ttl_ms)
     checkpoint = Checkpoint.objects.filter(id=checkpoint_id).first() if checkpoint_id else None
     token = fencing_token_issue(
