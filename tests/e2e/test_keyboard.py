@@ -30,7 +30,8 @@ def _count_polls(page) -> None:  # type: ignore[no-untyped-def]
 
 
 def _wait_for_polls(page, n: int) -> None:  # type: ignore[no-untyped-def]
-    page.wait_for_function(f"window.__swaps >= {n}", timeout=20_000)
+    # A function, not an expression: the page's CSP allows no eval of a string.
+    page.wait_for_function(f"() => window.__swaps >= {n}", timeout=20_000)
 
 
 def test_focus_stays_on_a_rows_link_while_three_polls_update_the_page(
@@ -88,7 +89,8 @@ def test_only_a_short_status_is_announced_and_updates_can_be_paused(
     assert page.locator("#live[aria-live]").count() == 0  # the table is no live region
     age_lease(lease.id, lease.jeopardy_after_ms + 200)
     page.wait_for_function(
-        "document.getElementById('announcer').textContent.includes('more leases in jeopardy')",
+        "() => document.getElementById('announcer').textContent"
+        ".includes('more leases in jeopardy')",
         timeout=15_000,
     )
     # Paused: no poll is sent, countdowns stand still, the button says so.

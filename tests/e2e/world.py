@@ -43,6 +43,7 @@ def build_world(agent) -> World:  # type: ignore[no-untyped-def]
         "operator": make_user("olga", "operator"),
         "approver": make_user("abe", "approver"),
         "manager": make_user("mia", "manager"),
+        "admin": make_user("ada", "admin"),
         "nobody": make_user("nora"),
     }
     grant_break_glass(users["operator"])
@@ -132,6 +133,16 @@ def pages_for(role: str, w: World) -> list[tuple[str, str]]:
         "approver": [
             ("pending", "/takeovers/pending/"),
             ("bulk-revoke", "/leases/revoke?key=refund-003"),
+        ],
+        "admin": [
+            ("settings", "/settings/"),
+            ("settings-queue", "/settings/queues/payments/"),
+            ("settings-rule", "/settings/queues/payments/rules/new"),
+            ("settings-explain", "/settings/explain"),
+            ("settings-changes", "/settings/changes/"),
+            ("settings-history", "/settings/history/"),
+            ("settings-people", "/settings/people/"),
+            ("settings-credentials", "/settings/credentials/"),
         ],
         "manager": [
             ("audit", "/audit/"),
