@@ -15,7 +15,7 @@ from urllib.parse import parse_qs, unquote, urlparse
 
 from django.core.exceptions import ImproperlyConfigured
 
-from leaseboard.domain.timing import TimingPolicy, TimingPolicyError
+from leaseboard.domain.timing import TimingPolicy, TimingPolicyError, skew_allowance_checked
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 TESTING = "pytest" in sys.modules or os.environ.get("LEASEBOARD_TESTING") == "1"
@@ -241,7 +241,17 @@ if LEASEBOARD_DB_CLOCK_OFFSET_MS and not (TESTING or DEBUG):
 
 # Fencing-token signing keys (Ed25519). Embedded default: generated into DATA_DIR.
 FENCING_KEY_DIR = Path(env_str("LEASEBOARD_FENCING_KEY_DIR", str(DATA_DIR / "fencing-keys")))
+# An effect's token dies with the standing it proves: at the lease's expiry at the moment
+# of issue, and never more than this after issue.
 FENCING_TOKEN_TTL_MS = env_int("LEASEBOARD_FENCING_TOKEN_TTL_MS", 60_000, minimum=1000)
+# Clock-skew allowance between the database clock and recipients' clocks: a successor acts
+# only once every open token of its predecessor has expired plus this (DESIGN §5).
+try:
+    LEASEBOARD_FENCING_SKEW_MS = skew_allowance_checked(
+        env_int("LEASEBOARD_FENCING_SKEW_MS", 1000), ttl_ms=LEASE_DEFAULTS.ttl_ms
+    )
+except TimingPolicyError as exc:
+    raise ImproperlyConfigured(str(exc)) from None
 
 # --- Audit log integrity (docs/audit.md) ----------------------------------------------
 # Entries are chained with an HMAC whose key lives outside the database: the current key

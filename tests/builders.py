@@ -258,6 +258,10 @@ class Holder:
         assert r.status_code == 201 and r.json_body["decision"] == "authorized", r.content
         return r.json_body
 
+    def report(self, effect_id: str, outcome: str = "applied") -> None:
+        r = self.api.post(f"/api/v1/effects/{effect_id}/outcome", {"outcome": outcome}, self.token)
+        assert r.status_code == 200, r.content
+
     def release(self) -> None:
         r = self.api.post(
             f"/api/v1/leases/{self.lease_id}/release", {"epoch": self.epoch}, self.token

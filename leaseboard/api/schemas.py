@@ -189,8 +189,13 @@ class RecipientReportIn(Schema):
     work_key: Annotated[Text, Field(min_length=1, max_length=200)]
     epoch: Epoch | None = None
     high_water: Epoch | None = None
-    reason: Literal["stale_epoch", "forged", "expired", "unknown_key", "wrong_work", "malformed"]
-    recipient: Annotated[Text, Field(min_length=1, max_length=100)]
+    reason: Literal[
+        "stale_epoch", "forged", "expired", "unknown_key", "wrong_work", "malformed", "no_effect"
+    ]
+    recipient: Annotated[Text, Field(max_length=100)] | None = Field(
+        default=None,
+        description="ignored: a report is filed under the name of the recipient credential",
+    )
     token: Annotated[Text, Field(max_length=4000)] | None = None
     detail: Annotated[Text, Field(max_length=1000)] = ""
 
@@ -199,3 +204,18 @@ class RecipientReportOut(Schema):
     report_id: str
     work_key: str
     current_epoch: int
+
+
+class FencingCheckIn(Schema):
+    fencing_token: Annotated[Text, Field(min_length=1, max_length=4096)]
+
+
+class FencingCheckOut(Schema):
+    valid: bool
+    current_epoch: int | None
+    code: str | None = None
+    work_key: str | None = None
+    epoch: int | None = None
+    effect_id: str | None = None
+    certainty: str | None = None
+    expires_in_ms: int | None = None

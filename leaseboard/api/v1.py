@@ -13,13 +13,15 @@ from ninja.security import HttpBearer
 from leaseboard.api import schemas as s
 from leaseboard.api.errors import problem, problem_from_error
 from leaseboard.core.authority import Actor
-from leaseboard.core.models import Executor
+from leaseboard.core.models import Executor, Recipient
 from leaseboard.core.selectors import work_item_state
 from leaseboard.core.services import effects as effect_services
 from leaseboard.core.services import leases as lease_services
 from leaseboard.core.services import recipients, reconciliation
 from leaseboard.core.services.executors import executor_for_token
 from leaseboard.core.services.fencing import fencing_public_keys
+from leaseboard.core.services.fencing_check import fencing_check
+from leaseboard.core.services.recipients import recipient_for_token
 from leaseboard.core.services.work import work_admit, work_complete
 from leaseboard.domain import fencing
 from leaseboard.domain.errors import LeaseboardError
@@ -34,6 +36,15 @@ class AgentBearer(HttpBearer):
             return None
         return executor
 
+
+class RecipientBearer(HttpBearer):
+    def authenticate(self, request: HttpRequest, token: str) -> Recipient | None:
+        return recipient_for_token(token)
+
+
+# The recipients' endpoints authenticate agents too, so that the authority table, not a
+# missing credential, refuses them (403 forbidden): an agent cannot speak for a recipient.
+RECIPIENT_OR_AGENT = [RecipientBearer(), AgentBearer()]
 
 api = NinjaAPI(
     title="Leaseboard API",
@@ -104,6 +115,12 @@ def _not_found(request: HttpRequest, exc: Http404):  # type: ignore[no-untyped-d
 
 def _executor(request: HttpRequest) -> Executor:
     return request.auth  # type: ignore[attr-defined,no-any-return]
+
+
+def _speaker(request: HttpRequest) -> Actor:
+    """The actor behind a recipient endpoint's credential: a recipient, or an agent."""
+    auth = request.auth  # type: ignore[attr-defined]
+    return Actor.recipient(auth) if isinstance(auth, Recipient) else Actor.agent(auth)
 
 
 @api.post("/work-items", response={200: s.WorkItemCreated, 201: s.WorkItemCreated, **ERRORS})
@@ -251,13 +268,18 @@ def fencing_keys(request: HttpRequest) -> dict[str, Any]:
     return fencing.jwks(fencing_public_keys())
 
 
-@api.post("/recipient-reports", response={201: s.RecipientReportOut, **ERRORS})
+@api.post(
+    "/recipient-reports",
+    auth=RECIPIENT_OR_AGENT,
+    response={201: s.RecipientReportOut, **ERRORS},
+)
 def recipient_report(request: HttpRequest, body: s.RecipientReportIn):  # type: ignore[no-untyped-def]
+    """A stale, forged, expired or effect-less token a recipient refused (recipient
+    credential only)."""
     effect = recipients.recipient_report_record(
-        executor=_executor(request),
+        actor=_speaker(request),
         work_key=body.work_key,
         reason=body.reason,
-        recipient=body.recipient,
         epoch=body.epoch,
         high_water=body.high_water,
         detail=body.detail,
@@ -271,3 +293,10 @@ def recipient_report(request: HttpRequest, body: s.RecipientReportIn):  # type: 
             "current_epoch": effect.current_epoch,
         },
     )
+
+
+@api.post("/fencing/check", auth=RECIPIENT_OR_AGENT, response={200: s.FencingCheckOut, **ERRORS})
+def check_fencing(request: HttpRequest, body: s.FencingCheckIn) -> dict[str, Any]:
+    """Is the standing this token proves current right now? (Chubby's CheckSequencer;
+    recipient credential only.)"""
+    return fencing_check(actor=_speaker(request), token=body.fencing_token).__dict__

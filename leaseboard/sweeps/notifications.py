@@ -1,5 +1,7 @@
 """Alert notifications: webhook (HMAC-signed JSON, retried with backoff) and e-mail through
-Django's mail backend. Targets come from the alert's queue (`Queue.notify`):
+Django's mail backend; and recipients' epoch-advance notices, sent the same signed way
+(`epoch_notice_deliver`, logged on core's EpochNotice rows). Alert targets come from the
+alert's queue (`Queue.notify`):
 
     {"webhooks": [{"url": "https://…", "secret": "…"}], "emails": ["ops@example.com"],
      "kinds": ["jeopardy", "expired"]}          # "kinds" optional: all kinds by default
@@ -17,6 +19,7 @@ import hmac
 import json
 import random
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -26,7 +29,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from leaseboard.core.models import Alert
+from leaseboard.core.models import Alert, EpochNotice
+from leaseboard.core.services.epoch_notices import epoch_notice_payload
 from leaseboard.sweeps.models import NotificationDelivery
 
 SIGNATURE_HEADER = "X-Leaseboard-Signature"
@@ -133,46 +137,102 @@ def webhook_deliver(*, delivery_id: int) -> float | None:
         (h for h in _config(alert).get("webhooks", []) if h.get("url") == delivery.target), {}
     )
     secret = hook.get("secret") or settings.LEASEBOARD_WEBHOOK_SECRET
-    body = json.dumps(alert_payload(alert), separators=(",", ":"), sort_keys=True).encode()
-    headers = {
-        "Content-Type": "application/json",
-        SIGNATURE_HEADER: sign(body, secret, int(time.time())),
-        "X-Leaseboard-Alert": str(alert.id),
-        "X-Leaseboard-Delivery": str(delivery.id),
-    }
     NotificationDelivery.objects.filter(id=delivery.id).update(attempts=F("attempts") + 1)
     attempt = delivery.attempts + 1
-    status_code, error = None, ""
-    try:
-        response = httpx.post(
-            delivery.target,
-            content=body,
-            headers=headers,
-            timeout=settings.LEASEBOARD_WEBHOOK_TIMEOUT_S,
-        )
-        status_code = response.status_code
-        ok = 200 <= response.status_code < 300
-        if not ok:
-            error = f"HTTP {response.status_code}"
-    except httpx.HTTPError as exc:
-        ok, error = False, f"{type(exc).__name__}: {exc}"[:500]
-    if ok:
+    sent = signed_post(
+        delivery.target,
+        alert_payload(alert),
+        secret,
+        {"X-Leaseboard-Alert": str(alert.id), "X-Leaseboard-Delivery": str(delivery.id)},
+    )
+    if sent.ok:
         NotificationDelivery.objects.filter(id=delivery.id).update(
             status=NotificationDelivery.Status.DELIVERED,
-            last_status_code=status_code,
+            last_status_code=sent.status_code,
             last_error="",
             delivered_at=timezone.now(),
         )
         return None
-    give_up = attempt > settings.LEASEBOARD_WEBHOOK_MAX_RETRIES or (
-        status_code is not None and 400 <= status_code < 500 and status_code not in (408, 429)
-    )
+    give_up = sent.give_up(attempt)
     NotificationDelivery.objects.filter(id=delivery.id).update(
         status=NotificationDelivery.Status.FAILED
         if give_up
         else NotificationDelivery.Status.PENDING,
-        last_status_code=status_code,
-        last_error=error,
+        last_status_code=sent.status_code,
+        last_error=sent.error,
+    )
+    return None if give_up else backoff_s(attempt)
+
+
+@dataclass(frozen=True)
+class Sent:
+    ok: bool
+    status_code: int | None
+    error: str
+
+    def give_up(self, attempt: int) -> bool:
+        """Stop after the retry budget, or on a 4xx that retrying will not change."""
+        code = self.status_code
+        return attempt > settings.LEASEBOARD_WEBHOOK_MAX_RETRIES or (
+            code is not None and 400 <= code < 500 and code not in (408, 429)
+        )
+
+
+def signed_post(url: str, payload: dict[str, Any], secret: str, headers: dict[str, str]) -> Sent:
+    """POST `payload` as compact JSON signed with `secret` (SIGNATURE_HEADER); one attempt,
+    never inside a database transaction."""
+    body = json.dumps(payload, separators=(",", ":"), sort_keys=True).encode()
+    all_headers = {
+        "Content-Type": "application/json",
+        SIGNATURE_HEADER: sign(body, secret, int(time.time())),
+        **headers,
+    }
+    try:
+        response = httpx.post(
+            url, content=body, headers=all_headers, timeout=settings.LEASEBOARD_WEBHOOK_TIMEOUT_S
+        )
+    except httpx.HTTPError as exc:
+        return Sent(False, None, f"{type(exc).__name__}: {exc}"[:500])
+    ok = 200 <= response.status_code < 300
+    return Sent(ok, response.status_code, "" if ok else f"HTTP {response.status_code}")
+
+
+def epoch_notice_deliver(*, notice_id: int) -> float | None:
+    """Tell one recipient a work item's new epoch (signed with the recipient's own webhook
+    secret), logging the attempt on the notice row. Returns seconds to wait before a retry,
+    or None when done. A notice for a recipient that since cleared or moved its webhook
+    fails for good: the URL it was written for is gone."""
+    notice = (
+        EpochNotice.objects.select_related("recipient", "work_item").filter(id=notice_id).first()
+    )
+    if notice is None or notice.status != EpochNotice.Status.PENDING:
+        return None
+    recipient = notice.recipient
+    rows = EpochNotice.objects.filter(id=notice.id, status=EpochNotice.Status.PENDING)
+    if not recipient.webhook_url or not recipient.is_active:
+        rows.update(status=EpochNotice.Status.FAILED, last_error="webhook no longer registered")
+        return None
+    rows.update(attempts=F("attempts") + 1)
+    attempt = notice.attempts + 1
+    sent = signed_post(
+        recipient.webhook_url,
+        epoch_notice_payload(notice),
+        recipient.webhook_secret,
+        {"X-Leaseboard-Epoch-Notice": str(notice.id)},
+    )
+    if sent.ok:
+        rows.update(
+            status=EpochNotice.Status.DELIVERED,
+            last_status_code=sent.status_code,
+            last_error="",
+            delivered_at=timezone.now(),
+        )
+        return None
+    give_up = sent.give_up(attempt)
+    rows.update(
+        status=EpochNotice.Status.FAILED if give_up else EpochNotice.Status.PENDING,
+        last_status_code=sent.status_code,
+        last_error=sent.error,
     )
     return None if give_up else backoff_s(attempt)
 

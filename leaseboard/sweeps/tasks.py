@@ -72,3 +72,23 @@ def deliver_webhook(self, delivery_id: int) -> str:  # type: ignore[no-untyped-d
 def deliver_email(delivery_id: int) -> str:
     notifications.email_deliver(delivery_id=delivery_id)
     return "done"
+
+
+def epoch_notices_on_commit(sender: object = None, *, notice_ids: list[int], **_: object) -> None:
+    """Enqueue, after the grant commits, one delivery per epoch-advance notice it wrote."""
+    for notice_id in notice_ids:
+        deliver_epoch_notice.delay_on_commit(notice_id)
+
+
+@shared_task(
+    bind=True,
+    name="leaseboard.sweeps.tasks.deliver_epoch_notice",
+    acks_late=True,
+    ignore_result=True,
+    max_retries=None,  # bounded by LEASEBOARD_WEBHOOK_MAX_RETRIES
+)
+def deliver_epoch_notice(self, notice_id: int) -> str:  # type: ignore[no-untyped-def]
+    retry_in = notifications.epoch_notice_deliver(notice_id=notice_id)
+    if retry_in is not None:
+        raise self.retry(countdown=retry_in)
+    return "done"

@@ -5,6 +5,7 @@ from leaseboard.core.models.audit import AuditEntry, AuditHead
 from leaseboard.core.models.effects import Effect
 from leaseboard.core.models.executors import Executor
 from leaseboard.core.models.leases import Checkpoint, FencingKey, Lease, LeaseEvent
+from leaseboard.core.models.recipients import EpochNotice, Recipient
 from leaseboard.core.models.work import EffectPolicy, Queue, WorkItem
 
 __all__ = [
@@ -14,10 +15,12 @@ __all__ = [
     "Checkpoint",
     "Effect",
     "EffectPolicy",
+    "EpochNotice",
     "Executor",
     "FencingKey",
     "Lease",
     "LeaseEvent",
     "Queue",
+    "Recipient",
     "WorkItem",
 ]

@@ -9,6 +9,7 @@ from typing import Any
 from leaseboard.core.clock import db_now_ms
 from leaseboard.core.models import Alert, AuditEntry, Checkpoint, Effect, Lease, WorkItem
 from leaseboard.core.models.leases import LIVE_STATES
+from leaseboard.core.services.leases import next_grant_at
 from leaseboard.dashboard.selectors.charts import GapPoint, gap_chart
 from leaseboard.dashboard.selectors.rows import LeaseRow, lease_row
 
@@ -40,6 +41,13 @@ class WorkItemPage:
     checkpoints: list[Checkpoint]
     alerts: list[Alert]
     audit: list[AuditEntry]
+    # The fence the latest lease sets (DESIGN §5): until then no acquire, and no effect
+    # under a grant made through it. 0 when there is none now.
+    fenced_until_ms: int = 0
+
+    @property
+    def fenced_in_ms(self) -> int:
+        return max(0, self.fenced_until_ms - self.now_ms)
 
 
 def renewal_history(lease: Lease) -> RenewalHistory:
@@ -105,4 +113,5 @@ def work_item_page(*, key: str, lease_id: str = "") -> WorkItemPage | None:
         checkpoints=checkpoints,
         alerts=alerts,
         audit=audit,
+        fenced_until_ms=next_grant_at(leases[0]) if leases else 0,
     )
