@@ -186,9 +186,7 @@ def test_with_every_outcome_reported_the_regrant_is_immediate(agent, fenced_queu
 
 
 @pytest.mark.django_db
-def test_an_unknown_outcome_keeps_the_fence_a_late_request_may_still_arrive(
-    agent, fenced_queue
-):
+def test_an_unknown_outcome_keeps_the_fence_a_late_request_may_still_arrive(agent, fenced_queue):
     admit("unk-1", queue="fenced", ttl_ms=TTL)
     a, _ = agent()
     lease = ls.lease_acquire(work_key="unk-1", executor=a).lease
@@ -275,9 +273,7 @@ def test_a_hand_back_passes_the_inherited_fence_to_the_next_acquire(
         ("active", 10**13, 0, False),
     ],
 )
-def test_the_fence_in_sql_and_in_python_agree(
-    agent, state, fenced_until, lock_delay, open_effect
-):
+def test_the_fence_in_sql_and_in_python_agree(agent, state, fenced_until, lock_delay, open_effect):
     admit("rule-1", ttl_ms=TTL, lock_delay_ms=lock_delay)
     a, _ = agent()
     lease = ls.lease_acquire(work_key="rule-1", executor=a).lease
