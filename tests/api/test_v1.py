@@ -29,21 +29,6 @@ def assert_problem(response, status: int, code: str) -> dict:
     return body
 
 
-@pytest.fixture
-def holder(api, agent):
-    _, token = agent("holder")
-    r = api.post("/api/v1/work-items", {"key": "order-1", "title": "refund order 1"}, token)
-    assert r.status_code == 201 and r.json_body == {
-        "key": "order-1",
-        "admission": "admitted",
-        "epoch": 0,
-        "code": None,
-    }
-    r = api.post("/api/v1/work-items/order-1/lease", {}, token)
-    assert r.status_code == 201, r.content
-    return token, r.json_body
-
-
 def test_the_tour_admit_acquire_renew_effect_and_a_stale_epoch(api, agent, holder, db_clock):
     token, grant = holder
     assert grant["epoch"] == 1 and grant["ttl_ms"] == 15_000 and grant["renew_after_ms"] == 5_000

@@ -113,5 +113,11 @@ def work_item_page(*, key: str, lease_id: str = "") -> WorkItemPage | None:
         checkpoints=checkpoints,
         alerts=alerts,
         audit=audit,
-        fenced_until_ms=next_grant_at(leases[0]) if leases else 0,
+        # From the effects already read (the newest ones): no query of its own.
+        fenced_until_ms=next_grant_at(
+            leases[0],
+            open_tokens=any(e.lease_id == leases[0].id and e.needs_reconciliation for e in effects),
+        )
+        if leases
+        else 0,
     )

@@ -91,16 +91,19 @@ def skew_ms() -> int:
     return settings.LEASEBOARD_FENCING_SKEW_MS
 
 
-def next_grant_at(lease: Lease) -> int:
-    """When the work item's latest lease lets the next acquire happen (0: now)."""
+def next_grant_at(lease: Lease, *, open_tokens: bool | None = None) -> int:
+    """When the work item's latest lease lets the next acquire happen (0: now). Whether an
+    effect under it is still open is asked of the database unless the caller knows."""
     expired = lease.state == Lease.State.EXPIRED
+    if expired and open_tokens is None:
+        open_tokens = Effect.objects.filter(OPEN_EFFECT, lease_id=lease.id).exists()
     return next_grant_at_ms(
         expired=expired,
         expires_at_ms=lease.expires_at_ms,
         lock_delay_ms=lease.lock_delay_ms,
         fenced_until_ms=lease.fenced_until_ms,
         skew_ms=skew_ms(),
-        open_tokens=expired and Effect.objects.filter(OPEN_EFFECT, lease_id=lease.id).exists(),
+        open_tokens=bool(open_tokens),
     )
 
 
