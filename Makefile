@@ -9,4 +9,4 @@ lint:
 bench:
 	.venv/bin/python bench/run_all.py
 chaos:
-	.venv/bin/python bench/chaos.py
+	.venv/bin/python -m bench.chaos

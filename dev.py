@@ -89,6 +89,7 @@ def cmd_demo(extra: list[str]) -> int:
     signal.signal(signal.SIGHUP, _interrupt)
     env = dict(os.environ)
     env.setdefault("DEBUG", "true")
+    env["LEASEBOARD_DEMO"] = "true"  # mounts the payments sandbox the fleet pays through
     port = env.get("PORT", "8000")
     py = str(PY)
     if run(py, "manage.py", "migrate", "--noinput", env=env) != 0:

@@ -15,26 +15,8 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-
-def _setup(db_url: str) -> None:
-    os.environ["DATABASE_URL"] = db_url
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "leaseboard.settings")
-    import django
-
-    django.setup()
-
-
-def _ensure_database(db_url: str) -> None:
-    import psycopg
-
-    name = db_url.rsplit("/", 1)[1]
-    admin = db_url.rsplit("/", 1)[0] + "/postgres"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
-            conn.execute(f'CREATE DATABASE "{name}"')
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.common import PG, ensure_database, setup_django
 
 
 def _fill(n_leases: int) -> None:
@@ -122,13 +104,11 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument(
         "--db",
-        default=os.environ.get(
-            "BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/leaseboard_bench_dashboard"
-        ),
+        default=os.environ.get("BENCH_DATABASE_URL", f"{PG}/leaseboard_bench_dashboard"),
     )
     args = parser.parse_args()
-    _ensure_database(args.db)
-    _setup(args.db)
+    ensure_database(args.db)
+    setup_django(DATABASE_URL=args.db)
     _fill(args.leases)
 
     from django.contrib.auth import get_user_model

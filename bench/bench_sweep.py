@@ -15,24 +15,11 @@ import os
 import sys
 import time
 from pathlib import Path
-from urllib.parse import urlparse
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.common import PG, ensure_database, setup_django
 
-DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/leaseboard_bench_sweep"
-
-
-def ensure_database(url: str) -> None:
-    import psycopg
-
-    parsed = urlparse(url)
-    name = parsed.path.lstrip("/")
-    admin = parsed._replace(path="/postgres").geturl()
-    with psycopg.connect(admin, autocommit=True) as conn:
-        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone()
-        if not exists:
-            conn.execute(f'CREATE DATABASE "{name}"')
+DEFAULT_URL = f"{PG}/leaseboard_bench_sweep"
 
 
 def main() -> None:
@@ -43,11 +30,7 @@ def main() -> None:
 
     url = os.environ.get("BENCH_DATABASE_URL", DEFAULT_URL)
     ensure_database(url)
-    os.environ["DATABASE_URL"] = url
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "leaseboard.settings")
-    import django
-
-    django.setup()
+    setup_django(DATABASE_URL=url)
     from django.core.management import call_command
     from django.db import connection
 

@@ -1,112 +1,105 @@
 """`make bench`: one bounded, loopback-only run that prints one table measured now.
 
-API renewals (single and batch, several concurrencies) under gunicorn beside a raw-SQL
-Django view, pgbench running the same fenced UPDATE, and etcd keep-alives (when etcd is
-installed); acquire and effect authorizations; recipient-guard checks on PostgreSQL and
-Redis beside the raw statement; then bench_sweep.py / bench_dashboard.py when present.
-Load comes from `wrk` (apt-get install wrk). Results also go to docs/benchmarks.md.
+The API's single renew, acquire and effect authorization under gunicorn, each beside the
+bare-framework anchor (bench/bare/: a minimal Django project doing the same database work
+in raw SQL, same gunicorn configuration, same wrk settings, same database) and, for renew,
+the raw-SQL view inside the project's full middleware stack; batch renewals; pgbench running
+the API's renew statement; etcd keep-alives (when installed); recipient-guard checks on
+PostgreSQL and Redis; then bench_sweep.py / bench_dashboard.py. Load comes from `wrk`
+(apt-get install wrk). Results also go to docs/benchmarks.md (not with --no-doc).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
-import platform
 import re
-import secrets
 import shutil
-import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import time
-from dataclasses import dataclass
-from multiprocessing import Pool
 from pathlib import Path
+from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-PY = sys.executable
-BENCH_AUDIT_KEY = "bench-only-audit-key-" + secrets.token_hex(16)
-SECONDS = int(os.environ.get("BENCH_SECONDS", "6"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.baselines import bench_etcd, bench_guards, bench_pgbench
+from bench.common import (
+    PG,
+    PY,
+    ROOT,
+    Server,
+    django_env,
+    migrate,
+    recreate_database,
+    sayer,
+    setup_django,
+    start_gunicorn,
+)
+from bench.loadgen import Load, wrk
+from bench.report import (
+    Row,
+    anchor_table,
+    failed_note,
+    load_row,
+    machine,
+    table,
+    targets,
+    write_doc,
+)
+
 DB_NAME = os.environ.get("BENCH_DB", "leaseboard_bench")
-PG = "postgres://postgres@127.0.0.1:5432"
 DB_URL = f"{PG}/{DB_NAME}"
 REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/14")
 WORKERS = int(os.environ.get("BENCH_GUNICORN_WORKERS", "2"))
-TMP = Path(tempfile.mkdtemp(prefix="leaseboard-bench-"))
 N_ITEMS = 16_000
 BATCH = 1000
+VACUUMED = (
+    "core_lease", "core_workitem", "core_leaseevent", "core_effect", "core_checkpoint",
+    "bench_bare_item", "bench_bare_event",
+)  # fmt: skip
+say = sayer("bench")
+
+# One wrk request per line; `item` is the next key, lease id or body of the connection.
+ACQUIRE = 'return wrk.format("POST", "/api/v1/work-items/" .. item .. "/lease", headers, "{}")'
+BARE_GRANT = 'return wrk.format("POST", "/grant/" .. item, headers, "{}")'
+RENEW = 'return wrk.format("POST", "/api/v1/leases/" .. item .. "/renew", headers, \'{"epoch":1}\')'
+RAW_RENEW = (
+    'return wrk.format("POST", "/bench/raw-renew/" .. item .. "?h=%d", headers, \'{"epoch":1}\')'
+)
+BARE_RENEW = 'return wrk.format("POST", "/renew/" .. item .. "?h=%d", headers, \'{"epoch":1}\')'
+BATCH_RENEW = 'return wrk.format("POST", "/api/v1/leases/renew", headers, item)'
+EFFECT = (
+    'return wrk.format("POST", "/api/v1/effects", headers, string.format('
+    '\'{"lease_id":"%s","epoch":1,"kind":"bench.effect","target":"t",'
+    '"idempotency_key":"k-%d-%d"}\', item, tid, n))'
+)
 
 
-def say(msg: str) -> None:
-    print(f"[bench] {msg}", flush=True)
+def api_env() -> dict[str, str]:
+    """The project's own settings plus the raw view (bench/settings_bench.py)."""
+    return django_env(DB_URL, settings="bench.settings_bench", DB_CONN_MAX_AGE="600")
 
 
-@dataclass
-class Row:
-    what: str
-    conc: str
-    rate: float | None
-    unit: str
-    p50_ms: float | None = None
-    p99_ms: float | None = None
-    note: str = ""
+def bare_env() -> dict[str, str]:
+    return django_env(DB_URL, settings="bench.bare.settings", DB_CONN_MAX_AGE="600")
 
 
-ROWS: list[Row] = []
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def django_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(
-        DATABASE_URL=DB_URL,
-        DJANGO_SETTINGS_MODULE="bench.settings_bench",
-        DEBUG="false",
-        # Production settings need an audit key (docs/audit.md); one per bench run.
-        LEASEBOARD_AUDIT_KEY=BENCH_AUDIT_KEY,
-        DB_CONN_MAX_AGE="600",
-        PYTHONPATH=str(ROOT),
-    )
-    env.pop("LEASEBOARD_TESTING", None)
-    return env
+def serve(app: str, env: dict[str, str]) -> Server:
+    """The one gunicorn configuration every HTTP row is served by."""
+    return start_gunicorn(app, env=env, workers=WORKERS, extra=("--backlog", "2048"))
 
 
 # --- set-up ------------------------------------------------------------------------------
 
 
-def create_database() -> None:
+def seed() -> dict[str, Any]:
+    """One agent, a long-ttl queue and N admitted work items (bulk insert, not the API); the
+    bare project's items with the same keys."""
     import psycopg
-
-    with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{DB_NAME}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{DB_NAME}"')
-    subprocess.run(
-        [PY, "manage.py", "migrate", "--noinput", "-v", "0"],
-        cwd=ROOT,
-        env=django_env(),
-        check=True,
-    )
-
-
-def setup_django() -> None:
-    os.environ.update(django_env())
-    import django
-
-    django.setup()
-
-
-def seed() -> dict:
-    """One agent, a long-ttl queue and N admitted work items (bulk insert, not the API)."""
     from django.db import connection
 
+    from bench.bare.tables import create_and_seed
     from leaseboard.core.clock import db_now_ms
     from leaseboard.core.models import Queue, WorkItem
     from leaseboard.core.services.executors import agent_create
@@ -133,8 +126,10 @@ def seed() -> dict:
         ],
         batch_size=2000,
     )
+    with psycopg.connect(DB_URL, autocommit=True) as conn:
+        create_and_seed(conn, N_ITEMS)
     with connection.cursor() as cursor:
-        cursor.execute("ANALYZE")  # fresh tables: give the planner row counts before load
+        cursor.execute("ANALYZE")  # fresh tables; the leases get theirs in vacuum()
     return {"executor_id": executor.id, "token": token, "executor": executor}
 
 
@@ -157,338 +152,115 @@ def top_up_leases(executor, want: int) -> list[str]:  # type: ignore[no-untyped-
     return [str(i) for i in held[:want]]
 
 
-# --- processes ---------------------------------------------------------------------------
+def vacuum() -> None:
+    """Start every measurement from a vacuumed, analyzed database. The leases are made after
+    seeding, and autovacuum (with its ANALYZE) is off on the project's machines: without
+    fresh statistics the renew UPDATE walks the one bench agent's (holder, state) index
+    entries instead of the primary key. And each renew is a non-HOT update (a new row
+    version and an entry in each of core_lease's indexes), so every row would otherwise be
+    measured on the garbage of all the rows before it (docs/benchmarks.md)."""
+    import psycopg
+
+    with psycopg.connect(DB_URL, autocommit=True) as conn:
+        conn.execute(f"VACUUM (ANALYZE) {', '.join(VACUUMED)}")
 
 
-class Gunicorn:
-    def __init__(self) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        cmd = [
-            PY, "-m", "gunicorn", "leaseboard.wsgi:application",
-            "--workers", str(WORKERS), "--worker-class", "sync",
-            "--bind", f"127.0.0.1:{self.port}", "--backlog", "2048",
-            "--log-level", "warning",
-        ]  # fmt: skip
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=django_env(), start_new_session=True)
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), 0.5):
-                    return
-            except OSError:
-                time.sleep(0.2)
-        raise RuntimeError("gunicorn did not start")
+def renew_plan(lease_id: str, holder: int) -> str:
+    """The index the API's renew statement uses now (EXPLAIN only, nothing renewed)."""
+    from django.db import connection
 
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
+    from leaseboard.core.sql import lease_renew
+
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN " + lease_renew("postgresql", 1), [lease_id, 1, holder])
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    found = re.search(r"Scan using (\w+) on core_lease", plan)
+    return found.group(1) if found else plan
 
 
-LUA_TEMPLATE = """
-local items = {%(items)s}
-local headers = {["Content-Type"] = "application/json", ["Authorization"] = "Bearer %(token)s"}
-local counter = 0
-local threads = {}
-function setup(thread)
-  thread:set("tid", counter)
-  counter = counter + 1
-end
-function init(args)
-  n = tonumber(tid) * %(stride)d
-end
-function request()
-  n = n + 1
-  local item = items[(n %% #items) + 1]
-  %(body)s
-end
-function done(summary, latency, requests)
-  io.write(string.format("RESULT %%d %%d %%.3f %%.3f %%d %%d\\n", summary.requests,
-    summary.duration, latency:percentile(50) / 1000, latency:percentile(99) / 1000,
-    summary.errors.status, summary.errors.connect + summary.errors.read
-    + summary.errors.write + summary.errors.timeout))
-end
-"""
+# --- HTTP rows -----------------------------------------------------------------------------
 
 
-def wrk(
-    url: str, items: list[str], body_lua: str, *, conns: int, threads: int, token: str = ""
-) -> tuple[float, float, float, int]:
-    """Run wrk; returns (requests/s, p50 ms, p99 ms, failed requests)."""
-    script = TMP / f"wrk-{time.monotonic_ns()}.lua"
-    script.write_text(
-        LUA_TEMPLATE
-        % {
-            "items": ",".join(json.dumps(i) for i in items),
-            "token": token,
-            "stride": max(1, len(items) // max(1, threads)),
-            "body": body_lua,
-        }
-    )
-    out = subprocess.run(
-        ["wrk", "-t", str(threads), "-c", str(conns), "-d", f"{SECONDS}s", "--timeout", "5s",
-         "-s", str(script), url],
-        capture_output=True, text=True, timeout=SECONDS + 60,
-    ).stdout  # fmt: skip
-    m = re.search(r"RESULT (\d+) (\d+) ([\d.]+) ([\d.]+) (\d+) (\d+)", out)
-    if not m:
-        raise RuntimeError(f"wrk printed no result:\n{out}")
-    n, dur_us, p50, p99, bad_status, bad_io = m.groups()
-    return int(n) / (int(dur_us) / 1e6), float(p50), float(p99), int(bad_status) + int(bad_io)
-
-
-def bench_http(gun: Gunicorn, ctx: dict) -> dict:
+def bench_http(
+    api: Server, bare: Server, ctx: dict[str, Any], seconds: int
+) -> tuple[list[Row], dict[str, Load], float]:
+    """Returns the rows, the loads by name, and the best batch renewals/s."""
     token, holder = ctx["token"], ctx["executor_id"]
-    results: dict = {}
+    rows: list[Row] = []
+    res: dict[str, Load] = {}
 
-    # Acquire: every request takes a fresh admitted work item.
+    def load(server: Server, items: list[str], body: str, conns: int, threads: int = 2) -> Load:
+        vacuum()
+        return wrk(
+            server.url, items, body, conns=conns, threads=threads, seconds=seconds, token=token
+        )
+
+    # Acquire: every request takes a fresh admitted work item; the bare grant the same keys.
     keys = [f"bench-{i}" for i in range(1, N_ITEMS)]
     # The first grant on a fresh database creates the fencing key; keep it out of the figure.
-    _post(gun.url + "/api/v1/work-items/bench-0/lease", token)
-    acquire = 'return wrk.format("POST", "/api/v1/work-items/" .. item .. "/lease", headers, "{}")'
-    rate, p50, p99, bad = wrk(gun.url, keys, acquire, conns=16, threads=2, token=token)
-    ROWS.append(Row("acquire via API (grants)", "16", rate, "grants/s", p50, p99, _bad(bad)))
-    results["acquire"] = rate
+    _post(api.url + "/api/v1/work-items/bench-0/lease", token)
+    res["acquire"] = load(api, keys, ACQUIRE, 16)
+    res["grant-1"] = load(bare, keys, BARE_GRANT, 16)
+    rows.append(load_row("acquire via API (grants)", 16, res["acquire"], "grants/s"))
+    rows.append(
+        load_row("grant transaction, bare Django (lock, epoch + 1, event)", 16, res["grant-1"],
+                 "grants/s", f"API acquire ÷ this: {res['acquire'].rate / res['grant-1'].rate:.2f}")
+    )  # fmt: skip
 
     leases = top_up_leases(ctx["executor"], 6000)
-    single = (
-        'return wrk.format("POST", "/api/v1/leases/" .. item .. "/renew", headers, \'{"epoch":1}\')'
-    )
-    raw = (
-        f'return wrk.format("POST", "/bench/raw-renew/" .. item .. "?h={holder}", headers, '
-        "'{\"epoch\":1}')"
-    )
-    wrk(gun.url, leases[:100], single, conns=4, threads=2, token=token)  # warm both workers
+    load(api, leases[:100], RENEW, 4)  # warm both API workers
+    say(f"the renew statement reads core_lease through {renew_plan(leases[0], holder)}")
     for conns in (1, 4, 16):
         threads = 1 if conns == 1 else 2
-        r_api = wrk(gun.url, leases, single, conns=conns, threads=threads, token=token)
-        r_raw = wrk(gun.url, leases, raw, conns=conns, threads=threads, token=token)
-        results[f"single-{conns}"] = r_api
-        results[f"raw-{conns}"] = r_raw
-        ratio = r_api[0] / r_raw[0]
-        ROWS.append(
-            Row("renew, single, API", str(conns), r_api[0], "renewals/s", r_api[1], r_api[2],
-                f"{ratio:.2f}x raw view{_bad(r_api[3])}")
-        )  # fmt: skip
-        ROWS.append(
-            Row("renew, raw-SQL Django view", str(conns), r_raw[0], "renewals/s", r_raw[1],
-                r_raw[2], _bad(r_raw[3]))
-        )  # fmt: skip
+        r_api = res[f"single-{conns}"] = load(api, leases, RENEW, conns, threads)
+        r_raw = res[f"raw-{conns}"] = load(api, leases, RAW_RENEW % holder, conns, threads)
+        r_bare = res[f"bare-{conns}"] = load(bare, leases, BARE_RENEW % holder, conns, threads)
+        ratios = f"{r_api.rate / r_bare.rate:.2f}x bare, {r_api.rate / r_raw.rate:.2f}x raw view"
+        rows += [
+            load_row("renew, single, API", conns, r_api, "renewals/s", ratios),
+            load_row("renew, raw-SQL view inside the project's middleware stack", conns, r_raw,
+                     "renewals/s"),
+            load_row("renew, bare Django (2 middleware, raw SQL)", conns, r_bare, "renewals/s"),
+        ]  # fmt: skip
 
     # Batch: each connection renews its own 1000 leases per request.
     bodies = []
     for b in range(len(leases) // BATCH):
         chunk = leases[b * BATCH : (b + 1) * BATCH]
         bodies.append(json.dumps({"leases": [{"lease_id": i, "epoch": 1} for i in chunk]}))
-    batch = 'return wrk.format("POST", "/api/v1/leases/renew", headers, item)'
+    best_batch = 0.0
     for conns in (1, 2, 4):
-        rate, p50, p99, bad = wrk(
-            gun.url, bodies[:conns], batch, conns=conns, threads=conns, token=token
-        )
-        results[f"batch-{conns}"] = rate * BATCH
-        ROWS.append(
-            Row(f"renew, batch of {BATCH}, API", str(conns), rate * BATCH, "renewals/s", p50, p99,
-                f"{rate:.0f} req/s{_bad(bad)}")
+        r = load(api, bodies[:conns], BATCH_RENEW, conns, conns)
+        best_batch = max(best_batch, r.rate * BATCH)
+        rows.append(
+            Row(f"renew, batch of {BATCH}, API", str(conns), r.rate * BATCH, "renewals/s",
+                r.p50_ms, r.p99_ms, f"{r.rate:.0f} req/s{failed_note(r.failed)}")
         )  # fmt: skip
 
-    effect = (
-        'return wrk.format("POST", "/api/v1/effects", headers, string.format('
-        '\'{"lease_id":"%s","epoch":1,"kind":"bench.effect","target":"t",'
-        '"idempotency_key":"k-%d-%d"}\', item, tid, n))'
+    res["effects"] = load(api, leases, EFFECT, 16)
+    res["grant-2"] = load(bare, keys, BARE_GRANT, 16)
+    rows.append(load_row("effect authorization via API", 16, res["effects"], "effects/s"))
+    rows.append(
+        load_row("grant transaction, bare Django (again, beside effects)", 16, res["grant-2"],
+                 "grants/s", f"API effects ÷ this: {res['effects'].rate / res['grant-2'].rate:.2f}")
+    )  # fmt: skip
+    return rows, res, best_batch
+
+
+def anchor(res: dict[str, Load]) -> str:
+    return anchor_table(
+        [
+            ("single renew", res["single-16"], "fenced renew UPDATE", res["bare-16"]),
+            ("acquire", res["acquire"], "grant transaction", res["grant-1"]),
+            ("effect authorization", res["effects"], "grant transaction", res["grant-2"]),
+        ]
     )
-    rate, p50, p99, bad = wrk(gun.url, leases, effect, conns=16, threads=2, token=token)
-    ROWS.append(Row("effect authorization via API", "16", rate, "effects/s", p50, p99, _bad(bad)))
-    results["effects"] = rate
-    return results
 
 
 def _post(url: str, token: str) -> None:
     import httpx
 
     httpx.post(url, json={}, headers={"Authorization": f"Bearer {token}"}, timeout=30)
-
-
-def _bad(n: int) -> str:
-    return f"; {n} failed" if n else ""
-
-
-def bench_pgbench(leases: list[str], holder: int) -> float | None:
-    if not shutil.which("pgbench"):
-        say("pgbench not installed; skipping the physical-limit row")
-        return None
-    import psycopg
-
-    from leaseboard.core.sql import lease_renew
-
-    with psycopg.connect(DB_URL, autocommit=True) as conn:
-        conn.execute("DROP TABLE IF EXISTS bench_lease_ids")
-        conn.execute("CREATE TABLE bench_lease_ids (n int PRIMARY KEY, id uuid NOT NULL)")
-        with conn.cursor() as cur:
-            cur.executemany(
-                "INSERT INTO bench_lease_ids VALUES (%s, %s)",
-                [(i + 1, lid) for i, lid in enumerate(leases)],
-            )
-    sql = lease_renew("postgresql", 1).replace(
-        "(%s::uuid, %s::bigint)",
-        "((SELECT id FROM bench_lease_ids WHERE n = :n), 1::bigint)",
-    )
-    sql = sql.replace("l.holder_id = %s", f"l.holder_id = {holder}")
-    script = TMP / "renew.sql"
-    script.write_text(f"\\set n random(1, {len(leases)})\n{sql};\n")
-    out = subprocess.run(
-        ["pgbench", "-h", "127.0.0.1", "-U", "postgres", "-n", "-M", "prepared", "-c", "16",
-         "-j", "2", "-T", str(SECONDS), "-r", "-f", str(script), DB_NAME],
-        capture_output=True, text=True, timeout=SECONDS + 60,
-    )  # fmt: skip
-    m = re.search(r"tps = ([\d.]+)", out.stdout)
-    lat = re.search(r"latency average = ([\d.]+) ms", out.stdout)
-    if not m:
-        say(f"pgbench failed: {out.stdout[-500:]} {out.stderr[-500:]}")
-        return None
-    tps = float(m.group(1))
-    ROWS.append(
-        Row("pgbench: same fenced UPDATE, 1 row", "16", tps, "renewals/s",
-            note=f"avg latency {lat.group(1) if lat else '?'} ms; physical limit")
-    )  # fmt: skip
-    return tps
-
-
-def bench_etcd() -> float | None:
-    etcd = shutil.which("etcd")
-    if not etcd:
-        say("etcd not installed (Debian: apt-get install etcd-server); skipping the etcd ratio")
-        ROWS.append(
-            Row("etcd lease keep-alive (HTTP gateway)", "16", None, "", note="etcd not installed")
-        )
-        return None
-    import httpx
-
-    client_port, peer_port = free_port(), free_port()
-    url = f"http://127.0.0.1:{client_port}"
-    proc = subprocess.Popen(
-        [etcd, "--name", "bench", "--data-dir", str(TMP / "etcd"),
-         "--listen-client-urls", url, "--advertise-client-urls", url,
-         "--listen-peer-urls", f"http://127.0.0.1:{peer_port}",
-         "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer_port}",
-         "--initial-cluster", f"bench=http://127.0.0.1:{peer_port}", "--log-level", "error"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
-    try:
-        deadline = time.time() + 20
-        while True:
-            try:
-                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.time() > deadline:
-                raise RuntimeError("etcd did not start")
-            time.sleep(0.3)
-        ids = [
-            httpx.post(f"{url}/v3/lease/grant", json={"TTL": 600}, timeout=5).json()["ID"]
-            for _ in range(1000)
-        ]
-        body = (
-            'return wrk.format("POST", "/v3/lease/keepalive", headers, '
-            "'{\"ID\":\"' .. item .. '\"}')"
-        )
-        rate, p50, p99, bad = wrk(url, [str(i) for i in ids], body, conns=16, threads=2)
-        version = subprocess.run([etcd, "--version"], capture_output=True, text=True).stdout
-        ROWS.append(
-            Row("etcd lease keep-alive (HTTP gateway)", "16", rate, "renewals/s", p50, p99,
-                f"etcd {version.split()[2]}{_bad(bad)}")
-        )  # fmt: skip
-        return rate
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(10)
-
-
-def _guard_worker(args: tuple[str, int, float]) -> int:
-    """One process checking epochs for a few seconds; returns the number of checks."""
-    kind, wid, seconds = args
-    import psycopg
-    import redis
-
-    from leaseboard.recipient.guard import PostgresEpochGuard, RedisEpochGuard, upsert_sql
-
-    n, epoch = 0, 0
-    keys = [f"bench-{wid}-{k}" for k in range(100)]
-    end = time.monotonic() + seconds
-    if kind == "pg-guard":
-        guard = PostgresEpochGuard(DB_URL)
-        while time.monotonic() < end:
-            epoch += 1
-            guard.check_and_advance(keys[n % 100], epoch)
-            n += 1
-        guard.close()
-    elif kind == "pg-raw":
-        sql = upsert_sql("bench_raw_guard")
-        with psycopg.connect(DB_URL, autocommit=True) as conn, conn.cursor() as cur:
-            while time.monotonic() < end:
-                epoch += 1
-                cur.execute(sql, (keys[n % 100], epoch))
-                cur.fetchone()
-                n += 1
-    elif kind == "redis-guard":
-        guard_r = RedisEpochGuard(redis.Redis.from_url(REDIS_URL), prefix="lb-bench:")
-        while time.monotonic() < end:
-            epoch += 1
-            guard_r.check_and_advance(keys[n % 100], epoch)
-            n += 1
-    else:
-        from leaseboard.recipient.guard import _LUA_CHECK_AND_ADVANCE
-
-        client = redis.Redis.from_url(REDIS_URL)
-        sha = client.script_load(_LUA_CHECK_AND_ADVANCE)
-        while time.monotonic() < end:
-            epoch += 1
-            client.evalsha(sha, 1, "lb-bench-raw:" + keys[n % 100], epoch)
-            n += 1
-    return n
-
-
-def bench_guards() -> None:
-    import psycopg
-    import redis
-
-    from leaseboard.recipient.guard import PostgresEpochGuard, schema_sql
-
-    PostgresEpochGuard(DB_URL).ensure_schema()
-    with psycopg.connect(DB_URL, autocommit=True) as conn:
-        conn.execute(schema_sql("bench_raw_guard"))
-    try:
-        redis.Redis.from_url(REDIS_URL).ping()
-        kinds = ["pg-guard", "pg-raw", "redis-guard", "redis-raw"]
-    except redis.RedisError:
-        say("Redis not reachable; skipping the Redis guard rows")
-        kinds = ["pg-guard", "pg-raw"]
-    procs = 4
-    seconds = max(2.0, SECONDS / 2)
-    labels = {
-        "pg-guard": "recipient guard, PostgreSQL (PostgresEpochGuard)",
-        "pg-raw": "raw INSERT … ON CONFLICT … WHERE (psycopg)",
-        "redis-guard": "recipient guard, Redis (RedisEpochGuard)",
-        "redis-raw": "raw EVALSHA of the same Lua (redis-py)",
-    }
-    rates = {}
-    with Pool(procs) as pool:
-        for kind in kinds:
-            counts = pool.map(_guard_worker, [(kind, w, seconds) for w in range(procs)])
-            rates[kind] = sum(counts) / seconds
-    for kind in kinds:
-        base = {"pg-guard": "pg-raw", "redis-guard": "redis-raw"}.get(kind)
-        note = f"{rates[kind] / rates[base]:.2f}x raw" if base and base in rates else ""
-        ROWS.append(Row(labels[kind], str(procs), rates[kind], "checks/s", note=note))
-    client = redis.Redis.from_url(REDIS_URL)
-    for pattern in ("lb-bench:*", "lb-bench-raw:*"):
-        keys = list(client.scan_iter(pattern, count=1000))
-        if keys:
-            client.delete(*keys)
 
 
 def run_others() -> list[str]:
@@ -514,133 +286,63 @@ def run_others() -> list[str]:
     return lines
 
 
-# --- report ------------------------------------------------------------------------------
-
-
-def fmt(v: float | None, digits: int = 0) -> str:
-    return "—" if v is None else f"{v:,.{digits}f}"
-
-
-def table() -> str:
-    head = (
-        "| measurement | conc. | rate | unit | p50 ms | p99 ms | note |\n"
-        "|---|---|---|---|---|---|---|"
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument(
+        "--seconds",
+        type=int,
+        default=int(os.environ.get("BENCH_SECONDS", "6")),
+        help="seconds per measurement (BENCH_SECONDS, default 6)",
     )
-    body = [
-        f"| {r.what} | {r.conc} | {fmt(r.rate)} | {r.unit} | {fmt(r.p50_ms, 1)} | "
-        f"{fmt(r.p99_ms, 1)} | {r.note} |"
-        for r in ROWS
-    ]
-    return "\n".join([head, *body])
-
-
-def targets(res: dict, pg_tps: float | None, etcd: float | None) -> list[str]:
-    out = []
-
-    def check(name: str, ok: bool | None, figures: str) -> None:
-        mark = "n/a" if ok is None else ("MET" if ok else "MISSED")
-        out.append(f"- {mark}: {name} — {figures}")
-
-    r16 = res["single-16"][0] / res["raw-16"][0]
-    check("single renew ≥ 0.6 × raw-SQL view at 16 connections", r16 >= 0.6, f"{r16:.2f}")
-    p99 = res["single-16"][2]
-    check("single renew p99 < 25 ms at 16 connections", p99 < 25, f"{p99:.1f} ms")
-    best_batch = max(v for k, v in res.items() if k.startswith("batch-"))
-    if pg_tps:
-        check(
-            "batch renew ≥ pgbench single-row fenced UPDATE",
-            best_batch >= pg_tps,
-            f"{best_batch:,.0f} vs {pg_tps:,.0f} renewals/s ({best_batch / pg_tps:.2f}x)",
-        )
-    else:
-        check("batch renew ≥ pgbench", None, "pgbench not installed")
-    if etcd:
-        check(
-            "batch renew ≥ 2 × etcd keep-alives",
-            best_batch >= 2 * etcd,
-            f"{best_batch:,.0f} vs {etcd:,.0f} ({best_batch / etcd:.2f}x)",
-        )
-    else:
-        check("batch renew ≥ 2 × etcd keep-alives", None, "etcd not installed")
-    check("acquire ≥ 500 grants/s", res["acquire"] >= 500, f"{res['acquire']:,.0f} grants/s")
-    return out
-
-
-def machine() -> str:
-    cpu = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    import psycopg
-
-    with psycopg.connect(DB_URL) as conn:
-        pg = conn.execute("SHOW server_version").fetchone()[0]
-    wrk_v = subprocess.run(["wrk", "-v"], capture_output=True, text=True).stdout.split("\n")[0]
-    return (
-        f"{os.cpu_count()} CPUs ({cpu}), {platform.system()} {platform.release()}, "
-        f"Python {platform.python_version()}, PostgreSQL {pg}, {wrk_v.strip()}, "
-        f"gunicorn {WORKERS} sync workers, {SECONDS} s per measurement, "
-        f"load average at the end {os.getloadavg()[0]:.1f} (other work on the machine skews "
-        "absolute figures; compare ratios)"
+    parser.add_argument("--no-others", action="store_true", help="skip the sweep/dashboard benches")
+    parser.add_argument(
+        "--no-doc", action="store_true", help="print only; leave docs/benchmarks.md alone"
     )
-
-
-def main() -> int:
+    args = parser.parse_args(argv)
+    seconds = args.seconds
     started = time.time()
     if not shutil.which("wrk"):
         say("wrk is not installed: apt-get install -y wrk (the HTTP load generator)")
         return 1
     say(f"creating database {DB_NAME} and migrating")
-    create_database()
-    setup_django()
+    recreate_database(DB_NAME)
+    migrate(api_env())
+    setup_django(**api_env())
     ctx = seed()
-    say(f"seeded {N_ITEMS} admitted work items; starting gunicorn")
-    gun = Gunicorn()
+    say(f"seeded {N_ITEMS} admitted work items; starting gunicorn (API and bare project)")
+    api = serve("leaseboard.wsgi:application", api_env())
     try:
-        res = bench_http(gun, ctx)
+        bare = serve("bench.bare.wsgi:application", bare_env())
+        try:
+            rows, res, best_batch = bench_http(api, bare, ctx, seconds)
+        finally:
+            bare.stop()
     finally:
-        gun.stop()
+        api.stop()
     leases = top_up_leases(ctx["executor"], 6000)
     say("pgbench")
-    pg_tps = bench_pgbench(leases, ctx["executor_id"])
+    vacuum()
+    pg_rows, pg_tps = bench_pgbench(DB_URL, leases, ctx["executor_id"], seconds)
     say("etcd")
-    etcd = bench_etcd()
+    etcd_rows, etcd = bench_etcd(seconds)
     say("recipient guards")
-    bench_guards()
-    others = run_others()
-    lines = targets(res, pg_tps, etcd)
-    print()
-    print(table())
-    print()
-    print("\n".join(lines))
-    print(f"\n[bench] total {time.time() - started:.0f} s on {machine()}")
-    write_doc(table(), lines, others)
-    shutil.rmtree(TMP, ignore_errors=True)
+    rows += pg_rows + etcd_rows + bench_guards(DB_URL, REDIS_URL, seconds)
+    others = [] if args.no_others else run_others()
+    lines = targets(res, best_batch, pg_tps, etcd)
+    sections = [
+        ("", table(rows)),
+        ("API ÷ bare Django (same gunicorn, same wrk settings, this run):", anchor(res)),
+        ("Targets:", "\n".join(lines)),
+    ]
+    if others:
+        sections.append(("Other benches:", "\n".join(others)))
+    for title, content in sections:
+        print(f"\n{title}\n\n{content}" if title else f"\n{content}")
+    where = machine(DB_URL, WORKERS, seconds)
+    print(f"\n[bench] total {time.time() - started:.0f} s on {where}")
+    if not args.no_doc:
+        say(f"wrote {write_doc(where, sections).relative_to(ROOT)}")
     return 0
-
-
-def write_doc(tbl: str, lines: list[str], others: list[str]) -> None:
-    doc = ROOT / "docs" / "benchmarks.md"
-    doc.parent.mkdir(exist_ok=True)
-    text = doc.read_text() if doc.exists() else ""
-    marker = "<!-- bench:results -->"
-    results = (
-        f"{marker}\n## Latest run ({time.strftime('%Y-%m-%d %H:%M')})\n\n"
-        f"Machine: {machine()}.\n\n{tbl}\n\nTargets:\n\n" + "\n".join(lines) + "\n\n"
-        "Other benches:\n\n" + "\n".join(others) + f"\n{marker}\n"
-    )
-    if marker in text:
-        pre, _, rest = text.partition(marker)
-        _, _, post = rest.partition(marker)
-        text = pre + results + post.lstrip("\n")
-    else:
-        text = (text or "# Benchmarks\n\n") + "\n" + results
-    doc.write_text(text)
-    say(f"wrote {doc.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":

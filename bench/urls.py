@@ -1,4 +1,4 @@
-"""The project's URLs plus the raw-SQL renew view that measures the framework's ceiling."""
+"""The project's URLs plus the raw-SQL renew view inside the project's middleware stack."""
 
 from __future__ import annotations
 

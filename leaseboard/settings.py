@@ -10,9 +10,11 @@ from __future__ import annotations
 import os
 import secrets
 import sys
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlparse
 
+from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
 from leaseboard.domain.timing import TimingPolicy, TimingPolicyError, skew_allowance_checked
@@ -49,6 +51,34 @@ def env_int(name: str, default: int, *, minimum: int = 0) -> int:
     return value
 
 
+RATE_PERIODS_S = {"s": 1, "m": 60, "h": 3600}
+
+
+def env_rate(name: str, default: str) -> tuple[int, int] | None:
+    """`N/s`, `N/m` or `N/h` as (requests, window seconds); `off` (or `0`) as None."""
+    raw = (os.environ.get(name) or default).strip().lower()
+    if raw in {"off", "0", "none"}:
+        return None
+    count, _, unit = raw.partition("/")
+    if not count.isdigit() or int(count) < 1 or unit not in RATE_PERIODS_S:
+        raise ImproperlyConfigured(
+            f"{name} must look like 600/m (per s, m or h) or be off, got {raw!r}"
+        )
+    return int(count), RATE_PERIODS_S[unit]
+
+
+def env_proxy_header(name: str) -> tuple[str, str] | None:
+    """`X-Forwarded-Proto: https` as Django's ("HTTP_X_FORWARDED_PROTO", "https")."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return None
+    header, sep, value = raw.partition(":")
+    header, value = header.strip(), value.strip()
+    if not sep or not header or not value or not header.replace("-", "").isalnum():
+        raise ImproperlyConfigured(f"{name} must look like 'X-Forwarded-Proto: https', got {raw!r}")
+    return "HTTP_" + header.upper().replace("-", "_"), value
+
+
 DATA_DIR = Path(env_str("LEASEBOARD_DATA_DIR", str(BASE_DIR / "var")))
 DATA_DIR.mkdir(parents=True, exist_ok=True)
 
@@ -72,6 +102,28 @@ ALLOWED_HOSTS = [
     h for h in env_str("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver").split(",") if h
 ]
 CSRF_TRUSTED_ORIGINS = [o for o in env_str("CSRF_TRUSTED_ORIGINS", "").split(",") if o]
+
+# --- Production switches (docs/production.env is a complete example) -------------------
+# LEASEBOARD_HTTPS=true: the site is served over HTTPS only. Redirect plain HTTP, send HSTS,
+# and keep session and CSRF cookies off plain HTTP.
+LEASEBOARD_HTTPS = env_bool("LEASEBOARD_HTTPS", False)
+SECURE_SSL_REDIRECT = LEASEBOARD_HTTPS
+# Load balancers probe the backends over plain HTTP; a redirect would fail their checks.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]
+SECURE_HSTS_SECONDS = env_int("LEASEBOARD_HSTS_SECONDS", 31_536_000 if LEASEBOARD_HTTPS else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("LEASEBOARD_HSTS_INCLUDE_SUBDOMAINS", True)
+SECURE_HSTS_PRELOAD = env_bool("LEASEBOARD_HSTS_PRELOAD", False)
+SESSION_COOKIE_SECURE = LEASEBOARD_HTTPS
+CSRF_COOKIE_SECURE = LEASEBOARD_HTTPS
+# Behind a TLS-terminating proxy: the header (and value) by which it says "this came over
+# HTTPS", e.g. `X-Forwarded-Proto: https`. Set it only when the proxy always sets or strips
+# that header, or a client could claim HTTPS.
+SECURE_PROXY_SSL_HEADER = env_proxy_header("LEASEBOARD_PROXY_SSL_HEADER")
+# How many reverse proxies append to X-Forwarded-For in front of Leaseboard. 0 (default):
+# the header is ignored and the peer address is the client; N: the N-th address from the
+# right is the client (what the outermost trusted proxy saw). Rate limits and sign-in
+# throttling count per this address.
+LEASEBOARD_TRUSTED_PROXIES = env_int("LEASEBOARD_TRUSTED_PROXIES", 0)
 
 
 def database_from_url(url: str) -> dict:
@@ -142,18 +194,24 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_htmx",
+    "ninja",  # its templates and static files: Swagger UI served from here, not a CDN
+    "axes",
+    "csp",
     "leaseboard.core",
     "leaseboard.web",
     "leaseboard.dashboard",
     "leaseboard.sweeps",
     "leaseboard.takeovers",
+    # Installed everywhere (its tables and demo commands); its URLs only with LEASEBOARD_DEMO.
     "leaseboard.sandbox",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "leaseboard.api.middleware.ApiBodyLimitMiddleware",
+    "leaseboard.api.middleware.ApiRateLimitMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -161,6 +219,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, as django-axes asks: it turns a sign-in flagged as locked out into the page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "leaseboard.urls"
@@ -196,6 +256,13 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 LOGIN_URL = "/login/"
 LOGIN_REDIRECT_URL = "/"
+# The throttle first: a locked-out account or address is refused before its password is
+# checked (django-axes). Non-web callers (shell, commands) pass no request and are not
+# throttled.
+AUTHENTICATION_BACKENDS = [
+    "leaseboard.web.signin.SignInThrottleBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -217,6 +284,64 @@ LEASEBOARD_MAX_EFFECT_PAYLOAD_BYTES = env_int("LEASEBOARD_MAX_EFFECT_PAYLOAD_BYT
 LEASEBOARD_MAX_BATCH_RENEW = env_int("LEASEBOARD_MAX_BATCH_RENEW", 1000, minimum=1)
 # Seconds a process remembers a bearer token it has verified (0: always ask the database).
 LEASEBOARD_TOKEN_CACHE_SECONDS = float(env_str("LEASEBOARD_TOKEN_CACHE_SECONDS", "2"))
+
+# --- Limits (DESIGN §9) -------------------------------------------------------------------
+# API rate limits, fixed windows counted in Redis when REDIS_URL is set (shared by every web
+# process) and in process memory on the embedded default. One counter round trip a request.
+# LEASEBOARD_RATE_LIMIT_ENABLED=false lifts them all (benchmarks, chaos runs).
+LEASEBOARD_RATE_LIMIT_ENABLED = env_bool("LEASEBOARD_RATE_LIMIT_ENABLED", True)
+# Requests per agent or recipient credential. An honest agent sends one renew per interval
+# (a batch renewer one for all its leases; a single-lease agent every 5 s is 12/m).
+LEASEBOARD_RATE_LIMIT_AGENT = env_rate("LEASEBOARD_RATE_LIMIT_AGENT", "600/m")
+# Requests per recipient credential on the recipient-only paths (online fencing checks,
+# refusal reports): a payments service may ask once for every payment it takes.
+LEASEBOARD_RATE_LIMIT_RECIPIENT = env_rate("LEASEBOARD_RATE_LIMIT_RECIPIENT", "6000/m")
+# Requests per client address that carry no valid credential (none, or a refused one): a
+# bad-token flood meets 429 here. Agents with valid tokens behind one NAT address are
+# counted per credential, never here, so a flood beside them does not throttle them.
+LEASEBOARD_RATE_LIMIT_ADDRESS = env_rate("LEASEBOARD_RATE_LIMIT_ADDRESS", "60/m")
+
+# Sign-in throttling (django-axes): after this many failed sign-ins for one account, or from
+# one address, both are refused for the cool-off time, even with the right password.
+AXES_ENABLED = env_bool("LEASEBOARD_SIGNIN_THROTTLE", True)
+AXES_FAILURE_LIMIT = env_int("LEASEBOARD_SIGNIN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("LEASEBOARD_SIGNIN_COOLOFF_MINUTES", 15, minimum=1))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = True
+# The cool-off runs from the lock-out, not from the last refused try: the page's "wait N
+# minutes" holds, and retrying does not extend one's own lock.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+AXES_CLIENT_IP_CALLABLE = "leaseboard.api.ratelimit.client_address"
+AXES_LOCKOUT_CALLABLE = "leaseboard.web.signin.locked_out"
+# Successful sign-ins are not logged by axes: the audit log is the one record of who did what.
+AXES_DISABLE_ACCESS_LOG = True
+AXES_VERBOSE = False
+
+# Content Security Policy (django-csp 4): only this origin's scripts, styles and images; no
+# inline script, no eval (htmx runs with allowEval off), no framing.
+LEASEBOARD_CSP = env_bool("LEASEBOARD_CSP", True)
+CONTENT_SECURITY_POLICY = (
+    {
+        "DIRECTIVES": {
+            "default-src": [SELF],
+            "script-src": [SELF],
+            "style-src": [SELF],
+            "img-src": [SELF, "data:"],
+            "connect-src": [SELF],
+            "font-src": [SELF],
+            "object-src": [NONE],
+            "base-uri": [NONE],
+            "form-action": [SELF],
+            "frame-ancestors": [NONE],
+        }
+    }
+    if LEASEBOARD_CSP
+    else None
+)
+
+# The demo (`dev.py demo` sets it): mounts the payments sandbox at /sandbox/. Never in
+# production: the sandbox takes anonymous payments and shows its ledger to anyone.
+LEASEBOARD_DEMO = env_bool("LEASEBOARD_DEMO", False)
 
 # Default lease timing (DESIGN §4), overridable per queue and per work item. Validated now,
 # so a bad deployment refuses to start instead of handing out unsafe leases.
@@ -389,12 +514,30 @@ LEASEBOARD_OUTAGE_MIN_MS = env_int(
     "LEASEBOARD_OUTAGE_MIN_MS", max(3000, int(LEASEBOARD_SWEEP_INTERVAL_S * 3000)), minimum=1
 )
 LEASEBOARD_EVENT_RETENTION_DAYS = env_int("LEASEBOARD_EVENT_RETENTION_DAYS", 90, minimum=1)
-LEASEBOARD_WEBHOOK_SECRET = env_str("LEASEBOARD_WEBHOOK_SECRET", "") or SECRET_KEY
+# The HMAC key for webhooks that name no secret of their own. Never SECRET_KEY: a receiver
+# holding it could forge sessions. Required when a webhook without its own secret is
+# configured here; a queue's such webhook fails its delivery, naming this variable.
+LEASEBOARD_WEBHOOK_SECRET = env_str("LEASEBOARD_WEBHOOK_SECRET", "")
+if LEASEBOARD_WEBHOOK_SECRET and len(LEASEBOARD_WEBHOOK_SECRET) < 16:
+    raise ImproperlyConfigured("LEASEBOARD_WEBHOOK_SECRET must be at least 16 characters")
 LEASEBOARD_WEBHOOK_TIMEOUT_S = float(env_str("LEASEBOARD_WEBHOOK_TIMEOUT_S", "5"))
 LEASEBOARD_WEBHOOK_MAX_RETRIES = env_int("LEASEBOARD_WEBHOOK_MAX_RETRIES", 8)
 # Notification targets for alerts that belong to no queue (outage recovery), same shape
 # as Queue.notify: {"webhooks": [{"url": ..., "secret": ...}], "emails": [...]}.
-LEASEBOARD_NOTIFY_DEFAULT = json.loads(env_str("LEASEBOARD_NOTIFY_DEFAULT", "{}") or "{}")
+try:
+    LEASEBOARD_NOTIFY_DEFAULT = json.loads(env_str("LEASEBOARD_NOTIFY_DEFAULT", "{}") or "{}")
+except ValueError:
+    raise ImproperlyConfigured("LEASEBOARD_NOTIFY_DEFAULT must be a JSON object") from None
+if not isinstance(LEASEBOARD_NOTIFY_DEFAULT, dict):
+    raise ImproperlyConfigured("LEASEBOARD_NOTIFY_DEFAULT must be a JSON object")
+if not LEASEBOARD_WEBHOOK_SECRET and any(
+    isinstance(hook, dict) and not hook.get("secret")
+    for hook in LEASEBOARD_NOTIFY_DEFAULT.get("webhooks") or []
+):
+    raise ImproperlyConfigured(
+        "LEASEBOARD_NOTIFY_DEFAULT has a webhook without a secret: "
+        "set LEASEBOARD_WEBHOOK_SECRET (or the hook's own secret)"
+    )
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "leaseboard@localhost")
 

@@ -1,5 +1,7 @@
-"""URL map: the v1 API, health, and (added by their apps) dashboard and metrics."""
+"""URL map: the v1 API, health, metrics, takeovers and the dashboard; the payments sandbox
+only in the demo (LEASEBOARD_DEMO, which `dev.py demo` sets)."""
 
+from django.conf import settings
 from django.urls import include, path
 
 from leaseboard.api.v1 import api
@@ -9,8 +11,10 @@ from leaseboard.sweeps.metrics import metrics
 urlpatterns = [
     path("api/v1/", api.urls),
     path("healthz", healthz, name="healthz"),
-    path("sandbox/", include("leaseboard.sandbox.urls")),
     path("metrics", metrics, name="metrics"),
     path("takeovers/", include("leaseboard.takeovers.urls")),
-    path("", include("leaseboard.dashboard.urls")),
 ]
+if settings.LEASEBOARD_DEMO:
+    # The sandbox takes anonymous payments and shows its ledger to anyone: demo only.
+    urlpatterns.append(path("sandbox/", include("leaseboard.sandbox.urls")))
+urlpatterns.append(path("", include("leaseboard.dashboard.urls")))

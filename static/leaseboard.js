@@ -4,6 +4,8 @@
  *   X-Leaseboard-Version and the server answers 304 when nothing changed.
  * - Each response carries X-Leaseboard-Seq (database-clock ms of its read); a response
  *   older than what is on screen is dropped, so a stale answer never replaces a newer one.
+ * - Polled regions (data-poll-visible) poll only while the tab is visible. The check is here,
+ *   not in an hx-trigger filter: filters are eval'd, and the CSP allows no eval.
  * - Countdowns tick locally from the duration the server sent and the time the fragment
  *   arrived (performance.now()), so they never compare server and browser clocks.
  */
@@ -57,6 +59,13 @@
   });
   document.addEventListener("DOMContentLoaded", function () { arrived(document); showPicked(); setInterval(tick, 250); });
   document.addEventListener("htmx:afterSwap", function (evt) { arrived(document); showPicked(); });
+  document.addEventListener("htmx:confirm", function (evt) {
+    var elt = evt.detail.elt;
+    if (elt && elt.hasAttribute && elt.hasAttribute("data-poll-visible") &&
+        document.visibilityState !== "visible") {
+      evt.preventDefault(); // never issued: the next tick (or becoming visible) polls again
+    }
+  });
   document.addEventListener("htmx:configRequest", function (evt) {
     var elt = evt.detail.elt;
     if (elt && elt.dataset && elt.dataset.version) {

@@ -46,6 +46,29 @@ def redis_url() -> str:
     return REDIS_URL
 
 
+def _reload_urls() -> None:
+    import importlib
+
+    from django.urls import clear_url_caches
+
+    import leaseboard.urls
+
+    importlib.reload(leaseboard.urls)
+    clear_url_caches()
+
+
+@pytest.fixture
+def demo_mounted():  # type: ignore[no-untyped-def]
+    """The URL map as `dev.py demo` builds it (LEASEBOARD_DEMO on: the payments sandbox
+    mounted); the ordinary map again afterwards."""
+    from django.test import override_settings
+
+    with override_settings(LEASEBOARD_DEMO=True):
+        _reload_urls()
+        yield
+    _reload_urls()
+
+
 @pytest.fixture(autouse=True)
 def _default_rows(request: pytest.FixtureRequest) -> None:
     """Transactional tests truncate every table; put back what migrations seed."""
@@ -53,12 +76,14 @@ def _default_rows(request: pytest.FixtureRequest) -> None:
     transactional = (marker is not None and marker.kwargs.get("transaction")) or bool(
         {"transactional_db", "live_server"} & set(request.fixturenames)
     )
+    from leaseboard.api.ratelimit import rate_limits_forget
     from leaseboard.core.services.executors import token_cache_forget
     from leaseboard.core.services.fencing import fencing_keys_forget
 
     # Truncated tables may have taken the cached signing key and executors with them.
     fencing_keys_forget()
     token_cache_forget()
+    rate_limits_forget()  # each test starts with fresh in-memory rate-limit budgets
     if transactional and PG_OK:
         request.getfixturevalue("transactional_db")
         from leaseboard.core.models import Queue

@@ -1,5 +1,6 @@
-"""Pure domain rules: certainty states, timing policy, errors, reconciliation, fencing.
+"""Pure domain rules: the authority table, certainty states, timing policy, errors,
+reconciliation, fencing tokens, and the vocabulary (each enum defined once).
 
 Everything here receives `now` as an argument and imports no Django, Celery or Redis;
-tests/test_domain_purity.py enforces that.
+tests/architecture/test_layers.py enforces that.
 """

@@ -208,3 +208,24 @@ def decide(
             return Verdict(ENDED_CODES[certainty], f"the lease is {certainty}")
         return Verdict("not_found", "there is no lease to act under")
     return ALLOW
+
+
+def rules_table() -> str:
+    """The table as Markdown, for docs/authority.md (a test keeps that file current)."""
+    lines = [
+        "| act | who may (any of) | never | lease states | epoch | refused as |",
+        "|---|---|---|---|---|---|",
+    ]
+    order = [c for c in Certainty] + [None]
+    for act in Act:
+        rule = RULES[act]
+        states = (
+            "any"
+            if rule.states == ANY
+            else ", ".join("no lease" if c is None else c.value for c in order if c in rule.states)
+        )
+        lines.append(
+            f"| {act} | {', '.join(sorted(rule.allow))} | {', '.join(sorted(rule.deny)) or '—'} "
+            f"| {states} | {rule.epoch} | {rule.refuse} |"
+        )
+    return "\n".join(lines) + "\n"

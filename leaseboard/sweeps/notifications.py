@@ -6,6 +6,9 @@ alert's queue (`Queue.notify`):
     {"webhooks": [{"url": "https://…", "secret": "…"}], "emails": ["ops@example.com"],
      "kinds": ["jeopardy", "expired"]}          # "kinds" optional: all kinds by default
 
+A hook without its own secret is signed with LEASEBOARD_WEBHOOK_SECRET; with neither, its
+delivery fails with a clear error and nothing is sent.
+
 Every (alert, channel, target) has one NotificationDelivery row, the delivery log and the
 idempotency key: a redelivered task finds it delivered and sends nothing. No network I/O
 happens inside a database transaction. Nothing here enqueues: leaseboard.sweeps.tasks calls
@@ -17,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import logging
 import random
 import time
 from dataclasses import dataclass
@@ -34,6 +38,9 @@ from leaseboard.core.services.epoch_notices import epoch_notice_payload
 from leaseboard.sweeps.models import NotificationDelivery
 
 SIGNATURE_HEADER = "X-Leaseboard-Signature"
+NO_SECRET_ERROR = "no webhook secret: set LEASEBOARD_WEBHOOK_SECRET or the hook's own secret"
+
+log = logging.getLogger(__name__)
 
 
 def alert_payload(alert: Alert) -> dict[str, Any]:
@@ -137,6 +144,13 @@ def webhook_deliver(*, delivery_id: int) -> float | None:
         (h for h in _config(alert).get("webhooks", []) if h.get("url") == delivery.target), {}
     )
     secret = hook.get("secret") or settings.LEASEBOARD_WEBHOOK_SECRET
+    if not secret:
+        # Never unsigned, never signed with SECRET_KEY: fail the delivery, naming the fix.
+        NotificationDelivery.objects.filter(id=delivery.id).update(
+            status=NotificationDelivery.Status.FAILED, last_error=NO_SECRET_ERROR
+        )
+        log.error("webhook delivery %s not sent: %s", delivery.id, NO_SECRET_ERROR)
+        return None
     NotificationDelivery.objects.filter(id=delivery.id).update(attempts=F("attempts") + 1)
     attempt = delivery.attempts + 1
     sent = signed_post(

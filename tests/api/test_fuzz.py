@@ -27,6 +27,12 @@ pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 MAX_EXAMPLES = 40  # per operation; the whole module stays well under a minute
 
 
+@pytest.fixture(autouse=True)
+def _no_rate_limits(settings: Any) -> None:
+    # A fuzzer is a flood by design; past the limit every operation would only meet 429.
+    settings.LEASEBOARD_RATE_LIMIT_ENABLED = False
+
+
 @pytest.fixture
 def _wsgi_in_test_transaction() -> Iterator[None]:
     # Like Django's test client: a request must not close the test's transaction-bound

@@ -412,17 +412,28 @@ def test_one_503_on_a_renewal_does_not_end_the_lease(live: Live) -> None:
 # -- 3. lease_revoked stops it at once ---------------------------------------------------------
 
 
-def take_over(work_key: str, lease_id: str, new_holder: Any) -> int:
+def an_approver() -> Any:
+    """An approver to revoke with, made before the hold starts (its real time counts)."""
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Group
+
+    from leaseboard.core.authority import Actor
+    from tests.builders import ensure_role_groups
+
+    ensure_role_groups()
+    user = get_user_model().objects.create(username=f"approver-{uuid.uuid4().hex[:8]}")
+    user.groups.add(Group.objects.get(name="approver"))
+    return Actor.human(user)
+
+
+def take_over(work_key: str, lease_id: str, new_holder: Any, approver: Any) -> int:
     """Revoke the lease and grant the work to `new_holder` in one transaction (a takeover)."""
     from django.db import transaction
 
-    from leaseboard.core.authority import Actor
     from leaseboard.core.clock import db_now_ms
     from leaseboard.core.models import Lease, WorkItem
     from leaseboard.core.services.leases import lease_grant_locked, lease_revoke_locked
-    from tests.builders import make_user
 
-    approver = Actor.human(make_user(f"approver-{work_key}", "approver"))
     with transaction.atomic():
         now = db_now_ms()
         item = WorkItem.objects.select_for_update().select_related("queue").get(key=work_key)
@@ -444,10 +455,11 @@ def test_lease_revoked_on_renew_ends_the_holding_at_once(live: Live, agent) -> N
     client = live.client()
     key = live.admitted("revoke")
     lost, on_lost = lost_recorder()
+    successor, _ = agent("successor")
+    approver = an_approver()
     with client.hold(key, ttl_ms=TTL_MS, on_lost=on_lost) as holding:
         old_epoch = holding.epoch
-        successor, _ = agent("successor")
-        new_epoch = take_over(key, holding.lease_id, successor)
+        new_epoch = take_over(key, holding.lease_id, successor, approver)
         assert new_epoch == old_epoch + 1
         assert live.server_view(key)["holder"] == "successor"
 
@@ -495,9 +507,10 @@ def test_after_a_takeover_an_old_epoch_effect_is_refused_before_any_renewal(
     client = live.client()
     key = live.admitted("takeover")
     lost, on_lost = lost_recorder()
+    successor, _ = agent("successor")
+    approver = an_approver()
     with client.hold(key, ttl_ms=TTL_MS, on_lost=on_lost) as holding:
-        successor, _ = agent("successor")
-        take_over(key, holding.lease_id, successor)
+        take_over(key, holding.lease_id, successor, approver)
         assert holding.active  # nothing has told this process yet
 
         with pytest.raises(StaleEpoch):

@@ -108,3 +108,13 @@ def test_someone_who_is_nothing_to_the_work_item_may_do_nothing_but_acquire(act:
     assert human.code == "forbidden"
     agent = decide(act, parties=OTHER_AGENT, certainty=Certainty.ACTIVE)
     assert agent.allowed == (act is Act.ACQUIRE)
+
+
+def test_the_documented_table_is_the_table() -> None:
+    from pathlib import Path
+
+    from leaseboard.domain.authority import rules_table
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "authority.md").read_text()
+    documented = doc.split("<!-- table:start -->\n", 1)[1].split("<!-- table:end -->", 1)[0]
+    assert documented == rules_table(), "docs/authority.md is out of date: regenerate its table"

@@ -1,7 +1,7 @@
 """The chaos test, reduced for CI: about 10 agents for ~25 s against real gunicorn, Celery
 (worker + beat on Redis) and a recipient, with pauses past the ttl, abandoned leases,
 SIGKILLed agent processes, a SIGKILLed worker and takeovers, but no PostgreSQL/Redis
-restarts (they would break the rest of the session). It runs bench/chaos.py in a
+restarts (they would break the rest of the session). It runs `python -m bench.chaos` in a
 subprocess on its own databases, so pytest-django's test database is not involved."""
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ def test_chaos_reduced(tmp_path: Path) -> None:
     run = subprocess.run(
         [
             sys.executable,
-            str(ROOT / "bench" / "chaos.py"),
+            "-m",
+            "bench.chaos",
             "--duration",
             "24",
             "--agents",

@@ -16,7 +16,7 @@ from leaseboard.core.models import Alert, Effect
 from leaseboard.sandbox.models import EpochMark, Payment
 from tests.builders import Holder
 
-pytestmark = [pytest.mark.postgres]
+pytestmark = [pytest.mark.postgres, pytest.mark.usefixtures("demo_mounted")]
 
 
 def pay(client: Any, headers: dict[str, str], amount: int = 500, key: str = "") -> Any:

@@ -14,6 +14,15 @@ from django.http import HttpRequest
 from leaseboard.core.clock import db_now_ms
 from leaseboard.core.services.audit import audit_record
 
+# Set on a request whose sign-in was refused because a lock-out was already in force (the
+# sign-in backend sets it): such an attempt was already recorded as the lock-out, so an
+# anonymous flood during a lock-out cannot grow the audit log.
+ATTEMPT_WHILE_LOCKED = "leaseboard_attempt_while_locked"
+
+
+def _while_locked(request: HttpRequest | None) -> bool:
+    return bool(getattr(request, ATTEMPT_WHILE_LOCKED, False))
+
 
 def _client_ip(request: HttpRequest | None) -> str:
     return str(request.META.get("REMOTE_ADDR", "")) if request is not None else ""
@@ -49,6 +58,8 @@ def audit_locked_out(*, username: str, ip_address: str = "", source: str = "axes
 def on_user_login_failed(
     sender: Any, credentials: dict[str, Any], request: HttpRequest | None = None, **kwargs: Any
 ) -> None:
+    if _while_locked(request):
+        return
     username = str(credentials.get("username") or "")
     audit_sign_in_failed(username=username, ip_address=_client_ip(request))
 
@@ -60,6 +71,8 @@ def on_axes_locked_out(
     ip_address: str | None = None,
     **kwargs: Any,
 ) -> None:
+    if _while_locked(request):
+        return
     audit_locked_out(
         username=str(username or ""), ip_address=str(ip_address or _client_ip(request))
     )

@@ -79,6 +79,7 @@ def test_alerts_notify_a_signed_webhook_with_retries_and_an_email(
 def test_a_webhook_that_keeps_refusing_is_logged_as_failed(agent, webhook_server, settings):
     url, hook = webhook_server
     hook.statuses = [410]
+    settings.LEASEBOARD_WEBHOOK_SECRET = "a-webhook-secret-of-its-own"  # the hook names none
     Queue.objects.filter(name="default").update(notify={"webhooks": [{"url": url}]})
     executor, _ = agent()
     lease = leased_item(executor, "notify-2")

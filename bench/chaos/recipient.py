@@ -7,7 +7,7 @@ ledger row, accepted or refused. Because every guarded attempt locks the work it
 row before the ledger insert takes its id, the ledger ids of one work item are in commit
 order. Configuration (environment): CHAOS_RECIPIENT_DB (conninfo), CHAOS_JWKS_URL.
 
-Run under gunicorn: `gunicorn bench.chaos_recipient:application`.
+Run under gunicorn: `gunicorn bench.chaos.recipient:application`.
 """
 
 from __future__ import annotations
