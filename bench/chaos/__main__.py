@@ -32,6 +32,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--redis-db", type=int, default=13)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", default="", help="write the results here")
+    parser.add_argument(
+        "--epoch-notices",
+        action="store_true",
+        help="the late recipient registers an epoch-advance webhook",
+    )
     args = parser.parse_args(argv)
     cfg = Config(
         duration_s=args.duration,
@@ -42,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         redis_db=args.redis_db,
         seed=args.seed,
         json_out=args.json,
+        epoch_notices=args.epoch_notices,
     )
     chaos = Chaos(cfg)
     out: dict[str, Any] = {"ok": False}

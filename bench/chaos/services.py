@@ -1,5 +1,6 @@
 """The processes a chaos run starts and stops: its databases, two gunicorn web servers, the
-recipient, a Celery worker with embedded beat; and PostgreSQL/Redis restarts with the
+two recipients (everyone's, and the one that never hears from a successor), a Celery worker
+with embedded beat; and PostgreSQL/Redis restarts with the
 guarantee that both are left running whatever happened (`ensure_services`)."""
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ class Services:
         self.procs: dict[str, subprocess.Popen] = {}
         self.web_urls: list[str] = []
         self.recipient_url = ""
+        self.late_recipient_url = ""
+        self.notice_secret_file = tmp / "late-recipient-notice-secret"
 
     def env(self, **extra: str) -> dict[str, str]:
         values = {
@@ -95,6 +98,16 @@ class Services:
         env = self.env(CHAOS_JWKS_URL=f"{self.web_urls[0]}/api/v1/fencing/keys")
         self.recipient_url = self._gunicorn(
             "recipient", "bench.chaos.recipient:application", env, threads=8
+        )
+        # The recipient that never hears from a successor: only late sends reach it (and,
+        # with --epoch-notices, Leaseboard's notices, once the secret file exists).
+        late_env = {
+            **env,
+            "CHAOS_RECIPIENT_ROLE": "late",
+            "CHAOS_NOTICE_SECRET_FILE": str(self.notice_secret_file),
+        }
+        self.late_recipient_url = self._gunicorn(
+            "late-recipient", "bench.chaos.recipient:application", late_env, threads=4
         )
 
     def start_worker(self) -> None:
