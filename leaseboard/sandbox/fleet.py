@@ -184,8 +184,8 @@ class Fleet:
                     self.count("leases")
                     decision = h.effect("payment.charge", "sandbox:acme", payload={"n": n})
                     stale = h.headers(decision)  # the effect's token, kept over the "GC pause"
-                    self.pay(sandbox, stale, 999, f"paid-{key}")
-                    h.report_outcome(decision.effect_id, "applied")
+                    paid = self.pay(sandbox, stale, 999, f"paid-{key}") in (200, 201)
+                    h.report_outcome(decision.effect_id, "applied" if paid else "failed")
                     deadline = time.monotonic() + h.ttl_ms / 1000 * 3
                     if not self.wait(h.ttl_ms / 1000 * 0.9):
                         return
