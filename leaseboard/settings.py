@@ -522,6 +522,11 @@ if LEASEBOARD_WEBHOOK_SECRET and len(LEASEBOARD_WEBHOOK_SECRET) < 16:
     raise ImproperlyConfigured("LEASEBOARD_WEBHOOK_SECRET must be at least 16 characters")
 LEASEBOARD_WEBHOOK_TIMEOUT_S = float(env_str("LEASEBOARD_WEBHOOK_TIMEOUT_S", "5"))
 LEASEBOARD_WEBHOOK_MAX_RETRIES = env_int("LEASEBOARD_WEBHOOK_MAX_RETRIES", 8)
+# Epoch-advance notices: a web process enqueues at most one delivery run this often (a
+# burst of grants costs one broker message); the sweep starts one whenever notices are due.
+LEASEBOARD_EPOCH_NOTICE_FLUSH_S = float(env_str("LEASEBOARD_EPOCH_NOTICE_FLUSH_S", "0.2"))
+if not 0 <= LEASEBOARD_EPOCH_NOTICE_FLUSH_S <= 60:
+    raise ImproperlyConfigured("LEASEBOARD_EPOCH_NOTICE_FLUSH_S must be between 0 and 60")
 # Notification targets for alerts that belong to no queue (outage recovery), same shape
 # as Queue.notify: {"webhooks": [{"url": ..., "secret": ...}], "emails": [...]}.
 try:

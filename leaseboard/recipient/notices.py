@@ -1,7 +1,8 @@
-"""Epoch-advance notices, from the recipient's side: Leaseboard POSTs {work_key, epoch}
-(signed with the webhook secret `manage.py recipient_webhook set` printed) whenever a grant
-raises an epoch; the receiver checks the signature and raises the epoch guard's mark, so a
-paused holder's late send is refused as stale even before the successor's first send.
+"""Epoch-advance notices, from the recipient's side: Leaseboard POSTs
+{"type": "epoch_advanced", "notices": [{work_key, epoch, notice_id}, ...]} (signed with the
+webhook secret `manage.py recipient_webhook set` printed) soon after grants raise epochs;
+the receiver checks the signature and raises the epoch guard's marks, so a paused holder's
+late send is refused as stale although the successor never sent this recipient anything.
 
 Standard library only. `EpochNoticeReceiver.handle(body, signature)` is framework-free;
 `.wsgi` is a ready WSGI app for it.
@@ -20,7 +21,7 @@ from typing import Any
 from leaseboard.recipient.guard import EpochGuard
 
 SIGNATURE_HEADER = "X-Leaseboard-Signature"
-MAX_BODY_BYTES = 4096
+MAX_BODY_BYTES = 256 * 1024  # a batch of up to 500 notices
 
 
 def signature_valid(
@@ -40,6 +41,15 @@ def signature_valid(
         return False
     mac = hmac.new(secret.encode(), f"{timestamp}.".encode() + body, hashlib.sha256)
     return hmac.compare_digest(mac.hexdigest(), given)
+
+
+def _notice(item: Any) -> tuple[str, int]:
+    work_key, epoch = item["work_key"], item["epoch"]
+    if not isinstance(work_key, str) or not work_key:
+        raise ValueError("work_key")
+    if not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 0:
+        raise ValueError("epoch")
+    return work_key, epoch
 
 
 class EpochNoticeReceiver:
@@ -71,18 +81,19 @@ class EpochNoticeReceiver:
             # shows in its delivery log instead of hammering us.
             return 401, {"code": "unauthenticated", "detail": "bad or stale signature"}
         try:
-            notice = json.loads(body)
-            work_key, epoch = notice["work_key"], notice["epoch"]
-            if not isinstance(work_key, str) or not work_key:
-                raise ValueError("work_key")
-            if not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 0:
-                raise ValueError("epoch")
+            doc = json.loads(body)
+            # A batch ({"notices": [...]}); one notice on its own is taken as a batch of one.
+            items = doc["notices"] if "notices" in doc else [doc]
+            marks = [_notice(item) for item in items]
         except (ValueError, KeyError, TypeError) as exc:
             return 400, {"code": "validation_error", "detail": f"bad notice: {exc}"}
-        # A mark already higher refuses the raise; that is fine: we know a newer epoch.
-        result = self.guard.check_and_advance(work_key, epoch)
-        self.applied += 1
-        return 200, {"work_key": work_key, "epoch": epoch, "high_water": result.high_water}
+        applied = []
+        for work_key, epoch in marks:
+            # A mark already higher refuses the raise; fine: we know a newer epoch already.
+            result = self.guard.check_and_advance(work_key, epoch)
+            applied.append({"work_key": work_key, "epoch": epoch, "high_water": result.high_water})
+        self.applied += len(applied)
+        return 200, {"applied": applied}
 
     def wsgi(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         """A WSGI app: POST the notice here (mount it at the URL you registered)."""

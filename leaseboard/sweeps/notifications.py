@@ -1,7 +1,7 @@
 """Alert notifications: webhook (HMAC-signed JSON, retried with backoff) and e-mail through
 Django's mail backend; and recipients' epoch-advance notices, sent the same signed way
-(`epoch_notice_deliver`, logged on core's EpochNotice rows). Alert targets come from the
-alert's queue (`Queue.notify`):
+(`epoch_notices_deliver_due`, batched per recipient, logged on core's EpochNotice rows).
+Alert targets come from the alert's queue (`Queue.notify`):
 
     {"webhooks": [{"url": "https://…", "secret": "…"}], "emails": ["ops@example.com"],
      "kinds": ["jeopardy", "expired"]}          # "kinds" optional: all kinds by default
@@ -24,17 +24,17 @@ import logging
 import random
 import time
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import httpx
 from django.conf import settings
-from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
 from leaseboard.core.models import Alert, EpochNotice
-from leaseboard.core.services.epoch_notices import epoch_notice_payload
+from leaseboard.core.services.epoch_notices import epoch_notices_payload
 from leaseboard.sweeps.models import NotificationDelivery
 
 SIGNATURE_HEADER = "X-Leaseboard-Signature"
@@ -211,28 +211,52 @@ def signed_post(url: str, payload: dict[str, Any], secret: str, headers: dict[st
     return Sent(ok, response.status_code, "" if ok else f"HTTP {response.status_code}")
 
 
-def epoch_notice_deliver(*, notice_id: int) -> float | None:
-    """Tell one recipient a work item's new epoch (signed with the recipient's own webhook
-    secret), logging the attempt on the notice row. Returns seconds to wait before a retry,
-    or None when done. A notice for a recipient that since cleared or moved its webhook
-    fails for good: the URL it was written for is gone."""
-    notice = (
-        EpochNotice.objects.select_related("recipient", "work_item").filter(id=notice_id).first()
+EPOCH_NOTICE_BATCH = 500
+
+
+def epoch_notices_due_exist() -> bool:
+    return EpochNotice.objects.filter(
+        status=EpochNotice.Status.PENDING, due_at__lte=timezone.now()
+    ).exists()
+
+
+def epoch_notices_deliver_due(*, limit: int = EPOCH_NOTICE_BATCH) -> bool:
+    """Tell recipients the new epochs of their due notices: one POST per recipient for the
+    whole batch, signed with that recipient's own webhook secret, the attempt logged on
+    every row. A failed batch is tried again after a backoff (`due_at`) by a later run,
+    until LEASEBOARD_WEBHOOK_MAX_RETRIES; a 4xx other than 408/429 fails it for good, as
+    does a webhook cleared since. Two runs racing may send a notice twice, which is
+    harmless: raising a mark to an epoch it already has changes nothing. Returns True when
+    more notices were due than one batch takes."""
+    now = timezone.now()
+    due = list(
+        EpochNotice.objects.select_related("recipient", "work_item")
+        .filter(status=EpochNotice.Status.PENDING, due_at__lte=now)
+        .order_by("id")[:limit]
     )
-    if notice is None or notice.status != EpochNotice.Status.PENDING:
-        return None
-    recipient = notice.recipient
-    rows = EpochNotice.objects.filter(id=notice.id, status=EpochNotice.Status.PENDING)
+    by_recipient: dict[int, list[EpochNotice]] = {}
+    for notice in due:
+        by_recipient.setdefault(notice.recipient_id, []).append(notice)
+    for notices in by_recipient.values():
+        _epoch_notices_send(notices)
+    return len(due) == limit
+
+
+def _epoch_notices_send(notices: list[EpochNotice]) -> None:
+    recipient = notices[0].recipient
+    rows = EpochNotice.objects.filter(
+        id__in=[n.id for n in notices], status=EpochNotice.Status.PENDING
+    )
     if not recipient.webhook_url or not recipient.is_active:
         rows.update(status=EpochNotice.Status.FAILED, last_error="webhook no longer registered")
-        return None
+        return
     rows.update(attempts=F("attempts") + 1)
-    attempt = notice.attempts + 1
+    attempt = max(n.attempts for n in notices) + 1
     sent = signed_post(
         recipient.webhook_url,
-        epoch_notice_payload(notice),
+        epoch_notices_payload(notices),
         recipient.webhook_secret,
-        {"X-Leaseboard-Epoch-Notice": str(notice.id)},
+        {"X-Leaseboard-Epoch-Notices": str(len(notices))},
     )
     if sent.ok:
         rows.update(
@@ -241,36 +265,11 @@ def epoch_notice_deliver(*, notice_id: int) -> float | None:
             last_error="",
             delivered_at=timezone.now(),
         )
-        return None
+        return
     give_up = sent.give_up(attempt)
     rows.update(
         status=EpochNotice.Status.FAILED if give_up else EpochNotice.Status.PENDING,
         last_status_code=sent.status_code,
         last_error=sent.error,
+        due_at=timezone.now() + timedelta(seconds=backoff_s(attempt)),
     )
-    return None if give_up else backoff_s(attempt)
-
-
-def email_deliver(*, delivery_id: int) -> None:
-    # Claim the row first (pending -> delivered): a redelivered task then sends nothing.
-    # A crash between claim and send loses one e-mail rather than sending it twice.
-    claimed = NotificationDelivery.objects.filter(
-        id=delivery_id, status=NotificationDelivery.Status.PENDING
-    ).update(
-        status=NotificationDelivery.Status.DELIVERED,
-        attempts=F("attempts") + 1,
-        delivered_at=timezone.now(),
-    )
-    if not claimed:
-        return
-    delivery = NotificationDelivery.objects.select_related("alert__work_item").get(id=delivery_id)
-    alert = delivery.alert
-    subject = f"[leaseboard] {alert.kind}: {alert.message}"[:200]
-    body = json.dumps(alert_payload(alert), indent=2, sort_keys=True)
-    try:
-        send_mail(subject, body, settings.DEFAULT_FROM_EMAIL, [delivery.target])
-    except Exception as exc:  # recorded in the delivery log, shown to operators
-        NotificationDelivery.objects.filter(id=delivery_id).update(
-            status=NotificationDelivery.Status.FAILED,
-            last_error=f"{type(exc).__name__}: {exc}"[:500],
-        )

@@ -341,7 +341,15 @@ def test_an_epoch_notice_raises_the_mark_only_when_signed_with_the_secret() -> N
     assert receiver.handle(body, signed("whsec_x", t=1))[0] == 401  # stale timestamp
     assert guard.high_water("n-1") is None
     status, answer = receiver.handle(body, signed("whsec_x"))
-    assert (status, answer["high_water"]) == (200, 4)
+    assert (status, answer["applied"][0]["high_water"]) == (200, 4)
+    body = json.dumps(
+        {
+            "type": "epoch_advanced",
+            "notices": [{"work_key": "n-2", "epoch": 7}, {"work_key": "n-1", "epoch": 2}],
+        }
+    ).encode()
+    status, answer = receiver.handle(body, signed("whsec_x"))  # a batch; a lower epoch is moot
+    assert status == 200 and [a["high_water"] for a in answer["applied"]] == [7, 4]
     verifier, _ = make_verifier(guard=guard)
     late = verifier.check(token_for("n-1", 3), work_key="n-1")
     assert (late.code, late.high_water) == ("stale_epoch", 4)

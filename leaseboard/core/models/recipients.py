@@ -43,8 +43,9 @@ class Recipient(models.Model):
 class EpochNotice(models.Model):
     """Outbox and delivery log of epoch-advance notices: one row per (recipient, work item,
     epoch), written in the grant's own transaction, so a committed grant never misses its
-    notices and a rolled-back one sends none. The delivery task finds its row and never
-    sends twice."""
+    notices and a rolled-back one sends none. Delivery takes the due rows in batches, one
+    signed POST per recipient, and records each attempt on them; `due_at` is when a
+    pending row is next tried (now, or after a failed attempt's backoff)."""
 
     Status = text_choices(NoticeStatus, module=__name__, qualname="EpochNotice.Status")
 
@@ -58,6 +59,7 @@ class EpochNotice(models.Model):
     last_status_code = models.PositiveIntegerField(null=True, blank=True)
     last_error = models.CharField(max_length=500, blank=True, default="")
     created_at = models.DateTimeField(db_default=Now())
+    due_at = models.DateTimeField(db_default=Now())
     delivered_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
@@ -71,9 +73,9 @@ class EpochNotice(models.Model):
         ]
         indexes = [
             models.Index(
-                fields=["created_at"],
+                fields=["due_at"],
                 condition=Q(status=NoticeStatus.PENDING.value),
-                name="epoch_notice_pending_idx",
+                name="epoch_notice_due_idx",
             ),
             models.Index(fields=["recipient", "-id"], name="epoch_notice_recipient_idx"),
         ]

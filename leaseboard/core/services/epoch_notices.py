@@ -2,9 +2,9 @@
 registered a webhook (work key, new epoch), so it learns the successor's epoch before the
 successor's first send and refuses a paused holder's late one as stale (DESIGN §5).
 
-The notice rows are an outbox written in the grant's own transaction; delivery (signed,
-retried, logged on the row) is leaseboard.sweeps' job, enqueued on commit through the
-`epoch_notices_opened` signal. Nothing here does network I/O.
+The notice rows are an outbox written in the grant's own transaction; delivery (batched
+per recipient, signed, retried, logged on the rows) is leaseboard.sweeps' job, enqueued on
+commit through the `epoch_notices_opened` signal. Nothing here does network I/O.
 """
 
 from __future__ import annotations
@@ -40,11 +40,12 @@ def epoch_notices_open(*, work_item_id: int, epoch: int) -> list[int]:
     return ids
 
 
-def epoch_notice_payload(notice: EpochNotice) -> dict[str, object]:
-    """What a recipient is told: enough to raise its high-water mark, nothing more."""
+def epoch_notices_payload(notices: list[EpochNotice]) -> dict[str, object]:
+    """What a recipient is told, in one POST for a batch: enough to raise its high-water
+    marks, nothing more."""
     return {
         "type": "epoch_advanced",
-        "work_key": notice.work_item.key,
-        "epoch": notice.epoch,
-        "notice_id": notice.id,
+        "notices": [
+            {"work_key": n.work_item.key, "epoch": n.epoch, "notice_id": n.id} for n in notices
+        ],
     }

@@ -21,7 +21,7 @@ from leaseboard.core.services import leases as ls
 from leaseboard.core.services.fencing import fencing_public_keys
 from leaseboard.core.services.recipients import recipient_webhook_clear, recipient_webhook_set
 from leaseboard.recipient import EpochNoticeReceiver, InMemoryEpochGuard, TokenVerifier
-from leaseboard.sweeps import notifications
+from leaseboard.sweeps import notifications, tasks
 from tests.builders import admit, make_user
 
 pytestmark = [pytest.mark.postgres, pytest.mark.usefixtures("fast_passwords")]
@@ -49,6 +49,11 @@ class Endpoint:
             return [b""]
         assert self.receiver is not None
         return self.receiver.wsgi(environ, start_response)
+
+
+@pytest.fixture(autouse=True)
+def _every_commit_flushes(settings):  # type: ignore[no-untyped-def]
+    settings.LEASEBOARD_EPOCH_NOTICE_FLUSH_S = 0  # no coalescing: one run per grant here
 
 
 @pytest.fixture
@@ -117,6 +122,10 @@ def test_a_failed_notice_is_retried_and_logged_and_a_cleared_webhook_gets_none(
     a, _ = agent()
     ls.lease_acquire(work_key="n-2", executor=a)
     notice = EpochNotice.objects.get()
+    assert (notice.status, notice.attempts, notice.last_status_code) == ("pending", 1, 503)
+    assert ep.guard.high_water("n-2") is None
+    tasks.sweep()  # the sweep sees a due notice and starts a delivery run (eager here)
+    notice.refresh_from_db()
     assert (notice.status, notice.attempts, notice.last_error) == ("delivered", 2, "")
     assert ep.calls == 2 and ep.guard.high_water("n-2") == 1
 
@@ -124,6 +133,30 @@ def test_a_failed_notice_is_retried_and_logged_and_a_cleared_webhook_gets_none(
     admit("n-3")
     ls.lease_acquire(work_key="n-3", executor=a)
     assert EpochNotice.objects.count() == 1 and ep.calls == 2
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db(transaction=True)
+def test_a_burst_of_grants_goes_out_as_one_signed_batch_per_recipient(
+    agent, recipient, endpoint, celery_conf, settings
+):
+    url, ep = endpoint
+    celery_conf(task_always_eager=True)
+    settings.LEASEBOARD_EPOCH_NOTICE_FLUSH_S = 60  # coalesced: the burst enqueues nothing more
+    tasks._flush_soon()  # the process's one enqueue of the window (nothing due yet)
+    recipient("batch")
+    ep.receiver = EpochNoticeReceiver(
+        secret=recipient_webhook_set(name="batch", url=url), guard=ep.guard
+    )
+    a, _ = agent()
+    for i in range(5):
+        admit(f"b-{i}")
+        ls.lease_acquire(work_key=f"b-{i}", executor=a)
+    assert ep.calls == 0 and EpochNotice.objects.filter(status="pending").count() == 5
+    tasks.sweep()  # the safety net: notices are due, one run sends them
+    assert ep.calls == 1  # one POST for the five
+    assert [ep.guard.high_water(f"b-{i}") for i in range(5)] == [1] * 5
+    assert set(EpochNotice.objects.values_list("status", "attempts")) == {("delivered", 1)}
 
 
 @pytest.mark.django_db(transaction=True)
