@@ -10,10 +10,10 @@ an effect anyway, threads abandoning leases, agent processes SIGKILLed, the Cele
 SIGKILLed (aimed at an open sweep transaction) and restarted, PostgreSQL and Redis restarts
 (unless --no-restarts), takeovers approved mid-flight and handed back (or left to lapse).
 
-A second recipient never hears from a successor: only paused holders' (past the ttl) and
-stalled holders' (past jeopardy; an operator takes leases in jeopardy over every couple of
-seconds) late sends reach it, with the token of the effect authorized just before they
-stopped. `--epoch-notices` registers it for Leaseboard's epoch-advance notices.
+Two more recipients never hear from a successor: only paused holders' (past the ttl) and
+stalled holders' (past jeopardy; an operator takes a lease in jeopardy over every 1.5 s)
+late sends reach them, with the token of the effect authorized just before they stopped.
+One of them registers for Leaseboard's epoch-advance notices (`--no-epoch-notices`: not).
 
 Then `check()` proves, and prints counts for: (1) no effect accepted below the recipient's
 high-water mark; (2) no two holders with live standing on one work item at once; (3) every

@@ -33,9 +33,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", default="", help="write the results here")
     parser.add_argument(
-        "--epoch-notices",
+        "--no-epoch-notices",
         action="store_true",
-        help="the late recipient registers an epoch-advance webhook",
+        help="the late_notified recipient does not register for epoch notices",
     )
     args = parser.parse_args(argv)
     cfg = Config(
@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         redis_db=args.redis_db,
         seed=args.seed,
         json_out=args.json,
-        epoch_notices=args.epoch_notices,
+        epoch_notices=not args.no_epoch_notices,
     )
     chaos = Chaos(cfg)
     out: dict[str, Any] = {"ok": False}

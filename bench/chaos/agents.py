@@ -72,36 +72,48 @@ def agent_process(cfg_path: str) -> int:
         rng = random.Random(f"{cfg['seed']}-{name}-{os.getpid()}")
         client = Client(agent["url"], agent["token"], timing=timing)
         rhttp = httpx.Client(base_url=cfg["recipient_url"], timeout=2.0)
-        late_http = httpx.Client(base_url=cfg["late_recipient_url"], timeout=2.0)
+        late_http = {
+            role: httpx.Client(base_url=url, timeout=2.0)
+            for role, url in cfg["late_recipient_urls"].items()
+        }
 
-        def late_send(holding: Any, dec: Any, mode: str) -> str:
-            """The effect token issued before the holder stopped, sent now to the recipient
-            that never hears from a successor."""
-            attempt = uuid.uuid4().hex
+        def late_send(holding: Any, dec: Any, mode: str) -> None:
+            """The effect token issued before the holder stopped, sent now to each recipient
+            that never hears from a successor (one of them is told of new epochs)."""
             key, epoch = holding.work_key, holding.epoch
-            emit(ev="late_attempt", attempt=attempt, agent=name, key=key, epoch=epoch, mode=mode)
             headers = {
                 "X-Lease-Epoch": str(epoch),
                 "X-Work-Key": key,
                 "X-Fencing-Token": dec.fencing_token,
             }
-            body = {"attempt": attempt, "idem": dec.idempotency_key, "agent": name, "kind": mode}
+            accepted = False
+            for role, http in late_http.items():
+                attempt = uuid.uuid4().hex
+                emit(
+                    ev="late_attempt",
+                    attempt=attempt,
+                    agent=name,
+                    key=key,
+                    epoch=epoch,
+                    mode=mode,
+                    recipient=role,
+                )
+                body = {"attempt": attempt, "idem": dec.idempotency_key, "agent": name}
+                try:
+                    r = http.post("/effect", json={**body, "kind": mode}, headers=headers)
+                except httpx.HTTPError as exc:
+                    emit(ev="late_result", attempt=attempt, result="indeterminate", err=repr(exc))
+                    continue
+                data = r.json() if r.content else {}
+                result = {201: "accepted", 403: "refused", 409: "refused"}.get(
+                    r.status_code, "indeterminate"
+                )
+                accepted = accepted or result == "accepted"
+                emit(ev="late_result", attempt=attempt, result=result, code=data.get("code"))
             try:
-                r = late_http.post("/effect", json=body, headers=headers)
-            except httpx.HTTPError as exc:
-                emit(ev="late_result", attempt=attempt, result="indeterminate", err=repr(exc))
-                return "indeterminate"
-            data = r.json() if r.content else {}
-            result = {201: "accepted", 403: "refused", 409: "refused"}.get(
-                r.status_code, "indeterminate"
-            )
-            emit(ev="late_result", attempt=attempt, result=result, code=data.get("code"))
-            try:
-                outcome = {"accepted": "applied", "refused": "failed"}.get(result, "unknown")
-                client.report_outcome(dec.effect_id, outcome)
+                client.report_outcome(dec.effect_id, "applied" if accepted else "failed")
             except LeaseError:
                 pass
-            return result
 
         def before_stopping(holding: Any) -> Any:
             """An effect authorized just before the holder stops: its token is in flight."""
@@ -116,9 +128,10 @@ def agent_process(cfg_path: str) -> int:
             client.renewer.unregister(holding)
             pause = ttl_s * rng.uniform(0.75, 0.95)
             if dec is not None:
-                # Jeopardy comes 0.3 ttl before the token dies (the lease's expiry at issue).
+                # Jeopardy comes 0.3 ttl before the token dies (the lease's expiry at issue):
+                # wake just before it does, so a takeover meanwhile finds the token alive.
                 expires_s = unverified_claims(dec.fencing_token).expires_at_ms / 1000
-                pause = max(0.0, expires_s - time.time() - ttl_s * rng.uniform(0.05, 0.25))
+                pause = max(0.0, expires_s - time.time() - ttl_s * rng.uniform(0.03, 0.1))
             emit(ev="stall", agent=name, key=holding.work_key, epoch=holding.epoch, s=pause)
             time.sleep(pause)
             if dec is not None:
@@ -261,7 +274,8 @@ def agent_process(cfg_path: str) -> int:
                 time.sleep(0.2)
         client.close()
         rhttp.close()
-        late_http.close()
+        for http in late_http.values():
+            http.close()
 
     threads = [threading.Thread(target=run, args=(a,), daemon=True) for a in cfg["agents"]]
     for t in threads:

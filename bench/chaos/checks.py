@@ -234,7 +234,7 @@ def print_report(out: dict[str, Any]) -> None:
         print(f"  {k:32} {v}")
     notices = out.get("epoch_notices") or {}
     if notices.get("registered"):
-        print("=== chaos: epoch-advance notices (late recipient) ===")
+        print("=== chaos: epoch-advance notices (to late_notified) ===")
         for k, v in notices.items():
             if k != "registered":
                 print(f"  {k:40} {v}")

@@ -1,10 +1,10 @@
 """Check 5 and the epoch-notice figures: the recipient that never hears from a successor.
 
-Only late sends reach the late recipient: a paused holder (stopped renewing past the ttl)
-or a stalled one (past jeopardy, short of the ttl, perhaps taken over meanwhile) sends the
-token of the effect it was authorized just before it stopped. Nothing else tells that
-recipient of a newer epoch, except Leaseboard's epoch-advance notices when the run has
-`--epoch-notices`.
+Only late sends reach the two late recipients: a paused holder (stopped renewing past the
+ttl) or a stalled one (past jeopardy, short of the ttl, perhaps taken over meanwhile) sends
+each of them the token of the effect it was authorized just before it stopped. Nothing
+tells `late` of a newer epoch; `late_notified` gets Leaseboard's epoch-advance notices
+(unless the run has `--no-epoch-notices`). The same sends, so the two columns compare.
 
 Check 5 holds if no late send was accepted once a successor could act — granted, and past
 the fence it inherited (DESIGN §5) — and no paused holder's send (past its lease's expiry)
@@ -18,22 +18,25 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from bench.chaos.recipient import LATE_LEDGER, LEDGER
+from bench.chaos.recipient import LATE_ROLES, LEDGER, TABLES
 
 
 def check_late_sends(
     db_url: str, recipient_db_url: str, records: list[dict[str, Any]]
 ) -> dict[str, Any]:
+    """Check 5, with counts per late recipient (`late`: never told of a new epoch;
+    `late_notified`: told by epoch-advance notices) for the very same late sends."""
     import psycopg
 
+    rows: dict[str, tuple[str, str | None, int]] = {}
     with psycopg.connect(recipient_db_url) as rconn:
-        rows = {
-            attempt: (status, code, at_ms)
+        for role in LATE_ROLES:
+            ledger = TABLES[role][0]
             for attempt, status, code, at_ms in rconn.execute(
                 "SELECT attempt, status, code, (extract(epoch FROM at) * 1000)::bigint "
-                f"FROM {LATE_LEDGER}"
-            ).fetchall()
-        }
+                f"FROM {ledger}"
+            ).fetchall():
+                rows[attempt] = (status, code, at_ms)
     with psycopg.connect(db_url) as conn:
         successors = {
             (key, epoch): (granted, fenced, kind)
@@ -46,38 +49,38 @@ def check_late_sends(
     c: Counter = Counter()
     examples: list[str] = []
     for a in (r for r in records if r.get("ev") == "late_attempt"):
-        mode = a["mode"]
-        c[f"{mode}_sends"] += 1
+        who = f"{a['recipient']}.{a['mode']}"
+        c[f"{who}_sends"] += 1
         res, row = results.get(a["attempt"]), rows.get(a["attempt"])
         if res is None or res["result"] not in ("accepted", "refused") or row is None:
-            c[f"{mode}_indeterminate"] += 1
+            c[f"{who}_indeterminate"] += 1
             continue
         status, code, at_ms = row
         if status != res["result"]:
             c["answer_differs_from_ledger"] += 1
         nxt = successors.get((a["key"], a["epoch"] + 1))
         if status == "refused":
-            c[f"{mode}_refused_{code}"] += 1
+            c[f"{who}_refused_{code}"] += 1
             continue
-        c[f"{mode}_accepted"] += 1
+        c[f"{who}_accepted"] += 1
         if nxt is None or nxt[0] > at_ms:
-            c[f"{mode}_accepted_no_successor_yet"] += 1
+            c[f"{who}_accepted_no_successor_yet"] += 1
             continue
         granted, fenced, kind = nxt
         if at_ms < fenced:
-            c[f"{mode}_accepted_inside_the_fence_after_{kind}"] += 1
+            c[f"{who}_accepted_inside_the_fence_after_{kind}"] += 1
         else:
             c["accepted_once_the_successor_could_act"] += 1
             if len(examples) < 5:
                 examples.append(
                     f"{a['key']}@{a['epoch']} accepted at {at_ms}, successor {kind} at {granted}"
                 )
-    c["late_sends_accepted"] = c["pause_accepted"]
+    c["late_sends_accepted"] = sum(c[f"{role}.pause_accepted"] for role in LATE_ROLES)
     ok = (
         c["accepted_once_the_successor_could_act"] == 0
-        and c["pause_accepted"] == 0
+        and c["late_sends_accepted"] == 0
         and c["answer_differs_from_ledger"] == 0
-        and c["pause_sends"] > 0
+        and c["late.pause_sends"] > 0
     )
     return {"ok": ok, **dict(sorted(c.items())), "examples": examples}
 

@@ -40,8 +40,8 @@ class Config:
     p_pause: float = 0.06
     p_abandon: float = 0.05
     p_stall: float = 0.04  # stop renewing past jeopardy, short of the ttl
-    jeopardy_takeover_s: float = 2.0  # an operator takes over a lease in jeopardy this often
-    epoch_notices: bool = False  # the late recipient registers an epoch-advance webhook
+    jeopardy_takeover_s: float = 1.5  # an operator takes over a lease in jeopardy this often
+    epoch_notices: bool = True  # the late_notified recipient registers for epoch notices
     json_out: str = ""
 
     def __post_init__(self) -> None:
@@ -154,7 +154,7 @@ class Chaos:
             {
                 "keys": self.keys,
                 "recipient_url": svc.recipient_url,
-                "late_recipient_url": svc.late_recipient_url,
+                "late_recipient_urls": svc.late_recipient_urls,
                 "p_stall": cfg.p_stall,
                 "stop_file": str(self.stop_file),
                 "ttl_ms": cfg.ttl_ms,
@@ -211,18 +211,17 @@ class Chaos:
         return self.finish(fleet.records())
 
     def register_notices(self) -> None:
-        """The late recipient registers for epoch-advance notices (a recipient of its own,
-        `manage.py recipient_webhook set`); it reads the secret from a file."""
+        """The late_notified recipient registers for epoch-advance notices (a recipient of
+        its own, `manage.py recipient_webhook set`); it reads the secret from a file."""
         from leaseboard.core.services.recipients import recipient_create, recipient_webhook_set
 
-        recipient_create(name="chaos-late", actor_name="chaos")
-        secret = recipient_webhook_set(
-            name="chaos-late", url=f"{self.services.late_recipient_url}/epochs", actor_name="chaos"
-        )
+        url = f"{self.services.late_recipient_urls['late_notified']}/epochs"
+        recipient_create(name="chaos-late-notified", actor_name="chaos")
+        secret = recipient_webhook_set(name="chaos-late-notified", url=url, actor_name="chaos")
         path = self.services.notice_secret_file
         path.write_text(secret)
         path.chmod(0o600)
-        say(f"late recipient registered for epoch notices at {self.services.late_recipient_url}")
+        say(f"late_notified recipient registered for epoch notices at {url}")
 
     def settle(self) -> None:
         """Wait for every lease to end or pass its expiry, then sweep once more ourselves."""

@@ -6,9 +6,10 @@ own database it runs the guard's `check_in` (via `TokenVerifier.check_in`) and i
 ledger row, accepted or refused. Because every guarded attempt locks the work item's mark
 row before the ledger insert takes its id, the ledger ids of one work item are in commit
 order. Configuration (environment): CHAOS_RECIPIENT_DB (conninfo), CHAOS_JWKS_URL, and
-CHAOS_RECIPIENT_ROLE: `main` (every agent's effects) or `late` (the recipient that never
-hears from a successor: only paused holders' late sends reach it, on tables of its own).
-With CHAOS_NOTICE_SECRET_FILE, POST /epochs takes Leaseboard's epoch-advance notices
+CHAOS_RECIPIENT_ROLE: `main` (every agent's effects), or `late` / `late_notified` (the
+recipients that never hear from a successor: only paused and stalled holders' late sends
+reach them, each on tables of its own). With CHAOS_NOTICE_SECRET_FILE (`late_notified`),
+POST /epochs takes Leaseboard's epoch-advance notices
 (`leaseboard.recipient.EpochNoticeReceiver`) and raises this recipient's marks.
 Both verify with the default configuration: effect tokens only, expired ones refused.
 
@@ -34,9 +35,12 @@ from leaseboard.recipient.verifier import problem_for
 
 LEDGER = "chaos_ledger"
 MARKS = "chaos_epoch_marks"
-LATE_LEDGER = "chaos_late_ledger"
-LATE_MARKS = "chaos_late_epoch_marks"
-TABLES = {"main": (LEDGER, MARKS), "late": (LATE_LEDGER, LATE_MARKS)}
+# The late recipients: one never hears of a new epoch, one is told by epoch notices.
+LATE_ROLES = ("late", "late_notified")
+TABLES = {
+    "main": (LEDGER, MARKS),
+    **{role: (f"chaos_{role}_ledger", f"chaos_{role}_epoch_marks") for role in LATE_ROLES},
+}
 
 
 def schema(ledger: str, marks: str) -> list[str]:
