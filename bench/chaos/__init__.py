@@ -11,7 +11,8 @@ SIGKILLed (aimed at an open sweep transaction) and restarted, PostgreSQL and Red
 (unless --no-restarts), takeovers approved mid-flight and handed back (or left to lapse).
 
 Two more recipients never hear from a successor: only paused holders' (past the ttl) and
-stalled holders' (past jeopardy; an operator takes a lease in jeopardy over every 1.5 s)
+stalled holders' (past jeopardy; an operator takes a lease in jeopardy over every 1.5 s
+with 50 agents)
 late sends reach them, with the token of the effect authorized just before they stopped.
 One of them registers for Leaseboard's epoch-advance notices (`--no-epoch-notices`: not).
 

@@ -40,7 +40,8 @@ class Config:
     p_pause: float = 0.06
     p_abandon: float = 0.05
     p_stall: float = 0.04  # stop renewing past jeopardy, short of the ttl
-    jeopardy_takeover_s: float = 1.5  # an operator takes over a lease in jeopardy this often
+    jeopardy_takeover_s: float = 0.0  # an operator takes over a lease in jeopardy this
+    # often; 0 = 75 s / agents (1.5 s for 50 agents), so small runs are not all takeovers
     epoch_notices: bool = True  # the late_notified recipient registers for epoch notices
     json_out: str = ""
 
@@ -50,6 +51,7 @@ class Config:
         self.takeovers = self.takeovers or max(1, int(self.duration_s / 8))
         self.worker_kills = self.worker_kills or (2 if self.duration_s >= 40 else 1)
         self.proc_kills = self.proc_kills or max(1, int(self.duration_s / 15))
+        self.jeopardy_takeover_s = self.jeopardy_takeover_s or max(1.5, 75 / self.agents)
         self.seed = self.seed or random.SystemRandom().randrange(1, 10**6)
 
     @property

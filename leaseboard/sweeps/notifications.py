@@ -29,6 +29,7 @@ from typing import Any
 
 import httpx
 from django.conf import settings
+from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
@@ -209,6 +210,31 @@ def signed_post(url: str, payload: dict[str, Any], secret: str, headers: dict[st
         return Sent(False, None, f"{type(exc).__name__}: {exc}"[:500])
     ok = 200 <= response.status_code < 300
     return Sent(ok, response.status_code, "" if ok else f"HTTP {response.status_code}")
+
+
+def email_deliver(*, delivery_id: int) -> None:
+    # Claim the row first (pending -> delivered): a redelivered task then sends nothing.
+    # A crash between claim and send loses one e-mail rather than sending it twice.
+    claimed = NotificationDelivery.objects.filter(
+        id=delivery_id, status=NotificationDelivery.Status.PENDING
+    ).update(
+        status=NotificationDelivery.Status.DELIVERED,
+        attempts=F("attempts") + 1,
+        delivered_at=timezone.now(),
+    )
+    if not claimed:
+        return
+    delivery = NotificationDelivery.objects.select_related("alert__work_item").get(id=delivery_id)
+    alert = delivery.alert
+    subject = f"[leaseboard] {alert.kind}: {alert.message}"[:200]
+    body = json.dumps(alert_payload(alert), indent=2, sort_keys=True)
+    try:
+        send_mail(subject, body, settings.DEFAULT_FROM_EMAIL, [delivery.target])
+    except Exception as exc:  # recorded in the delivery log, shown to operators
+        NotificationDelivery.objects.filter(id=delivery_id).update(
+            status=NotificationDelivery.Status.FAILED,
+            last_error=f"{type(exc).__name__}: {exc}"[:500],
+        )
 
 
 EPOCH_NOTICE_BATCH = 500

@@ -93,7 +93,8 @@ API_ACTS = (
 )
 # Where an allowed act may stop at a later gate that is not the authority's.
 LATER_GATES: dict[Act, set[str]] = {
-    Act.ACQUIRE: {"work_leased"},
+    # The fence: E1 has no outcome, so an early end makes the next acquire wait.
+    Act.ACQUIRE: {"work_leased", "lock_delay"},
     Act.COMPLETE: {"needs_reconciliation"},
 }
 _seq = itertools.count(1)
