@@ -11,7 +11,9 @@ requirements change). Extra arguments after `test` go to pytest.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -50,6 +52,29 @@ def ensure_venv(requirements: str) -> None:
     stamp.write_text(digest)
 
 
+CONTRACT_TOOLS = ROOT / "tests" / "api" / "contract"  # openapi-typescript and tsc, pinned
+
+
+def ensure_node_tools() -> None:
+    """npm ci the contract test's pinned TypeScript tools (again when the lock changes).
+    Without npm the TypeScript contract test skips, or fails under CI=true."""
+    lock = CONTRACT_TOOLS / "package-lock.json"
+    stamp = CONTRACT_TOOLS / "node_modules" / ".installed"
+    digest = hashlib.sha256(lock.read_bytes()).hexdigest()
+    if stamp.exists() and stamp.read_text() == digest:
+        return
+    npm = shutil.which("npm")
+    if npm is None:
+        say("npm not found: the TypeScript contract test cannot run (it fails under CI=true)")
+        return
+    say("installing the contract test's TypeScript tools (npm ci)")
+    code = subprocess.call(
+        [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=CONTRACT_TOOLS
+    )
+    if code == 0:
+        stamp.write_text(digest)
+
+
 def run(*args: str, env: dict[str, str] | None = None) -> int:
     say(" ".join(args))
     return subprocess.call(list(args), cwd=ROOT, env=env)
@@ -57,6 +82,7 @@ def run(*args: str, env: dict[str, str] | None = None) -> int:
 
 def cmd_test(extra: list[str]) -> int:
     ensure_venv("requirements-dev.txt")
+    ensure_node_tools()
     bin_ = VENV / "bin"
     checks = [
         (str(bin_ / "ruff"), "check", "."),
@@ -79,6 +105,20 @@ def cmd_test(extra: list[str]) -> int:
     return code
 
 
+def sign_ins(users_file: Path, access_log: Path) -> None:
+    """The sign-ins again, last, where a newcomer looks after start-up scrolled by."""
+    try:
+        users = json.loads(users_file.read_text())
+    except (OSError, ValueError):
+        say(f"no demo sign-ins found in {users_file}: run `manage.py demo_setup`")
+        return
+    say("sign in as (each role sees its own pages; the admin has Settings):")
+    for username, password in sorted(users.items()):
+        role = username.removeprefix("demo-")
+        say(f"  {role:<9} {username} / {password}")
+    say(f"these sign-ins are kept in {users_file}; the access log is {access_log}")
+
+
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt  # SIGTERM and SIGHUP stop the demo like Ctrl-C does
 
@@ -92,6 +132,14 @@ def cmd_demo(extra: list[str]) -> int:
     env["LEASEBOARD_DEMO"] = "true"  # mounts the payments sandbox the fleet pays through
     port = env.get("PORT", "8000")
     py = str(PY)
+    data_dir = Path(env.get("LEASEBOARD_DATA_DIR") or ROOT / "var")
+    logs = data_dir / "demo" / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    # Every request the fleet and the browsers make is a line: a file, not the console.
+    env["LEASEBOARD_ACCESS_LOG"] = str(logs / "access.log")
+    # A host in the URL: kombu warns, once per connection, when the file broker has none.
+    if not env.get("CELERY_BROKER_URL") and not env.get("REDIS_URL"):
+        env["CELERY_BROKER_URL"] = "filesystem://localhost/"
     if run(py, "manage.py", "migrate", "--noinput", env=env) != 0:
         return 1
     run(py, "manage.py", "demo_setup", env=env)
@@ -101,16 +149,17 @@ def cmd_demo(extra: list[str]) -> int:
         say("starting " + " ".join(args))
         procs.append(subprocess.Popen(list(args), cwd=ROOT, env=env, start_new_session=True))
 
-    data_dir = Path(env.get("LEASEBOARD_DATA_DIR") or ROOT / "var")
-    data_dir.mkdir(parents=True, exist_ok=True)
-    worker = ["-m", "celery", "-A", "leaseboard", "worker", "-B", "--loglevel", "WARNING"]
+    worker = ["-m", "celery", "-A", "leaseboard", "--quiet", "worker", "-B"]
+    worker += ["--loglevel", "WARNING"]
     worker += ["--concurrency", "2", "--schedule", str(data_dir / "celerybeat-schedule")]
     try:
         start(py, "manage.py", "runserver", "--noreload", f"127.0.0.1:{port}")
         start(py, *worker)
         time.sleep(2)
         start(py, "manage.py", "simulate_agents", "--base-url", f"http://127.0.0.1:{port}")
+        time.sleep(1.5)  # the fleet's first lines first: the sign-ins come last
         say(f"Leaseboard is running: http://127.0.0.1:{port}/  (Ctrl-C stops everything)")
+        sign_ins(data_dir / "demo" / "users.json", logs / "access.log")
         while all(p.poll() is None for p in procs):
             time.sleep(0.5)
         say("a process exited; stopping the rest")

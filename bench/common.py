@@ -24,6 +24,7 @@ PG = "postgres://postgres@127.0.0.1:5432"
 
 
 BENCH_AUDIT_KEY = "bench-only-audit-key-" + secrets.token_hex(16)
+BENCH_FENCING_KEK = "bench-only-fencing-kek-" + secrets.token_hex(16)
 
 
 def sayer(tag: str) -> Callable[[str], None]:
@@ -83,6 +84,8 @@ def django_env(
         DEBUG="false",
         # Production settings need an audit key (docs/audit.md); one per bench run.
         LEASEBOARD_AUDIT_KEY=BENCH_AUDIT_KEY,
+        # ... and the fencing keys' key-encryption key (docs/deployment.md, "Fencing keys").
+        LEASEBOARD_FENCING_KEK=BENCH_FENCING_KEK,
         # Benchmarks and the chaos harness flood on purpose: lift the API rate limits.
         LEASEBOARD_RATE_LIMIT_ENABLED="false",
         PYTHONPATH=str(ROOT),

@@ -202,6 +202,7 @@ INSTALLED_APPS = [
     "leaseboard.dashboard",
     "leaseboard.sweeps",
     "leaseboard.takeovers",
+    "leaseboard.policy",
     # Installed everywhere (its tables and demo commands); its URLs only with LEASEBOARD_DEMO.
     "leaseboard.sandbox",
 ]
@@ -364,10 +365,9 @@ if LEASEBOARD_DB_CLOCK_OFFSET_MS and not (TESTING or DEBUG):
         "LEASEBOARD_DB_CLOCK_OFFSET_MS is a test seam; unset it in production"
     )
 
-# Fencing-token signing keys (Ed25519). Embedded default: generated into DATA_DIR.
-FENCING_KEY_DIR = Path(env_str("LEASEBOARD_FENCING_KEY_DIR", str(DATA_DIR / "fencing-keys")))
-# An effect's token dies with the standing it proves: at the lease's expiry at the moment
-# of issue, and never more than this after issue.
+# An effect's fencing token dies with the standing it proves: at the lease's expiry at the
+# moment of issue, and never more than this after issue (the signing keys' settings follow
+# the audit key's).
 FENCING_TOKEN_TTL_MS = env_int("LEASEBOARD_FENCING_TOKEN_TTL_MS", 60_000, minimum=1000)
 # Clock-skew allowance between the database clock and recipients' clocks: a successor acts
 # only once every open token of its predecessor has expired plus this (DESIGN §5).
@@ -447,13 +447,122 @@ if TESTING and DATABASES["default"]["ENGINE"].endswith("postgresql"):
         str(_opts.get("options", "")) + " -c leaseboard.audit_truncate=allow"
     ).strip()
 
+# --- Fencing-token signing keys (docs/deployment.md, "Fencing keys") -------------------
+# Ed25519 keys live in the database (one key set for every web process), their private
+# halves sealed with AES-256-GCM under a key-encryption key (KEK) that is not in it: from
+# LEASEBOARD_FENCING_KEK, or the first line of LEASEBOARD_FENCING_KEK_FILE (later lines:
+# retired KEKs, kept to open keys sealed before a KEK rotation). Required with DEBUG off on
+# PostgreSQL; in DEBUG, tests and the embedded SQLite mode one is generated into DATA_DIR.
+FENCING_KEK_MIN_CHARS = 32
+
+
+def _fencing_keks() -> tuple[str, tuple[str, ...]]:
+    if os.environ.get("LEASEBOARD_FENCING_KEY_DIR"):
+        # An earlier release named this setting but never read it: refuse rather than let
+        # an operator believe the private keys are kept in that directory.
+        raise ImproperlyConfigured(
+            "LEASEBOARD_FENCING_KEY_DIR is not used: fencing private keys are kept in the "
+            "database, sealed with LEASEBOARD_FENCING_KEK; unset it and set that instead"
+        )
+    env_kek = os.environ.get("LEASEBOARD_FENCING_KEK", "").strip()
+    kek_file = os.environ.get("LEASEBOARD_FENCING_KEK_FILE", "").strip()
+    retired = env_str("LEASEBOARD_FENCING_RETIRED_KEKS", "").replace(",", " ").split()
+    if env_kek and kek_file:
+        raise ImproperlyConfigured(
+            "set LEASEBOARD_FENCING_KEK or LEASEBOARD_FENCING_KEK_FILE, not both"
+        )
+    if kek_file:
+        try:
+            lines = Path(kek_file).read_text().splitlines()
+        except OSError as exc:
+            raise ImproperlyConfigured(
+                f"LEASEBOARD_FENCING_KEK_FILE={kek_file!r} cannot be read: {exc.strerror}"
+            ) from None
+        keks = [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+        if not keks:
+            raise ImproperlyConfigured(f"LEASEBOARD_FENCING_KEK_FILE={kek_file!r} holds no key")
+        current, retired = keks[0], keks[1:] + retired
+        source = "LEASEBOARD_FENCING_KEK_FILE"
+    elif env_kek:
+        current, source = env_kek, "LEASEBOARD_FENCING_KEK"
+    elif DEBUG or TESTING or DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+        path = DATA_DIR / "fencing-kek"
+        if not path.exists():
+            path.write_text(secrets.token_urlsafe(32) + "\n")
+            path.chmod(0o600)
+        current, source = path.read_text().split()[0], str(path)
+    else:
+        raise ImproperlyConfigured(
+            "LEASEBOARD_FENCING_KEK (or LEASEBOARD_FENCING_KEK_FILE) is required with DEBUG "
+            "off on PostgreSQL: fencing private keys are sealed with it, so it must live "
+            "outside the database (generate one with: "
+            "python -c 'import secrets; print(secrets.token_urlsafe(32))')"
+        )
+    for kek in (current, *retired):
+        if len(kek) < FENCING_KEK_MIN_CHARS:
+            raise ImproperlyConfigured(
+                f"{source}: a key-encryption key is at least {FENCING_KEK_MIN_CHARS} characters"
+            )
+    return current, tuple(retired)
+
+
+LEASEBOARD_FENCING_KEK, LEASEBOARD_FENCING_RETIRED_KEKS = _fencing_keks()
+# A rotated key is published at once but signs only after this delay, so recipients fetch
+# it before they meet a token signed by it. Default: twice the recipient verifier's
+# shortest JWKS refresh interval (30 s, leaseboard/recipient/verifier.py).
+LEASEBOARD_FENCING_KEY_PUBLISH_DELAY_MS = env_int(
+    "LEASEBOARD_FENCING_KEY_PUBLISH_DELAY_MS", 60_000, minimum=0
+)
+
 REDIS_URL = env_str("REDIS_URL", "")
 
+# One console line per event: a refused request (4xx) without its traceback, and Django's
+# loggers printed once (not again through the root logger). LEASEBOARD_ACCESS_LOG: the
+# development server's request lines, and the refused requests' lines, go to that file,
+# not the console (`dev.py demo` sets it); the console keeps what needs a person.
+LOG_LEVEL = env_str("LOG_LEVEL", "WARNING")
+LEASEBOARD_ACCESS_LOG = env_str("LEASEBOARD_ACCESS_LOG", "")
+_one_line = {"()": "leaseboard.web.logs.ClientErrorsOneLine"}
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "WARNING")},
+    "filters": {
+        "one_line": _one_line,
+        "client_errors_only": {"()": "leaseboard.web.logs.ClientErrorsOnly"},
+        "no_client_errors": {"()": "leaseboard.web.logs.NoClientErrors"},
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "filters": ["one_line"]},
+        "access": (
+            {"class": "logging.FileHandler", "filename": LEASEBOARD_ACCESS_LOG, "delay": True}
+            if LEASEBOARD_ACCESS_LOG
+            else {"class": "logging.StreamHandler"}
+        ),
+        "requests_console": {
+            "class": "logging.StreamHandler",
+            "filters": ["one_line"] + (["no_client_errors"] if LEASEBOARD_ACCESS_LOG else []),
+        },
+        "requests_access": {
+            "class": "logging.NullHandler",
+        }
+        if not LEASEBOARD_ACCESS_LOG
+        else {
+            "class": "logging.FileHandler",
+            "filename": LEASEBOARD_ACCESS_LOG,
+            "delay": True,
+            "filters": ["one_line", "client_errors_only"],
+        },
+    },
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {
+        "django": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": False},
+        "django.request": {
+            "handlers": ["requests_console", "requests_access"],
+            "level": LOG_LEVEL,
+            "propagate": False,
+        },
+        "django.server": {"handlers": ["access"], "level": "INFO", "propagate": False},
+    },
 }
 
 
@@ -589,3 +698,7 @@ if not (
     raise ImproperlyConfigured(
         "LEASEBOARD_TAKEOVER_DEFAULT_STANDING_MS must lie between the MIN and MAX standing"
     )
+
+# --- Policy and configuration (leaseboard/policy, docs/policy.md) -----------------------
+# Four-eyes: a change to a queue's commit-time rules waits for a second admin's approval.
+LEASEBOARD_POLICY_FOUR_EYES = env_bool("LEASEBOARD_POLICY_FOUR_EYES", False)

@@ -13,6 +13,7 @@ urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("metrics", metrics, name="metrics"),
     path("takeovers/", include("leaseboard.takeovers.urls")),
+    path("settings/", include("leaseboard.policy.urls")),
 ]
 if settings.LEASEBOARD_DEMO:
     # The sandbox takes anonymous payments and shows its ledger to anyone: demo only.

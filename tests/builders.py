@@ -60,6 +60,43 @@ def grant_break_glass(user: Any) -> None:
     )
 
 
+# -- commit-time rules -----------------------------------------------------------------
+
+
+def effect_rules(queue: Any, *rules: tuple[str, str] | Any, default: str | None = None) -> None:
+    """Replace a queue's commit-time rules: each a (kind glob, decision) pair or a RuleSpec,
+    in order; `default` the decision when none matches. Validated like a saved rule set."""
+    from django.db.models import F
+
+    from leaseboard.core.models import EffectRule, Queue
+    from leaseboard.domain.policy import RuleSpec, rule_set_compiled
+
+    queue = queue if isinstance(queue, Queue) else Queue.objects.get(name=queue)
+    specs = [
+        r if isinstance(r, RuleSpec) else RuleSpec(name=f"r{i}", kind=r[0], decision=r[1])
+        for i, r in enumerate(rules, 1)
+    ]
+    default = default or queue.default_decision
+    rule_set_compiled(specs, default)
+    EffectRule.objects.filter(queue=queue).delete()
+    EffectRule.objects.bulk_create(
+        EffectRule(
+            queue=queue,
+            position=i,
+            name=s.name,
+            kind=s.kind,
+            target=s.target,
+            condition=s.when,
+            decision=s.decision,
+            note=s.note,
+        )
+        for i, s in enumerate(specs, 1)
+    )
+    Queue.objects.filter(id=queue.id).update(
+        default_decision=default, policy_version=F("policy_version") + 1
+    )
+
+
 # -- work items and leases -------------------------------------------------------------
 
 

@@ -11,6 +11,8 @@ from leaseboard.domain.errors import LeaseboardError
 
 log = logging.getLogger(__name__)
 
+PROBLEM_JSON = "application/problem+json"
+
 STATUS_BY_CODE: dict[str, int] = {
     "validation_error": 400,
     "unauthenticated": 401,
@@ -21,6 +23,9 @@ STATUS_BY_CODE: dict[str, int] = {
     "rate_limited": 429,
 }
 DEFAULT_CONFLICT = 409  # every lease, admission and authorization refusal
+# RFC 9457's own members: a refusal's extra named like one is sent as work_<name>
+# (WorkNotAdmitted's `status` of the work item must not become the HTTP status).
+RESERVED = frozenset({"type", "title", "status", "detail", "code", "instance"})
 
 
 def problem(
@@ -43,7 +48,7 @@ def problem(
     if request is not None:
         body["instance"] = request.path
     body.update({k: v for k, v in extra.items() if v is not None})
-    response = JsonResponse(body, status=status, content_type="application/problem+json")
+    response = JsonResponse(body, status=status, content_type=PROBLEM_JSON)
     if status == 401:
         response["WWW-Authenticate"] = 'Bearer realm="leaseboard"'
     if "retry_after_ms" in extra:
@@ -58,5 +63,5 @@ def problem_from_error(request: HttpRequest | None, exc: LeaseboardError) -> Jso
         title=exc.title,
         detail=exc.detail,
         decision=exc.decision,
-        **exc.extra,
+        **{(f"work_{k}" if k in RESERVED else k): v for k, v in exc.extra.items()},
     )

@@ -6,12 +6,13 @@ import logging
 from typing import Any
 
 from django.http import Http404, HttpRequest
-from ninja import NinjaAPI, Status
+from ninja import Path, Status
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.security import HttpBearer
 
 from leaseboard.api import schemas as s
 from leaseboard.api.errors import problem, problem_from_error
+from leaseboard.api.openapi import ContractAPI, problems
 from leaseboard.core.authority import Actor
 from leaseboard.core.models import Executor, Recipient
 from leaseboard.core.selectors import work_item_state
@@ -21,8 +22,9 @@ from leaseboard.core.services import recipients, reconciliation
 from leaseboard.core.services.executors import executor_for_token
 from leaseboard.core.services.fencing import fencing_public_keys
 from leaseboard.core.services.fencing_check import fencing_check
+from leaseboard.core.services.policy import policy_explain
 from leaseboard.core.services.recipients import recipient_for_token
-from leaseboard.core.services.work import work_admit, work_complete
+from leaseboard.core.services.work import KEY_PATTERN, KEY_RULE, work_admit, work_complete
 from leaseboard.domain import fencing
 from leaseboard.domain.errors import LeaseboardError
 
@@ -46,18 +48,29 @@ class RecipientBearer(HttpBearer):
 # missing credential, refuses them (403 forbidden): an agent cannot speak for a recipient.
 RECIPIENT_OR_AGENT = [RecipientBearer(), AgentBearer()]
 
-api = NinjaAPI(
+api = ContractAPI(
     title="Leaseboard API",
     version="1",
     urls_namespace="api-v1",
     auth=AgentBearer(),
     openapi_url="/openapi.json",
     docs_url="/docs",
-    description="Renewable, fenced leases on work. Errors are RFC 9457 problem details "
-    "with a stable `code`.",
+    description="Renewable, fenced leases on work. Every refusal is an RFC 9457 problem "
+    "(application/problem+json) with a stable `code`. Work item keys: " + KEY_RULE + ".",
+    problem_schema=s.Problem,
 )
 
-ERRORS = {400: s.Problem, 401: s.Problem, 403: s.Problem, 404: s.Problem, 409: s.Problem}
+# Path parameters, declared once: a key outside the alphabet is a 400 before any lookup.
+WorkKeyPath = Path(..., pattern=KEY_PATTERN, max_length=200, description=KEY_RULE)
+LeaseIdPath = EffectIdPath = Path(..., max_length=64)
+WORK, LEASES, EFFECTS, FENCING, RECIPIENTS, POLICY = (
+    ["work-items"],
+    ["leases"],
+    ["effects"],
+    ["fencing"],
+    ["recipients"],
+    ["policy"],
+)
 
 
 @api.exception_handler(LeaseboardError)
@@ -78,8 +91,19 @@ def _validation_error(request: HttpRequest, exc: ValidationError):  # type: igno
         title="The request is not valid",
         detail=f"{'.'.join(first['loc'])}: {first['msg']}",
         status=400,
+        param=_param(first["loc"]) or None,
         errors=errors,
     )
+
+
+def _param(loc: list[str]) -> str:
+    """The request field an error is about: ninja's loc without its (body|path, name) head."""
+    parts = list(loc)
+    if parts[:1] in (["body"], ["path"], ["query"]):
+        parts = parts[1:]
+        if parts[:1] == ["body"]:
+            parts = parts[1:]
+    return ".".join(parts)
 
 
 @api.exception_handler(AuthenticationError)
@@ -123,10 +147,22 @@ def _speaker(request: HttpRequest) -> Actor:
     return Actor.recipient(auth) if isinstance(auth, Recipient) else Actor.agent(auth)
 
 
-@api.post("/work-items", response={200: s.WorkItemCreated, 201: s.WorkItemCreated, **ERRORS})
+@api.post(
+    "/work-items",
+    response={200: s.WorkItemCreated, 201: s.WorkItemCreated},
+    operation_id="admit_work_item",
+    tags=WORK,
+    openapi_extra=problems(400, 401, 404, 409),
+)
 def admit(request: HttpRequest, body: s.WorkItemIn) -> tuple[int, dict[str, Any]]:
+    """Admit a work item (201), or answer an existing key's state (200). A full queue
+    rejects (`admission: rejected`, `code: capacity_exhausted`) or queues it (`waiting`)."""
     item, created = work_admit(
-        key=body.key, queue_name=body.queue, title=body.title, scope=body.scope, timing=body.policy
+        key=body.key,
+        queue_name=body.queue,
+        title=body.title,
+        scope=body.scope,
+        timing=body.policy.model_dump(exclude_none=True),
     )
     out: dict[str, Any] = {"key": item.key, "admission": item.admission, "epoch": item.epoch}
     if item.admission == "rejected":
@@ -134,8 +170,14 @@ def admit(request: HttpRequest, body: s.WorkItemIn) -> tuple[int, dict[str, Any]
     return Status(201 if created else 200, out)
 
 
-@api.get("/work-items/{key}", response={200: s.WorkItemOut, **ERRORS})
-def work_item(request: HttpRequest, key: str) -> dict[str, Any]:
+@api.get(
+    "/work-items/{key}",
+    response={200: s.WorkItemOut},
+    operation_id="get_work_item",
+    tags=WORK,
+    openapi_extra=problems(400, 401, 404),
+)
+def work_item(request: HttpRequest, key: str = WorkKeyPath) -> dict[str, Any]:
     state = work_item_state(key=key)
     lease = state.lease
     return {
@@ -153,8 +195,16 @@ def work_item(request: HttpRequest, key: str) -> dict[str, Any]:
     }
 
 
-@api.post("/work-items/{key}/lease", response={201: s.LeaseGranted, **ERRORS})
-def acquire(request: HttpRequest, key: str, body: s.AcquireIn | None = None):  # type: ignore[no-untyped-def]
+@api.post(
+    "/work-items/{key}/lease",
+    response={201: s.LeaseGranted},
+    operation_id="acquire_lease",
+    tags=LEASES,
+    openapi_extra=problems(400, 401, 404, 409, retry_after=(409,)),
+)
+def acquire(request: HttpRequest, key: str = WorkKeyPath, body: s.AcquireIn | None = None):  # type: ignore[no-untyped-def]
+    """Acquire a lease at a new epoch; the body is optional. Refusals: work_leased,
+    lock_delay (with Retry-After), needs_reconciliation, work_not_admitted."""
     grant = lease_services.lease_acquire(
         work_key=key, executor=_executor(request), ttl_ms=body.ttl_ms if body else None
     )
@@ -180,15 +230,27 @@ def acquire(request: HttpRequest, key: str, body: s.AcquireIn | None = None):  #
     )
 
 
-@api.post("/work-items/{key}/complete", response={200: s.CompleteOut, **ERRORS})
-def complete(request: HttpRequest, key: str, body: s.CompleteIn) -> dict[str, Any]:
+@api.post(
+    "/work-items/{key}/complete",
+    response={200: s.CompleteOut},
+    operation_id="complete_work_item",
+    tags=WORK,
+    openapi_extra=problems(400, 401, 403, 404, 409),
+)
+def complete(request: HttpRequest, body: s.CompleteIn, key: str = WorkKeyPath) -> dict[str, Any]:
     item = work_complete(
         lease_id=body.lease_id, executor=_executor(request), epoch=body.epoch, work_key=key
     )
     return {"key": item.key, "status": item.status, "epoch": item.epoch}
 
 
-@api.post("/leases/renew", response={200: s.BatchRenewOut, **ERRORS})
+@api.post(
+    "/leases/renew",
+    response={200: s.BatchRenewOut},
+    operation_id="renew_leases",
+    tags=LEASES,
+    openapi_extra=problems(400, 401),
+)
 def renew_many(request: HttpRequest, body: s.BatchRenewIn) -> dict[str, Any]:
     results = lease_services.lease_renew_many(
         executor=_executor(request), items=[(i.lease_id, i.epoch) for i in body.leases]
@@ -196,8 +258,16 @@ def renew_many(request: HttpRequest, body: s.BatchRenewIn) -> dict[str, Any]:
     return {"results": [r.__dict__ for r in results]}
 
 
-@api.post("/leases/{lease_id}/renew", response={200: s.RenewOut, **ERRORS})
-def renew(request: HttpRequest, lease_id: str, body: s.EpochIn) -> dict[str, Any]:
+@api.post(
+    "/leases/{lease_id}/renew",
+    response={200: s.RenewOut},
+    operation_id="renew_lease",
+    tags=LEASES,
+    openapi_extra=problems(400, 401, 403, 404, 409),
+)
+def renew(
+    request: HttpRequest, body: s.EpochIn, lease_id: s.UuidPath = LeaseIdPath
+) -> dict[str, Any]:
     r = lease_services.lease_renew(lease_id=lease_id, executor=_executor(request), epoch=body.epoch)
     return {
         "lease_id": str(r.lease_id),
@@ -207,23 +277,43 @@ def renew(request: HttpRequest, lease_id: str, body: s.EpochIn) -> dict[str, Any
     }
 
 
-@api.post("/leases/{lease_id}/release", response={200: s.ReleaseOut, **ERRORS})
-def release(request: HttpRequest, lease_id: str, body: s.EpochIn) -> dict[str, Any]:
+@api.post(
+    "/leases/{lease_id}/release",
+    response={200: s.ReleaseOut},
+    operation_id="release_lease",
+    tags=LEASES,
+    openapi_extra=problems(400, 401, 403, 404, 409),
+)
+def release(
+    request: HttpRequest, body: s.EpochIn, lease_id: s.UuidPath = LeaseIdPath
+) -> dict[str, Any]:
     lease = lease_services.lease_release(
         lease_id=lease_id, executor=_executor(request), epoch=body.epoch
     )
     return {"lease_id": str(lease.id), "epoch": lease.epoch, "state": lease.state}
 
 
-@api.post("/leases/{lease_id}/checkpoints", response={201: s.CheckpointCreated, **ERRORS})
-def checkpoint(request: HttpRequest, lease_id: str, body: s.CheckpointIn):  # type: ignore[no-untyped-def]
+@api.post(
+    "/leases/{lease_id}/checkpoints",
+    response={201: s.CheckpointCreated},
+    operation_id="save_checkpoint",
+    tags=LEASES,
+    openapi_extra=problems(400, 401, 403, 404, 409),
+)
+def checkpoint(request: HttpRequest, body: s.CheckpointIn, lease_id: s.UuidPath = LeaseIdPath):  # type: ignore[no-untyped-def]
     cp = lease_services.lease_checkpoint(
         lease_id=lease_id, executor=_executor(request), epoch=body.epoch, data=body.data
     )
     return Status(201, {"seq": cp.seq, "epoch": cp.epoch})
 
 
-@api.post("/effects", response={201: s.EffectOut, 202: s.EffectOut, **ERRORS})
+@api.post(
+    "/effects",
+    response={201: s.EffectOut, 202: s.EffectOut},
+    operation_id="propose_effect",
+    tags=EFFECTS,
+    openapi_extra=problems(400, 401, 403, 404, 409),
+)
 def propose_effect(request: HttpRequest, body: s.EffectIn):  # type: ignore[no-untyped-def]
     effect = effect_services.effect_propose(
         lease_id=body.lease_id,
@@ -237,19 +327,64 @@ def propose_effect(request: HttpRequest, body: s.EffectIn):  # type: ignore[no-u
     out = {"effect_id": str(effect.id), "decision": effect.decision, "epoch": effect.epoch}
     if effect.decision == "authorized":
         return Status(201, {**out, "fencing_token": effect.fencing_token})
-    return Status(202, out)
+    return Status(202, {**out, "rule": effect.rule_name or None})
 
 
-@api.post("/effects/{effect_id}/outcome", response={200: s.OutcomeOut, **ERRORS})
-def report_outcome(request: HttpRequest, effect_id: str, body: s.OutcomeIn) -> dict[str, Any]:
+@api.post(
+    "/policy/explain",
+    response={200: s.PolicyExplainOut},
+    operation_id="explain_policy",
+    tags=POLICY,
+    openapi_extra=problems(400, 401, 404),
+)
+def explain_policy(request: HttpRequest, body: s.PolicyExplainIn) -> dict[str, Any]:
+    """Which of the queue's rules would decide this proposed effect now, and why (nothing
+    is recorded). With `work_key`, the evidence is that work item's."""
+    e = policy_explain(
+        kind=body.kind,
+        target=body.target,
+        payload=body.payload,
+        queue_name=body.queue,
+        work_key=body.work_key,
+        executor=_executor(request),
+    )
+    return {
+        "queue": e.queue,
+        "policy_version": e.version,
+        "decision": e.ruling.decision,
+        "rule": e.ruling.rule,
+        "reason": e.ruling.reason,
+        "steps": [step.__dict__ for step in e.ruling.steps],
+        "facts": e.facts,
+    }
+
+
+@api.post(
+    "/effects/{effect_id}/outcome",
+    response={200: s.OutcomeOut},
+    operation_id="report_outcome",
+    tags=EFFECTS,
+    openapi_extra=problems(400, 401, 403, 404),
+)
+def report_outcome(
+    request: HttpRequest, body: s.OutcomeIn, effect_id: s.UuidPath = EffectIdPath
+) -> dict[str, Any]:
     effect = effect_services.effect_report_outcome(
         effect_id=effect_id, executor=_executor(request), outcome=body.outcome, detail=body.detail
     )
     return {"effect_id": str(effect.id), "outcome": effect.outcome}
 
 
-@api.post("/effects/{effect_id}/reconcile", response={200: s.ReconcileOut, **ERRORS})
-def reconcile(request: HttpRequest, effect_id: str, body: s.ReconcileIn) -> dict[str, Any]:
+@api.post(
+    "/effects/{effect_id}/reconcile",
+    response={200: s.ReconcileOut},
+    operation_id="reconcile_effect",
+    tags=EFFECTS,
+    openapi_extra=problems(400, 401, 403, 404, 409),
+)
+def reconcile(
+    request: HttpRequest, body: s.ReconcileIn, effect_id: s.UuidPath = EffectIdPath
+) -> dict[str, Any]:
     effect = reconciliation.effect_reconcile(
         effect_id=effect_id,
         actor=Actor.agent(_executor(request)),
@@ -262,7 +397,14 @@ def reconcile(request: HttpRequest, effect_id: str, body: s.ReconcileIn) -> dict
     return {"effect_id": str(effect.id), "resolution": effect.resolution}
 
 
-@api.get("/fencing/keys", auth=None)
+@api.get(
+    "/fencing/keys",
+    auth=None,
+    response={200: s.Jwks},
+    operation_id="get_fencing_keys",
+    tags=FENCING,
+    openapi_extra=problems(),
+)
 def fencing_keys(request: HttpRequest) -> dict[str, Any]:
     """The Ed25519 public keys (JWKS) that verify fencing tokens offline."""
     return fencing.jwks(fencing_public_keys())
@@ -271,7 +413,10 @@ def fencing_keys(request: HttpRequest) -> dict[str, Any]:
 @api.post(
     "/recipient-reports",
     auth=RECIPIENT_OR_AGENT,
-    response={201: s.RecipientReportOut, **ERRORS},
+    response={201: s.RecipientReportOut},
+    operation_id="file_recipient_report",
+    tags=RECIPIENTS,
+    openapi_extra=problems(400, 401, 403, 404),
 )
 def recipient_report(request: HttpRequest, body: s.RecipientReportIn):  # type: ignore[no-untyped-def]
     """A stale, forged, expired or effect-less token a recipient refused (recipient
@@ -295,7 +440,14 @@ def recipient_report(request: HttpRequest, body: s.RecipientReportIn):  # type: 
     )
 
 
-@api.post("/fencing/check", auth=RECIPIENT_OR_AGENT, response={200: s.FencingCheckOut, **ERRORS})
+@api.post(
+    "/fencing/check",
+    auth=RECIPIENT_OR_AGENT,
+    response={200: s.FencingCheckOut},
+    operation_id="check_fencing",
+    tags=RECIPIENTS,
+    openapi_extra=problems(400, 401, 403),
+)
 def check_fencing(request: HttpRequest, body: s.FencingCheckIn) -> dict[str, Any]:
     """Is the standing this token proves current right now? (Chubby's CheckSequencer;
     recipient credential only.)"""

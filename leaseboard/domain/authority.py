@@ -39,14 +39,36 @@ class Act(StrEnum):
     # Recipients' acts (DESIGN §5: recipients are principals of their own).
     FILE_RECIPIENT_REPORT = "file_recipient_report"
     CHECK_FENCING = "check_fencing"
+    # Configuration (the settings pages, `manage.py config apply`): about no work item.
+    CONFIGURE_QUEUE = "configure_queue"
+    CHANGE_RULE = "change_rule"
+    APPROVE_POLICY_CHANGE = "approve_policy_change"
+    MANAGE_USERS = "manage_users"
+    MANAGE_CREDENTIALS = "manage_credentials"
+    MANAGE_WEBHOOKS = "manage_webhooks"
+
+
+# Acts about configuration, not about a lease: the lease's state never enters them.
+CONFIGURATION_ACTS = frozenset(
+    {
+        Act.CONFIGURE_QUEUE,
+        Act.CHANGE_RULE,
+        Act.APPROVE_POLICY_CHANGE,
+        Act.MANAGE_USERS,
+        Act.MANAGE_CREDENTIALS,
+        Act.MANAGE_WEBHOOKS,
+    }
+)
 
 
 class Role(StrEnum):
-    """Human roles (auth groups of the same names)."""
+    """Human roles (auth groups of the same names). An admin configures (queues, rules,
+    people, credentials) and supervises nothing: the roles are kept apart."""
 
     OPERATOR = "operator"
     APPROVER = "approver"
     MANAGER = "manager"
+    ADMIN = "admin"
 
 
 class Party(StrEnum):
@@ -62,6 +84,7 @@ class Party(StrEnum):
     OPERATOR = "operator"
     APPROVER = "approver"
     MANAGER = "manager"
+    ADMIN = "admin"
     BREAK_GLASS = "break_glass"  # holds the break-glass permission
     RECIPIENT = "recipient"  # a service receiving effects, by its recipient credential
 
@@ -157,6 +180,16 @@ RULES: dict[Act, Rule] = {
     Act.CHECK_FENCING: _rule(
         {P.RECIPIENT}, why="only a recipient credential asks whether a fencing token is current"
     ),
+    # Configuration, by admins only. With four-eyes on, a rule change waits for a second
+    # admin: never the one who proposed it.
+    Act.CONFIGURE_QUEUE: _rule({P.ADMIN}, why="only an admin changes a queue"),
+    Act.CHANGE_RULE: _rule({P.ADMIN}, why="only an admin changes commit-time rules"),
+    Act.APPROVE_POLICY_CHANGE: _rule(
+        {P.ADMIN}, deny={P.REQUESTER}, why="an admin other than the one who proposed it"
+    ),
+    Act.MANAGE_USERS: _rule({P.ADMIN}, why="only an admin changes people and roles"),
+    Act.MANAGE_CREDENTIALS: _rule({P.ADMIN}, why="only an admin manages agent credentials"),
+    Act.MANAGE_WEBHOOKS: _rule({P.ADMIN}, why="only an admin changes notification targets"),
 }
 
 # Refusals about who the actor is, as opposed to the state of what they act on.

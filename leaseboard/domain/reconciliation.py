@@ -47,15 +47,3 @@ def needs_reconciliation(decision: str, outcome: str | None, resolution: str | N
     if decision != Decision.AUTHORIZED:
         return False
     return outcome in (None, "", Outcome.UNKNOWN)
-
-
-def policy_for(kind: str, rules: dict[str, str], default: str = PolicyDecision.ALLOW) -> str:
-    """The most specific rule wins: exact kind, then `prefix.*`, then `*`."""
-    if kind in rules:
-        return rules[kind]
-    parts = kind.split(".")
-    for cut in range(len(parts) - 1, 0, -1):
-        pattern = ".".join(parts[:cut]) + ".*"
-        if pattern in rules:
-            return rules[pattern]
-    return rules.get("*", default)

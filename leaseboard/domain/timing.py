@@ -1,8 +1,20 @@
-"""Lease timing policy and its start-up validation (DESIGN §4 and §11)."""
+"""Lease timing policy and its start-up validation (DESIGN §4 and §11), and the bounds
+every duration obeys wherever it comes from (settings, a queue, an admitted work item)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+
+# Durations are stored in 32-bit integer columns on every database (PostgreSQL refuses a
+# larger value; SQLite would store it): about 24.8 days.
+MAX_DURATION_MS = 2**31 - 1
+TIMING_PARAMS = (
+    "ttl_ms",
+    "renew_after_ms",
+    "jeopardy_after_ms",
+    "lock_delay_ms",
+    "max_lifetime_ms",
+)
 
 
 class TimingPolicyError(ValueError):
@@ -60,6 +72,9 @@ class TimingPolicy:
             )
         if self.lock_delay_ms < 0:
             raise TimingPolicyError("lock_delay_ms", "must not be negative")
+        for param in TIMING_PARAMS:
+            if getattr(self, param) > MAX_DURATION_MS:
+                raise TimingPolicyError(param, f"must be at most {MAX_DURATION_MS} ms")
         if self.max_lifetime_ms < self.ttl_ms:
             raise TimingPolicyError("max_lifetime_ms", "must be at least ttl_ms")
         if self.request_timeout_ms is not None and self.request_timeout_ms * 2 > renew:
@@ -71,14 +86,7 @@ class TimingPolicy:
 
     def with_overrides(self, overrides: dict[str, int | None]) -> TimingPolicy:
         """A policy with per-queue or per-item overrides; derived fields re-defaulted from ttl."""
-        known = {
-            "ttl_ms",
-            "renew_after_ms",
-            "jeopardy_after_ms",
-            "lock_delay_ms",
-            "max_lifetime_ms",
-        }
-        unknown = set(overrides) - known
+        unknown = set(overrides) - set(TIMING_PARAMS)
         if unknown:
             raise TimingPolicyError(sorted(unknown)[0], "is not a lease timing parameter")
         base = self
@@ -91,7 +99,20 @@ class TimingPolicy:
         for key, value in values.items():
             if not isinstance(value, int) or isinstance(value, bool):
                 raise TimingPolicyError(key, "must be an integer number of milliseconds")
+            if not 0 <= value <= MAX_DURATION_MS:
+                raise TimingPolicyError(key, f"must be between 0 and {MAX_DURATION_MS} ms")
         return replace(base, request_timeout_ms=None, **values).resolved()
+
+    def narrowed(self, overrides: dict[str, int | None]) -> TimingPolicy:
+        """Overrides asked for by a caller who may tighten this policy (a work item under its
+        queue's) but never lengthen how long one grant may live, nor wait longer than that."""
+        policy = self.with_overrides(overrides)
+        cap = self.max_lifetime_ms
+        if policy.max_lifetime_ms > cap:
+            raise TimingPolicyError("max_lifetime_ms", f"must be at most the queue's {cap} ms")
+        if policy.lock_delay_ms > cap:
+            raise TimingPolicyError("lock_delay_ms", f"must be at most the queue's {cap} ms")
+        return policy
 
 
 # -- the fence between holders (DESIGN §5, "A token dies with the standing it proves") ------

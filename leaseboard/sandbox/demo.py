@@ -17,17 +17,24 @@ DEFAULT_AGENTS = 6
 MAX_AGENTS = 50
 
 # Short ttls so jeopardy, expiry and stale effects all happen within the first minute.
+# Rules: (name, kind glob, condition, decision), first match wins; else `default`.
 QUEUES: dict[str, dict] = {
     "payments": {
         "timing": {"ttl_ms": 9000},
-        "policies": {"payment.charge": "allow", "payment.refund": "require_approval"},
+        "rules": [
+            ("refunds-need-approval", "payment.refund", "", "require_approval"),
+            (
+                "large-charges-need-approval",
+                "payment.charge",
+                "has(payload.amount_cents) && payload.amount_cents > 50000",
+                "require_approval",
+            ),
+        ],
+        "default": "allow",
     },
-    "ledger-sync": {
-        "timing": {"ttl_ms": 6000},
-        "policies": {"ledger.*": "allow", "payment.charge": "allow"},
-    },
+    "ledger-sync": {"timing": {"ttl_ms": 6000}, "rules": [], "default": "allow"},
 }
-ROLES = ("operator", "approver", "manager")
+ROLES = ("operator", "approver", "manager", "admin")
 
 
 def demo_dir() -> Path:

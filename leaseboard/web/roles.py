@@ -24,6 +24,7 @@ from leaseboard.domain.authority import Role
 OPERATOR = Role.OPERATOR.value
 APPROVER = Role.APPROVER.value
 MANAGER = Role.MANAGER.value
+ADMIN = Role.ADMIN.value
 ROLES = tuple(role.value for role in Role)
 # Every role may read the supervision pages; actions name their own roles.
 VIEWER_ROLES = ROLES

@@ -1,12 +1,26 @@
-"""Fixtures shared by the API tests."""
+"""API tests see every response through the contract: `api` checks each answer against
+/api/v1/openapi.json (status, media type, body, required headers) as it arrives."""
 
 from __future__ import annotations
 
 import pytest
 
+from tests.api.schema_check import CheckedApiClient, Contract, served_contract
+
 
 @pytest.fixture
-def holder(api, agent):
+def contract() -> Contract:
+    return served_contract()
+
+
+@pytest.fixture
+def api(client, contract):  # type: ignore[no-untyped-def]
+    return CheckedApiClient(client, contract)
+
+
+@pytest.fixture
+def holder(api, agent):  # type: ignore[no-untyped-def]
+    """An agent holding order-1 at epoch 1: (token, the acquire's answer)."""
     _, token = agent("holder")
     r = api.post("/api/v1/work-items", {"key": "order-1", "title": "refund order 1"}, token)
     assert r.status_code == 201 and r.json_body == {

@@ -2,8 +2,11 @@
 
 Every generated request is sent twice: as generated, and with its lease id, work key,
 effect id and epoch swapped for real ones held by the authenticated agent, so the fuzzer
-reaches past "not found" into the lease and effect services. The rules: no 5xx, ever;
-every 4xx is problem-details JSON whose `code` is one of DESIGN §12's codes.
+reaches past "not found" into the lease and effect services. Some cases also carry a NUL
+or a lone surrogate in one of their strings (schemathesis never generates a surrogate).
+The rules: no 5xx, ever; every answer is one the schema declares (schemathesis' status,
+media type, header and body conformance checks); every 4xx is problem-details JSON whose
+`code` is one of DESIGN §12's codes; a hostile string is always refused (4xx).
 """
 
 from __future__ import annotations
@@ -19,8 +22,10 @@ from django.db import close_old_connections
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from schemathesis import GenerationMode
+from schemathesis import checks as st_checks
 
 from leaseboard.domain.errors import ALL_CODES
+from tests.api.schema_check import served_contract
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -111,9 +116,31 @@ def _grounded(case: Any, world: dict[str, Any]) -> bool:
     return swapped
 
 
-def _assert_well_formed(case: Any, response: Any) -> None:
+CONFORMANCE = [
+    st_checks.not_a_server_error,
+    st_checks.status_code_conformance,
+    st_checks.content_type_conformance,
+    st_checks.response_headers_conformance,
+    st_checks.response_schema_conformance,
+    st_checks.negative_data_rejection,
+]
+
+# NUL (PostgreSQL text cannot hold it) and lone surrogates (no UTF-8 for them). A path
+# segment gets only the NUL: a surrogate cannot be percent-encoded as UTF-8 at all.
+HOSTILE = ["\x00", "a\x00b", "\ud800", "x\udfffy", "\udbff\u0000"]
+
+
+def _assert_well_formed(
+    case: Any, response: Any, *, changed: bool = False, hostile: bool = False
+) -> None:
+    """`changed`: the case was edited after generation, so whether it is negative is no
+    longer what schemathesis generated it as."""
     where = f"{case.method} {case.formatted_path} body={json.dumps(case.body, default=str)[:500]}"
     assert response.status_code < 500, f"{where} -> {response.status_code}: {response.text[:2000]}"
+    checks = [c for c in CONFORMANCE if not changed or c is not st_checks.negative_data_rejection]
+    case.validate_response(response, checks=checks)
+    if hostile:
+        assert 400 <= response.status_code < 500, f"{where} -> {response.status_code}"
     if 400 <= response.status_code < 500:
         content_type = response.headers.get("content-type", [""])[0]
         assert content_type.startswith("application/problem+json"), f"{where} -> {content_type}"
@@ -122,11 +149,79 @@ def _assert_well_formed(case: Any, response: Any) -> None:
         assert body["status"] == response.status_code and body["title"] and body["detail"]
 
 
+Slot = tuple[Any, Any, bool]  # (container, key or index, the key itself is the string)
+
+
+def _resolve(schema: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any]:
+    while "$ref" in schema:
+        schema = doc["components"]["schemas"][schema["$ref"].rsplit("/", 1)[-1]]
+    options = [o for o in schema.get("anyOf", []) if o.get("type") != "null"]
+    return _resolve(options[0], doc) if len(options) == 1 else schema
+
+
+def _slots(schema: dict[str, Any], value: Any, doc: dict[str, Any]) -> list[Slot]:
+    """Every place in `value` where the server reads a string: declared fields (not the
+    unknown ones it ignores), and every key and string inside a free-form JSON document."""
+    schema = _resolve(schema, doc)
+    found: list[Slot] = []
+    if isinstance(value, dict):
+        declared = schema.get("properties")
+        for key, child in list(value.items()):
+            if declared is None:  # a JSON document: its keys are stored too
+                found.append((value, key, True))
+            elif key not in declared:
+                continue
+            child_schema = {} if declared is None else declared[key]
+            if isinstance(child, str):
+                found.append((value, key, False))
+            else:
+                found.extend(_slots(child_schema, child, doc))
+    elif isinstance(value, list):
+        items = schema.get("items", {})
+        for i, child in enumerate(value):
+            if isinstance(child, str):
+                found.append((value, i, False))
+            else:
+                found.extend(_slots(items, child, doc))
+    return found
+
+
+def _body_schema(case: Any) -> dict[str, Any] | None:
+    found = served_contract().operation(case.method, case.formatted_path)
+    body = ((found or ("", None))[1] or {}).get("requestBody")
+    return body["content"]["application/json"]["schema"] if body else None
+
+
+def _poison(case: Any, hostile: str, pick: int) -> bool:
+    """Put `hostile` into one string the server reads (a body string or document key, or
+    a path parameter); False when the case has no such string."""
+    schema = _body_schema(case)
+    slots = _slots(schema, case.body, served_contract().doc) if schema else []
+    # A path gets the NUL only: a lone surrogate has no UTF-8 to percent-encode.
+    paths = [name for name in case.path_parameters or {} if "\x00" in hostile]
+    if not slots and not paths:
+        return False
+    index = pick % (len(slots) + len(paths))
+    if index >= len(slots):
+        case.path_parameters[paths[index - len(slots)]] = "k" + hostile.encode(
+            "utf-8", "ignore"
+        ).decode("utf-8")
+        return True
+    container, key, is_dict_key = slots[index]
+    if is_dict_key:
+        container[key + hostile] = container.pop(key)
+    else:
+        container[key] = container[key] + hostile
+    return True
+
+
 def _cases(operation: Any) -> Any:
-    return st.one_of(
+    plain = st.one_of(
         operation.as_strategy(GenerationMode.POSITIVE),
         operation.as_strategy(GenerationMode.NEGATIVE),
     )
+    hostile = st.one_of(st.none(), st.sampled_from(HOSTILE))
+    return st.tuples(plain, hostile, st.integers(min_value=0, max_value=10**6))
 
 
 def test_the_api_never_answers_5xx_and_every_refusal_has_a_known_code(
@@ -136,21 +231,27 @@ def test_the_api_never_answers_5xx_and_every_refusal_has_a_known_code(
     operations = _operations(_load_schema())
     assert len(operations) >= 10
     seen: dict[str, set[int]] = {}
+    hostile_seen: set[str] = set()
 
     for operation in operations:
 
         @FUZZ
-        @given(case=_cases(operation))
-        def fuzz(case: Any) -> None:
+        @given(drawn=_cases(operation))
+        def fuzz(drawn: tuple[Any, str | None, int]) -> None:
+            case, hostile, pick = drawn
             statuses = seen.setdefault(f"{case.method} {case.path}", set())
             response = case.call(headers=auth)
             statuses.add(response.status_code)
             _assert_well_formed(case, response)
-            if _grounded(case, world):
+            grounded = _grounded(case, world)
+            poisoned = hostile is not None and _poison(case, hostile, pick)
+            if grounded or poisoned:
                 case.headers = {**(case.headers or {}), **auth}
                 response = case.call()
                 statuses.add(response.status_code)
-                _assert_well_formed(case, response)
+                _assert_well_formed(case, response, changed=True, hostile=poisoned)
+                if poisoned:
+                    hostile_seen.add(f"{case.method} {case.path}")
 
         fuzz()
 
@@ -158,6 +259,8 @@ def test_the_api_never_answers_5xx_and_every_refusal_has_a_known_code(
     # The grounded requests reach the services, not only the parsers.
     assert 200 in seen["POST /api/v1/leases/{lease_id}/renew"] | seen["POST /api/v1/leases/renew"]
     assert seen["POST /api/v1/effects"] - {400, 401, 404}
+    # Hostile strings reached every operation that takes a string.
+    assert {op for op in seen if op.startswith("POST")} <= hostile_seen, hostile_seen
 
 
 def test_without_a_valid_token_every_answer_is_a_problem_or_public(
@@ -167,8 +270,8 @@ def test_without_a_valid_token_every_answer_is_a_problem_or_public(
     for operation in _operations(_load_schema()):
 
         @settings(FUZZ, max_examples=5)
-        @given(case=_cases(operation))
-        def fuzz(case: Any) -> None:
-            _assert_well_formed(case, case.call(headers=auth))
+        @given(drawn=_cases(operation))
+        def fuzz(drawn: tuple[Any, str | None, int]) -> None:
+            _assert_well_formed(drawn[0], drawn[0].call(headers=auth))
 
         fuzz()

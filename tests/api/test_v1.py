@@ -310,3 +310,60 @@ def test_completing_through_another_items_path_changes_nothing(api, agent, holde
     assert WorkItem.objects.get(key="order-1").status == "open"
     r = api.post("/api/v1/work-items/order-1/complete", body, token)
     assert r.status_code == 200 and r.json_body["status"] == "completed"
+
+
+def test_acquiring_a_completed_work_item_is_a_refusal_not_a_500(api, holder):
+    token, grant = holder
+    body = {"lease_id": grant["lease_id"], "epoch": 1}
+    assert api.post("/api/v1/work-items/order-1/complete", body, token).status_code == 200
+    refusal = assert_problem(
+        api.post("/api/v1/work-items/order-1/lease", token=token, raw=b""),
+        409,
+        "work_not_admitted",
+    )
+    # The work item's status travels as work_status: `status` stays the HTTP status.
+    assert refusal["work_status"] == "completed" and refusal["decision"] == "admission"
+
+
+def test_the_default_acquire_sends_no_body_at_all(api, agent):
+    _, token = agent()
+    assert api.post("/api/v1/work-items", {"key": "bare-1"}, token).status_code == 201
+    r = api.post("/api/v1/work-items/bare-1/lease", token=token, raw=b"")
+    assert r.status_code == 201 and r.json_body["epoch"] == 1
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status", "allow"),
+    [
+        ("GET", "/api/v1/nope", 404, None),
+        ("POST", "/api/v1/work-items/a/b/lease", 404, None),
+        ("GET", "/api/v2/work-items", 404, None),
+        ("GET", "/api/", 404, None),
+        ("GET", "/api/v1/work-items", 405, "POST"),
+        ("DELETE", "/api/v1/leases/00000000-0000-0000-0000-000000000000/renew", 405, "POST"),
+        ("PUT", "/api/v1/fencing/keys", 405, "GET"),
+    ],
+)
+def test_unrouted_api_paths_and_methods_answer_problems(api, agent, method, path, status, allow):
+    _, token = agent()
+    r = api.call(method, path, None, token)
+    code = "not_found" if status == 404 else "validation_error"
+    body = assert_problem(r, status, code)
+    assert body["instance"] == path
+    if allow:
+        assert r["Allow"] == allow
+
+
+def test_outside_the_api_a_missing_page_is_still_html(client):
+    r = client.get("/no-such-page")
+    assert r.status_code == 404 and not r["Content-Type"].startswith("application/problem")
+
+
+def test_a_rate_limited_answer_is_the_declared_429(api, agent, settings):
+    settings.LEASEBOARD_RATE_LIMIT_AGENT = (2, 60)
+    _, token = agent()
+    for _ in range(2):
+        assert api.get("/api/v1/work-items/nope", token).status_code == 404
+    r = api.post("/api/v1/work-items", {"key": "too-many"}, token)
+    body = assert_problem(r, 429, "rate_limited")
+    assert int(r["Retry-After"]) >= 1 and body["limit"] == "credential"

@@ -16,7 +16,8 @@ Layers, lowest first. A module may import modules of the layers in its row, neve
 | core      | leaseboard.core: models, services, selectors, sql,      | core, domain, recipient |
 |           | signals, clock (core.sql runs the recipient guard's     |                         |
 |           | own statement)                                          |                         |
-| workflow  | leaseboard.takeovers, except its HTTP modules           | + core                  |
+| workflow  | leaseboard.takeovers and leaseboard.policy (settings,   | + core                  |
+|           | config as code), except their HTTP modules              |                         |
 | sweeps    | leaseboard.sweeps and leaseboard.celery (the Celery app | + workflow              |
 |           | that runs the sweeps' tasks; sweeps call the takeover   |                         |
 |           | expiry step, so takeovers never import sweeps)          |                         |
@@ -54,6 +55,7 @@ LAYER_OF_PACKAGE = {
     "settings": "settings",
     "core": "core",
     "takeovers": "workflow",
+    "policy": "workflow",
     "sweeps": "sweeps",
     "celery": "sweeps",
     "api": "web",

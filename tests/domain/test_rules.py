@@ -9,7 +9,7 @@ import pytest
 
 from leaseboard.domain.certainty import Certainty, LeaseTimes, can_transition, state_at
 from leaseboard.domain.errors import ALL_CODES
-from leaseboard.domain.reconciliation import needs_reconciliation, policy_for
+from leaseboard.domain.reconciliation import needs_reconciliation
 from leaseboard.domain.timing import TimingPolicy, TimingPolicyError
 
 DOMAIN = Path(__file__).resolve().parents[2] / "leaseboard" / "domain"
@@ -103,13 +103,6 @@ def test_overrides_rederive_from_a_new_ttl():
 )
 def test_reconciliation_gate(decision, outcome, resolution, blocked):
     assert needs_reconciliation(decision, outcome, resolution) is blocked
-
-
-def test_most_specific_policy_wins():
-    rules = {"*": "allow", "payment.*": "require_approval", "payment.refund": "deny"}
-    assert policy_for("payment.refund", rules) == "deny"
-    assert policy_for("payment.charge", rules) == "require_approval"
-    assert policy_for("deploy.apply", rules) == "allow"
 
 
 def test_error_codes_are_the_design_list():

@@ -122,3 +122,16 @@ def test_the_one_command_demo_shows_the_whole_story_and_stops_cleanly(tmp_path):
     output = (tmp_path / "demo.log").read_text()
     assert "demo-operator" in output and f"http://127.0.0.1:{port}/" in output
     assert "fleet stopped:" in output and "stale_refused=" in output
+    # The first ten minutes: the sign-ins again after start-up, and where they are kept.
+    after_start = output.split("Leaseboard is running", 1)[1]
+    users_file = tmp_path / "data" / "demo" / "users.json"
+    for user, password in json.loads(users_file.read_text()).items():
+        assert f"{user} / {password}" in after_start, user
+    assert f"kept in {users_file}" in after_start
+    # Requests are lines in the access log, not on the console; no tracebacks, no repeats.
+    access = (tmp_path / "data" / "demo" / "logs" / "access.log").read_text()
+    assert '"POST /api/v1/leases/' in access
+    assert '"POST /api/v1/' not in output and "Traceback" not in output
+    lines = [ln for ln in output.splitlines() if ln.strip() and not ln.startswith("fleet: ")]
+    repeated = {ln for ln in lines if lines.count(ln) > 1}
+    assert not repeated, repeated

@@ -34,6 +34,8 @@ def manage(*args: str, tmp_path: Path, **env: str) -> subprocess.CompletedProces
             "LEASEBOARD_DATA_DIR": str(tmp_path),
             # DEBUG off on PostgreSQL needs the audit key from outside the database.
             "LEASEBOARD_AUDIT_KEY": "tests-only-audit-key-0123456789abcdef",
+            # ... and the key that seals the fencing keys in it.
+            "LEASEBOARD_FENCING_KEK": "tests-only-fencing-kek-0123456789abcdef",
             **env,
         },
         capture_output=True,

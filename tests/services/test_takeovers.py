@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from leaseboard.core.authority import Actor
-from leaseboard.core.models import Alert, AuditEntry, Effect, EffectPolicy, Lease, WorkItem
+from leaseboard.core.models import Alert, AuditEntry, Effect, Lease, WorkItem
 from leaseboard.core.services import approvals, reconciliation
 from leaseboard.core.services.effects import effect_propose, effect_report_outcome
 from leaseboard.core.services.leases import lease_acquire, lease_renew
@@ -21,7 +21,14 @@ from leaseboard.domain.errors import (
 from leaseboard.takeovers import services
 from leaseboard.takeovers.models import Intervention, InterventionEvent, TakeoverRequest
 from leaseboard.takeovers.services import decisions
-from tests.builders import age_lease, grant_break_glass, leased_item, make_user, request_for
+from tests.builders import (
+    age_lease,
+    effect_rules,
+    grant_break_glass,
+    leased_item,
+    make_user,
+    request_for,
+)
 
 pytestmark = pytest.mark.usefixtures("fast_passwords")
 
@@ -353,9 +360,7 @@ def test_a_human_records_an_effect_under_their_own_epoch(people, scene):
 
 
 def test_a_pending_effect_is_authorized_only_while_its_lease_is_current(people, scene):
-    EffectPolicy.objects.create(
-        queue=scene.lease.work_item.queue, kind="payment.*", decision="require_approval"
-    )
+    effect_rules(scene.lease.work_item.queue, ("payment.*", "require_approval"))
     first = propose(scene, "wait-1")
     second = propose(scene, "wait-2")
     assert first.decision == second.decision == "pending_approval"
@@ -370,9 +375,7 @@ def test_a_pending_effect_is_authorized_only_while_its_lease_is_current(people, 
 
 
 def test_an_approver_rejects_a_pending_effect_with_a_note(people, scene):
-    EffectPolicy.objects.create(
-        queue=scene.lease.work_item.queue, kind="*", decision="require_approval"
-    )
+    effect_rules(scene.lease.work_item.queue, default="require_approval")
     effect = propose(scene, "rej-1")
     with pytest.raises(ValidationFailed):
         approvals.effect_reject(effect_id=effect.id, actor=Actor.human(people.approver), note="")

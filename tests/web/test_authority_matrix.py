@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.contrib.messages import get_messages
 from django.db import connection, transaction
 from django.test import Client
@@ -28,7 +29,8 @@ from leaseboard.core.models import (
     AuditEntry,
     Checkpoint,
     Effect,
-    EffectPolicy,
+    EffectRule,
+    Executor,
     Lease,
     LeaseEvent,
     Queue,
@@ -44,8 +46,9 @@ from leaseboard.core.services.leases import (
     lease_revoke,
 )
 from leaseboard.core.services.recipients import recipient_create
-from leaseboard.domain.authority import RULES, Act, Party, decide
+from leaseboard.domain.authority import CONFIGURATION_ACTS, RULES, Act, Party, decide
 from leaseboard.domain.certainty import Certainty
+from leaseboard.policy.models import PolicyChange
 from leaseboard.takeovers.models import Intervention, InterventionEvent, TakeoverRequest
 from leaseboard.takeovers.services import (
     standing_hand_back,
@@ -53,7 +56,7 @@ from leaseboard.takeovers.services import (
     takeover_break_glass,
     takeover_request,
 )
-from tests.builders import admit, age_fence, age_lease, grant_break_glass, make_user
+from tests.builders import admit, age_fence, age_lease, effect_rules, grant_break_glass, make_user
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
 
@@ -65,6 +68,7 @@ ACTORS = (
     "operator_no_standing",
     "approver",
     "manager",
+    "admin",
     "no_role",
     "anonymous",
     "recipient",
@@ -119,6 +123,7 @@ class World:
     successor: Lease | None = None  # the successor agent's lease on I
     request: TakeoverRequest | None = None
     review: Intervention | None = None
+    change: PolicyChange | None = None  # a rule change another admin proposed (four-eyes)
 
     @property
     def human_path(self) -> bool:
@@ -168,14 +173,14 @@ def build(state: str, actor: str, act: Act) -> World:
     queue, _ = Queue.objects.get_or_create(
         name="matrix", defaults={"agent_acquire_needs_reconciliation": False}
     )
-    EffectPolicy.objects.get_or_create(
-        queue=queue, kind="needs.approval", decision="require_approval"
-    )
+    if not queue.policy_version:
+        effect_rules(queue, ("needs.approval", "require_approval"))
     w.users = {
         "operator_standing": make_user(f"os{n}", "operator"),
         "operator_no_standing": make_user(f"on{n}", "operator"),
         "approver": make_user(f"ap{n}", "approver"),
         "manager": make_user(f"mg{n}", "manager"),
+        "admin": make_user(f"ad{n}", "admin"),
         "no_role": make_user(
             f"nr{n}",
         ),
@@ -224,6 +229,17 @@ def build(state: str, actor: str, act: Act) -> World:
             reason_category="stuck",
             reason_text="matrix",
         )
+    if act is Act.APPROVE_POLICY_CHANGE:
+        queue.refresh_from_db()
+        w.change = PolicyChange.objects.create(
+            queue=queue,
+            base_version=queue.policy_version,
+            rules=[{"name": "wipes", "kind": "db.wipe", "target": "*", "decision": "deny"}],
+            default_decision="allow",
+            summary="matrix",
+            requested_by=make_user(f"proposer{n}", "admin"),
+            requested_by_name=f"proposer{n}",
+        )
     if act is Act.REVIEW_INTERVENTION:
         other = f"mx-bg-{n}"
         admit(other, queue="matrix")
@@ -243,6 +259,7 @@ def parties(w: World) -> frozenset[Party]:
         "operator_no_standing": {Party.OPERATOR},
         "approver": {Party.APPROVER},
         "manager": {Party.MANAGER},
+        "admin": {Party.ADMIN},
     }
     p |= roles.get(w.actor, set())
     on_standing = w.act in STANDING_ACTS or (w.human_path and w.act is not Act.RECONCILE)
@@ -388,7 +405,31 @@ def perform(w: World) -> Answer:
     if act is Act.REVIEW_INTERVENTION:
         assert w.review is not None
         return _web(w, f"/takeovers/interventions/{w.review.id}/review", {"note": "fine"})
+    if act in CONFIGURATION_ACTS:
+        return _configure(w)
     raise AssertionError(f"no entry point for {act}")
+
+
+QUEUE_FORM = {"overflow": "wait", "capacity": "7", "windows_tz": "UTC", "reconciliation_gate": ""}
+
+
+def _configure(w: World) -> Answer:
+    """The settings pages: each configuration act's one entry point."""
+    n = w.key[3:]
+    if w.act is Act.CONFIGURE_QUEUE:
+        return _web(w, "/settings/queues/matrix/", QUEUE_FORM)
+    if w.act is Act.CHANGE_RULE:
+        rule = {"name": f"r{n}", "kind": "db.wipe", "target": "*", "decision": "deny"}
+        return _web(w, "/settings/queues/matrix/rules/new", rule)
+    if w.act is Act.APPROVE_POLICY_CHANGE:
+        assert w.change is not None
+        return _web(w, f"/settings/changes/{w.change.id}/approve", {"note": "ok"})
+    if w.act is Act.MANAGE_USERS:
+        return _web(w, "/settings/people/", {"username": f"new{n}", "roles": "operator"})
+    if w.act is Act.MANAGE_CREDENTIALS:
+        return _web(w, "/settings/credentials/", {"name": f"new-agent-{n}"})
+    assert w.act is Act.MANAGE_WEBHOOKS
+    return _web(w, "/settings/queues/matrix/notify", {"webhooks": "https://hooks.example.com/x"})
 
 
 def fingerprint() -> dict[str, Any]:
@@ -406,6 +447,17 @@ def fingerprint() -> dict[str, Any]:
         "counts": [
             m.objects.count() for m in (LeaseEvent, Checkpoint, AuditEntry, InterventionEvent)
         ],
+        # Configuration: queues, rules, four-eyes proposals, people, agent credentials.
+        "queue": sorted(
+            Queue.objects.values_list("name", "capacity", "policy_version", "notify"), key=str
+        ),
+        "rules": sorted(EffectRule.objects.values_list("queue_id", "name", "decision")),
+        "policy_change": sorted(PolicyChange.objects.values_list("id", "status")),
+        "people": sorted(get_user_model().objects.values_list("username", "is_active")),
+        "groups": get_user_model().groups.through.objects.count(),
+        "executor": sorted(
+            Executor.objects.values_list("name", "token_hash", "is_active"), key=str
+        ),
     }
 
 
@@ -433,7 +485,13 @@ def without_refusal_records(
     return after
 
 
-CASES = [(act, actor, state) for act in Act for actor in ACTORS for state in STATES]
+# A configuration act is about no lease: one lease state is enough.
+CASES = [
+    (act, actor, state)
+    for act in Act
+    for actor in ACTORS
+    for state in (STATES[:1] if act in CONFIGURATION_ACTS else STATES)
+]
 
 
 def test_every_act_of_the_table_is_in_the_matrix() -> None:

@@ -5,8 +5,9 @@ from leaseboard.core.models.audit import AuditEntry, AuditHead
 from leaseboard.core.models.effects import Effect
 from leaseboard.core.models.executors import Executor
 from leaseboard.core.models.leases import Checkpoint, FencingKey, Lease, LeaseEvent
+from leaseboard.core.models.policy import EffectRule
 from leaseboard.core.models.recipients import EpochNotice, Recipient
-from leaseboard.core.models.work import EffectPolicy, Queue, WorkItem
+from leaseboard.core.models.work import Queue, WorkItem
 
 __all__ = [
     "Alert",
@@ -14,7 +15,7 @@ __all__ = [
     "AuditHead",
     "Checkpoint",
     "Effect",
-    "EffectPolicy",
+    "EffectRule",
     "EpochNotice",
     "Executor",
     "FencingKey",

@@ -48,6 +48,10 @@ class Effect(models.Model):
     decided_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
+    # The commit-time rule that decided (by name; "" when the queue's default did) and the
+    # queue's policy version then: the audit log holds that version's rule set.
+    rule_name = models.CharField(max_length=80, blank=True, default="")
+    policy_version = models.PositiveIntegerField(null=True, blank=True)
 
     outcome = models.CharField(max_length=10, choices=Outcome.choices, blank=True, default="")
     outcome_detail = models.CharField(max_length=1000, blank=True, default="")

@@ -9,8 +9,14 @@ are rows, a handful per lease, pruned by the retention task.
 
 from __future__ import annotations
 
+import os
 import uuid
 
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.hashes import SHA256
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
@@ -161,10 +167,103 @@ class Checkpoint(models.Model):
 
 
 class FencingKey(models.Model):
-    """Ed25519 signing keys for fencing tokens; the newest active one signs, all verify."""
+    """An Ed25519 key that signs fencing tokens. Only the public half is stored in clear;
+    the private half is sealed under the key-encryption key (FencingKeyring), which is not
+    in the database, so a copy of the database cannot sign tokens.
+
+    Lifecycle, in database-clock milliseconds: published (in the JWKS) from creation; may
+    sign from `activate_at_ms` (the newest activated, unretired key signs); stops signing at
+    `retired_at_ms`; leaves the JWKS at `publish_until_ms`, once every token it may have
+    signed has expired (leaseboard/core/services/fencing.py).
+    """
 
     kid = models.CharField(max_length=64, unique=True)
-    private_key = models.BinaryField()
     public_key = models.BinaryField()
-    created_at = models.DateTimeField(auto_now_add=True)
-    retired_at = models.DateTimeField(null=True, blank=True)
+    private_key_sealed = models.BinaryField()
+    kek_id = models.CharField(max_length=16)  # which key-encryption key sealed it
+    created_at_ms = models.BigIntegerField()
+    activate_at_ms = models.BigIntegerField()
+    retired_at_ms = models.BigIntegerField(null=True, blank=True)
+    publish_until_ms = models.BigIntegerField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(retired_at_ms__isnull=True, publish_until_ms__isnull=True)
+                | Q(
+                    retired_at_ms__isnull=False,
+                    publish_until_ms__gte=models.F("retired_at_ms"),
+                ),
+                name="fencingkey_retired_is_published_until_after",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.kid
+
+
+SEAL_VERSION = b"\x01"
+_NONCE_BYTES = 12
+
+
+def fencing_kek_id(kek: str) -> str:
+    """Short stable id of a key-encryption key, derived apart from its sealing key."""
+    return _derive(kek, b"kek id").hex()[:16]
+
+
+class FencingKeyUnavailable(Exception):
+    """A sealed private key this process cannot open (its KEK is not configured here, or
+    the stored bytes were altered)."""
+
+
+class FencingKeyring:
+    """The configured key-encryption keys by id: the current one seals, every one opens.
+
+    Sealing is AES-256-GCM with a key derived by HKDF-SHA256 from the configured string, a
+    random 96-bit nonce, and the kid as associated data (a sealed key moved to another row
+    does not open). Stored as version byte + nonce + ciphertext-and-tag.
+    """
+
+    def __init__(self, current: str, retired: tuple[str, ...] | list[str] = ()) -> None:
+        self.current_id = fencing_kek_id(current)
+        self._aead = {
+            fencing_kek_id(k): AESGCM(_derive(k, b"seal v1")) for k in (*retired, current)
+        }
+
+    @classmethod
+    def from_settings(cls) -> FencingKeyring:
+        return cls(settings.LEASEBOARD_FENCING_KEK, settings.LEASEBOARD_FENCING_RETIRED_KEKS)
+
+    def knows(self, kek_id: str) -> bool:
+        return kek_id in self._aead
+
+    def seal(self, private_key: bytes, *, kid: str) -> tuple[bytes, str]:
+        """(sealed bytes, id of the KEK that sealed them)."""
+        nonce = os.urandom(_NONCE_BYTES)
+        sealed = self._aead[self.current_id].encrypt(nonce, private_key, _aad(kid))
+        return SEAL_VERSION + nonce + sealed, self.current_id
+
+    def open(self, sealed: bytes, *, kid: str, kek_id: str) -> bytes:
+        aead = self._aead.get(kek_id)
+        if aead is None:
+            raise FencingKeyUnavailable(
+                f"fencing key {kid} is sealed under key-encryption key {kek_id}, which is not "
+                "configured here (LEASEBOARD_FENCING_KEK / LEASEBOARD_FENCING_RETIRED_KEKS)"
+            )
+        sealed = bytes(sealed)
+        if sealed[:1] != SEAL_VERSION:
+            raise FencingKeyUnavailable(f"fencing key {kid}: unknown sealing format")
+        nonce, body = sealed[1 : 1 + _NONCE_BYTES], sealed[1 + _NONCE_BYTES :]
+        try:
+            return aead.decrypt(nonce, body, _aad(kid))
+        except InvalidTag:
+            raise FencingKeyUnavailable(f"fencing key {kid} does not open: altered?") from None
+
+
+def _derive(kek: str, purpose: bytes) -> bytes:
+    hkdf = HKDF(algorithm=SHA256(), length=32, salt=None, info=b"leaseboard fencing " + purpose)
+    return hkdf.derive(kek.encode())
+
+
+def _aad(kid: str) -> bytes:
+    return b"leaseboard fencing key\x00" + kid.encode()

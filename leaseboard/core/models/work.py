@@ -1,4 +1,5 @@
-"""Work admission: queues with capacity and default policy, work items with their epoch."""
+"""Work admission: queues with capacity, admission envelope and default policy, work items
+with their epoch. A queue's commit-time rules are in leaseboard.core.models.policy."""
 
 from __future__ import annotations
 
@@ -11,7 +12,12 @@ from leaseboard.domain.reconciliation import PolicyDecision
 
 
 class Queue(models.Model):
-    """Admission scope. `capacity` None means unlimited; overflow waits or is rejected."""
+    """Admission scope. `capacity` None means unlimited; overflow waits or is rejected.
+    The envelope (admits_scopes, leases_per_agent, windows) is validated by
+    leaseboard.domain.envelopes; the rules decide effects, `default_decision` when none
+    matches."""
+
+    Decision = text_choices(PolicyDecision, module=__name__, qualname="Queue.Decision")
 
     class Overflow(models.TextChoices):
         WAIT = "wait"
@@ -28,6 +34,29 @@ class Queue(models.Model):
     # Alert notification targets, read by the notification tasks.
     notify = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Admission envelope: {scope key: [globs]}; live leases one agent may hold here; the
+    # time windows ({"tz", "open": [{days, from, to}]}) in which leases are granted.
+    admits_scopes = models.JSONField(default=dict, blank=True)
+    leases_per_agent = models.PositiveIntegerField(null=True, blank=True)
+    windows = models.JSONField(default=dict, blank=True)
+    # Commit-time policy: the decision when no rule matches, and a counter raised with
+    # every change of the rule set (compiled rule sets are cached by it).
+    default_decision = models.CharField(
+        max_length=20, choices=Decision.choices, default=PolicyDecision.ALLOW.value
+    )
+    policy_version = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(default_decision__in=values(PolicyDecision)),
+                name="queue_default_decision_valid",
+            ),
+            models.CheckConstraint(
+                condition=Q(leases_per_agent__isnull=True) | Q(leases_per_agent__gte=1),
+                name="queue_leases_per_agent_positive",
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.name
@@ -71,22 +100,3 @@ class WorkItem(models.Model):
 
     def __str__(self) -> str:
         return self.key
-
-
-class EffectPolicy(models.Model):
-    """Per-queue commit-time rule for an effect kind (`payment.refund`, `payment.*`, `*`)."""
-
-    Decision = text_choices(PolicyDecision, module=__name__, qualname="EffectPolicy.Decision")
-
-    queue = models.ForeignKey(Queue, on_delete=models.CASCADE, related_name="effect_policies")
-    kind = models.CharField(max_length=100)
-    decision = models.CharField(max_length=20, choices=Decision.choices)
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["queue", "kind"], name="effect_policy_unique_kind"),
-            models.CheckConstraint(
-                condition=Q(decision__in=values(PolicyDecision)),
-                name="effect_policy_decision_valid",
-            ),
-        ]

@@ -4,7 +4,7 @@ Every proposal is recorded before anything is attempted, refusals included, in t
 transaction as the decision. A refusal is committed and *then* raised, so the record
 survives the error the caller sees. Whether the proposer may act at all is the
 authority's answer (leaseboard.core.authority); whether policy allows this effect is the
-queue's (EffectPolicy).
+queue's rules' (leaseboard.core.services.policy).
 """
 
 from __future__ import annotations
@@ -18,11 +18,12 @@ from django.db import IntegrityError, transaction
 
 from leaseboard.core.authority import Actor, authorize, verdict
 from leaseboard.core.clock import db_now_ms
-from leaseboard.core.models import Alert, Effect, EffectPolicy, Executor, Lease, WorkItem
+from leaseboard.core.models import Alert, Effect, Executor, Lease, WorkItem
 from leaseboard.core.services.alerts import alerts_open
 from leaseboard.core.services.fencing import fencing_token_issue
 from leaseboard.core.services.jsondocs import json_size_checked
 from leaseboard.core.services.leases import lease_expire_if_due_locked, parse_lease_id
+from leaseboard.core.services.policy import effect_policy_decide
 from leaseboard.domain.authority import Act
 from leaseboard.domain.errors import (
     ERRORS_BY_CODE,
@@ -33,7 +34,7 @@ from leaseboard.domain.errors import (
     ValidationFailed,
 )
 from leaseboard.domain.fencing import token_expiry_ms
-from leaseboard.domain.reconciliation import PolicyDecision, policy_for
+from leaseboard.domain.reconciliation import PolicyDecision
 
 
 def effect_error(effect: Effect) -> LeaseboardError:
@@ -44,6 +45,7 @@ def effect_error(effect: Effect) -> LeaseboardError:
         current_epoch=effect.current_epoch,
         your_epoch=effect.epoch,
         effect_id=str(effect.id),
+        **({"rule": effect.rule_name} if effect.policy_version is not None else {}),
     )
 
 
@@ -52,11 +54,6 @@ def parse_effect_id(raw: Any) -> uuid.UUID:
         return parse_lease_id(raw)
     except NotFound:
         raise NotFound(f"no effect {str(raw)[:60]!r}") from None
-
-
-def _policy(queue_id: int, kind: str) -> str:
-    rules = dict(EffectPolicy.objects.filter(queue_id=queue_id).values_list("kind", "decision"))
-    return policy_for(kind, rules, PolicyDecision.ALLOW) if rules else PolicyDecision.ALLOW
 
 
 def effect_fields_checked(kind: str, target: str, idempotency_key: str, payload: Any) -> None:
@@ -251,10 +248,19 @@ def _effect_decide(
     if code in {"lease_expired", "lease_released", "lease_revoked"}:
         detail = lease.end_reason or detail
     if code is None:
-        decision = _policy(item.queue_id, kind)
-        if decision == PolicyDecision.DENY:
-            code, detail = "policy_denied", f"queue policy denies {kind!r}"
-        elif decision == PolicyDecision.REQUIRE_APPROVAL:
+        policy = effect_policy_decide(
+            item=item,
+            lease=lease,
+            executor=executor,
+            kind=kind,
+            target=target,
+            payload=payload,
+            now_ms=now,
+        )
+        effect.rule_name, effect.policy_version = policy.rule, policy.version
+        if policy.decision == PolicyDecision.DENY:
+            code, detail = "policy_denied", policy.reason
+        elif policy.decision == PolicyDecision.REQUIRE_APPROVAL:
             return effect_decided(effect, decision=Effect.Decision.PENDING_APPROVAL, now_ms=now)
     if code is not None:
         effect_decided(

@@ -10,6 +10,7 @@ from django.db import IntegrityError, transaction
 from leaseboard.core.authority import Actor, authorize
 from leaseboard.core.clock import db_now_ms
 from leaseboard.core.models import Executor, Lease, Queue, WorkItem
+from leaseboard.core.services.envelopes import envelope_admit_check
 from leaseboard.core.services.jsondocs import json_size_checked
 from leaseboard.core.services.leases import (
     executor_id_of,
@@ -20,8 +21,25 @@ from leaseboard.core.services.leases import (
 )
 from leaseboard.domain.authority import Act
 from leaseboard.domain.errors import NeedsReconciliation, NotFound, ValidationFailed
+from leaseboard.domain.timing import TimingPolicyError
 
-KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,199}$")
+# The one key alphabet: a letter or digit, then letters, digits and . _ : @ - (at most 200).
+# Every such key is one URL path segment as it stands, so every key is reachable through
+# /api/v1/work-items/{key}. No `/`: a key with one could never be addressed (keys admitted
+# with one before this rule stay readable in the dashboard).
+KEY_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}$"
+KEY_RE = re.compile(KEY_PATTERN)
+KEY_RULE = "1-200 characters: a letter or digit, then letters, digits and . _ : @ -"
+
+
+def _timing_checked(item: WorkItem) -> None:
+    """Refuse unsafe or out-of-bounds timing now, not at the first grant: an item may
+    tighten its queue's policy but not outlive the queue's lifetime cap."""
+    queue_policy = timing_for(WorkItem(queue=item.queue))
+    try:
+        queue_policy.narrowed(item.timing)
+    except TimingPolicyError as exc:
+        raise ValidationFailed(f"policy: {exc}", param=f"policy.{exc.param}") from None
 
 
 def _open_count(queue: Queue) -> int:
@@ -41,10 +59,8 @@ def work_admit(
 ) -> tuple[WorkItem, bool]:
     """Admit (or queue, or reject) a work item. Returns (item, created); an existing key
     answers with its current state so a retried admit is harmless."""
-    if not KEY_RE.match(key or ""):
-        raise ValidationFailed(
-            "key must be 1-200 characters of letters, digits and . _ : / @ -", param="key"
-        )
+    if not KEY_RE.fullmatch(key or ""):
+        raise ValidationFailed(f"key must be {KEY_RULE}", param="key")
     json_size_checked(scope or {}, param="scope", limit=64 * 1024)
     queue = Queue.objects.select_for_update(no_key=True).filter(name=queue_name).first()
     if queue is None:
@@ -54,8 +70,9 @@ def work_admit(
         if existing.queue_id != queue.id:
             raise ValidationFailed(f"work item {key!r} exists in another queue", param="queue")
         return existing, False
+    envelope_admit_check(queue, scope or {})  # the scopes the queue admits
     item = WorkItem(key=key, queue=queue, title=title[:300], scope=scope or {}, timing=timing or {})
-    timing_for(item)  # refuse unsafe timing overrides now, not at the first grant
+    _timing_checked(item)
     now = db_now_ms()
     item.created_at_ms = now
     # The queue row lock serializes admissions, so the capacity count cannot be raced.

@@ -24,6 +24,7 @@ from leaseboard.core.models import Lease
 from leaseboard.core.models.leases import LIVE_STATES
 from leaseboard.core.paging import cut_page, pair_cursor
 from leaseboard.dashboard.selectors.rows import LeaseRow, lease_row
+from leaseboard.domain.text import storable_or_replaced
 
 # Counters are exact up to this many, then shown as "1000+": each is a bounded scan.
 COUNTER_CAP = 1_000
@@ -51,9 +52,11 @@ class LiveFilters:
             size = DEFAULT_PAGE_SIZE
         return cls(
             certainty=certainty if certainty in CERTAINTY_FILTERS else "",
-            queue=params.get("queue", "").strip()[:100],
-            holder=params.get("holder", "").strip()[:150],
-            q=params.get("q", "").strip()[:200],
+            # A NUL would reach PostgreSQL as a query parameter and fail there; replaced, it
+            # simply matches nothing (no stored name or key can hold one).
+            queue=storable_or_replaced(params.get("queue", "").strip()[:100]),
+            holder=storable_or_replaced(params.get("holder", "").strip()[:150]),
+            q=storable_or_replaced(params.get("q", "").strip()[:200]),
             cursor=params.get("cursor", "").strip()[:80],
             size=min(max(size, 1), max(PAGE_SIZES)),
         )

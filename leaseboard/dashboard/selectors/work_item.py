@@ -12,6 +12,7 @@ from leaseboard.core.models.leases import LIVE_STATES
 from leaseboard.core.services.leases import next_grant_at
 from leaseboard.dashboard.selectors.charts import GapPoint, gap_chart
 from leaseboard.dashboard.selectors.rows import LeaseRow, lease_row
+from leaseboard.domain.text import storable
 
 TIMELINE_LIMIT = 50
 EFFECT_LIMIT = 100
@@ -74,6 +75,8 @@ def renewal_history(lease: Lease) -> RenewalHistory:
 
 def work_item_page(*, key: str, lease_id: str = "") -> WorkItemPage | None:
     """Everything about one work item in 7 queries, each list bounded."""
+    if not storable(key):
+        return None  # no stored key holds a NUL; PostgreSQL would refuse the lookup
     item = WorkItem.objects.select_related("queue").filter(key=key).first()
     if item is None:
         return None

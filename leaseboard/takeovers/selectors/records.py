@@ -9,6 +9,7 @@ from typing import Any
 from django.db.models import Q, QuerySet
 
 from leaseboard.core.paging import cut_page, pair_cursor
+from leaseboard.domain.text import storable_or_replaced
 from leaseboard.takeovers.models import Intervention, ReasonCategory
 
 PAGE_SIZE = 50
@@ -50,7 +51,10 @@ class InterventionFilters:
 
     @classmethod
     def from_query(cls, q: Any) -> InterventionFilters:
-        values = {name: (q.get(name, "") or "").strip()[:150] for name in cls.FIELDS}
+        # storable_or_replaced: a NUL matches nothing instead of failing in PostgreSQL.
+        values = {
+            name: storable_or_replaced((q.get(name, "") or "").strip()[:150]) for name in cls.FIELDS
+        }
         if values["reason"] not in ReasonCategory.values:
             values["reason"] = ""
         if values["outcome"] not in Intervention.Outcome.values:

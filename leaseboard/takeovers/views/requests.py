@@ -11,6 +11,7 @@ from django.views.decorators.http import require_http_methods
 
 from leaseboard.core.models import WorkItem
 from leaseboard.domain.errors import LeaseboardError
+from leaseboard.domain.text import storable
 from leaseboard.takeovers import services
 from leaseboard.takeovers.forms import BulkRequestForm, TakeoverRequestForm
 from leaseboard.web.pages import render_page
@@ -21,6 +22,8 @@ from leaseboard.web.roles import OPERATOR, acting, role_required
 @require_http_methods(["GET", "POST"])
 @role_required(OPERATOR)
 def request_takeover(request: HttpRequest, key: str) -> HttpResponse:
+    if not storable(key):  # a NUL names no stored key, and PostgreSQL refuses the lookup
+        raise Http404("no such work item")
     item = WorkItem.objects.select_related("queue").filter(key=key).first()
     if item is None:
         raise Http404("no such work item")

@@ -19,6 +19,7 @@ from leaseboard.core.authority import Actor, authorize
 from leaseboard.core.clock import DbNowMs, db_now_ms
 from leaseboard.core.models import Checkpoint, Executor, Lease, LeaseEvent, WorkItem
 from leaseboard.core.models.leases import LIVE_STATES
+from leaseboard.core.services.envelopes import envelope_grant_check_locked
 from leaseboard.core.services.epoch_notices import epoch_notices_open, recipients_listening
 from leaseboard.core.services.fencing import fencing_token_issue
 from leaseboard.core.services.leases.base import (
@@ -232,6 +233,7 @@ def lease_acquire(*, work_key: str, executor: Executor, ttl_ms: int | None = Non
             retry_after_ms=fence_until - now,
             fenced_until_ms=fence_until,
         )
+    envelope_grant_check_locked(item=item, executor=executor, now_ms=now)  # windows, per agent
     lease = lease_grant_locked(
         item=item, holder=executor, now_ms=now, ttl_ms=ttl_ms, notify_recipients=listening
     )

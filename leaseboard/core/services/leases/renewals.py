@@ -5,7 +5,7 @@ lease back from jeopardy."""
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from django.conf import settings
@@ -135,6 +135,9 @@ def lease_renew_many(*, executor: Executor, items: list[tuple[Any, int]]) -> lis
         if lid is not None and lid not in unique:
             unique[lid] = epoch
     hits = _renew_fast(list(unique.items()), executor.id) if unique else {}
+    # A batch may name one lease many times: each (lease, epoch) is explained once, so a
+    # thousand copies cost one locking transaction, not a thousand.
+    explained: dict[tuple[uuid.UUID, int], BatchResult] = {}
     results: list[BatchResult] = []
     for raw, lid, epoch in parsed:
         if lid is not None and lid in hits and hits[lid][0] == epoch:
@@ -144,12 +147,17 @@ def lease_renew_many(*, executor: Executor, items: list[tuple[Any, int]]) -> lis
         if lid is None:
             results.append(BatchResult(raw, False, code="not_found", detail="not a lease id"))
             continue
+        if (lid, epoch) in explained:
+            results.append(replace(explained[lid, epoch], lease_id=raw))
+            continue
         try:
             renewal = _renew_slow(lease_id=lid, executor=executor, epoch=epoch)
             hits[lid] = (renewal.epoch, renewal.expires_in_ms)
-            results.append(
-                BatchResult(raw, True, epoch=renewal.epoch, expires_in_ms=renewal.expires_in_ms)
+            result = BatchResult(
+                raw, True, epoch=renewal.epoch, expires_in_ms=renewal.expires_in_ms
             )
         except LeaseboardError as exc:
-            results.append(BatchResult(raw, False, code=exc.code, detail=exc.detail))
+            result = BatchResult(raw, False, code=exc.code, detail=exc.detail)
+        explained[lid, epoch] = result
+        results.append(result)
     return results

@@ -15,10 +15,14 @@ from django.contrib.auth.models import Group
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from leaseboard.core.models import EffectPolicy, Executor, Queue, Recipient
+from leaseboard.core.models import Executor, Queue, Recipient
 from leaseboard.core.models.executors import hash_token
 from leaseboard.core.services.executors import agent_create, agent_rotate_token_locked
 from leaseboard.core.services.recipients import recipient_create, recipient_token_rotate
+from leaseboard.domain.policy import RuleSpec
+from leaseboard.policy.services.common import cli_actor
+from leaseboard.policy.services.queues import queue_create, queue_snapshot, queue_update
+from leaseboard.policy.services.rules import rule_set_change
 from leaseboard.sandbox import demo
 from leaseboard.sandbox.fence import TOKEN_FILE
 
@@ -51,7 +55,7 @@ class Command(BaseCommand):
         demo.write_secret(sandbox_file, sandbox_token + "\n")
 
         out = self.stdout
-        out.write("Demo sign-in (dashboard):")
+        out.write(f"Demo sign-in (dashboard), kept in {demo.users_file()}:")
         for role, (username, password) in users.items():
             out.write(f"  {role:<9} {username} / {password}")
         out.write(
@@ -81,16 +85,18 @@ class Command(BaseCommand):
         demo.write_secret(demo.users_file(), json.dumps(saved, indent=1, sort_keys=True))
         return users
 
-    @transaction.atomic
     def _queues(self) -> None:
+        # Through the audited services, as an admin would on the settings pages.
+        actor = cli_actor("demo_setup")
         for name, spec in demo.QUEUES.items():
-            queue, _ = Queue.objects.update_or_create(
-                name=name, defaults={"timing": spec["timing"]}
-            )
-            for kind, decision in spec["policies"].items():
-                EffectPolicy.objects.update_or_create(
-                    queue=queue, kind=kind, defaults={"decision": decision}
-                )
+            queue = Queue.objects.filter(name=name).first()
+            if queue is None:
+                queue_create(name=name, values={"timing": spec["timing"]}, actor=actor)
+            else:
+                values = {**queue_snapshot(queue), "timing": spec["timing"]}
+                queue_update(name=name, values=values, actor=actor)
+            rules = [RuleSpec(n, kind, when=when, decision=d) for n, kind, when, d in spec["rules"]]
+            rule_set_change(queue_name=name, rules=rules, default=spec["default"], actor=actor)
 
     def _agent_token(self, name: str, token: str | None) -> tuple[str, bool]:
         """A working token for agent `name`: the saved one, a rotated one, or a new agent."""

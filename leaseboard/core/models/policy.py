@@ -1,0 +1,55 @@
+"""Commit-time rules: a queue's ordered rules, the first match deciding an effect
+(leaseboard.domain.policy decides; leaseboard.core.services.policy gathers the facts).
+
+A rule set is replaced whole, in one transaction that raises `Queue.policy_version`, so a
+rule's name (unique in its queue), not its row id, is how an effect names the rule that
+decided it."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+
+from leaseboard.core.models.choices import text_choices, values
+from leaseboard.core.models.work import Queue
+from leaseboard.domain.policy import RuleSpec
+from leaseboard.domain.reconciliation import PolicyDecision
+
+
+class EffectRule(models.Model):
+    Decision = text_choices(PolicyDecision, module=__name__, qualname="EffectRule.Decision")
+
+    queue = models.ForeignKey(Queue, on_delete=models.CASCADE, related_name="rules")
+    position = models.PositiveIntegerField()  # 1, 2, 3...: the order rules are tried in
+    name = models.CharField(max_length=80)
+    kind = models.CharField(max_length=500, default="*")  # glob over Effect.kind
+    target = models.CharField(max_length=500, default="*")  # glob over Effect.target
+    condition = models.TextField(blank=True, default="")  # CEL; empty: always
+    decision = models.CharField(max_length=20, choices=Decision.choices)
+    note = models.CharField(max_length=500, blank=True, default="")
+
+    class Meta:
+        ordering = ["queue", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["queue", "name"], name="effect_rule_name_unique"),
+            models.UniqueConstraint(
+                fields=["queue", "position"], name="effect_rule_position_unique"
+            ),
+            models.CheckConstraint(
+                condition=Q(decision__in=values(PolicyDecision)),
+                name="effect_rule_decision_valid",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.queue_id}:{self.position}:{self.name}"
+
+    def spec(self) -> RuleSpec:
+        return RuleSpec(
+            name=self.name,
+            kind=self.kind,
+            target=self.target,
+            when=self.condition,
+            decision=self.decision,
+            note=self.note,
+        )

@@ -1,0 +1,155 @@
+"""Rule conditions in CEL, the Common Expression Language (the language of Kubernetes'
+admission policies), through Google's CEL C++ runtime (`cel-expr-python`).
+
+Why CEL: it cannot loop without bound, call out, write or import — an expression can only
+read the variables declared below and compute a value — and it is type-checked when
+compiled, so a misspelt field (`evidence.checkpont_age_s`) is refused when a rule is saved,
+not discovered when an effect is decided. Pure: the caller supplies the values.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from cel_expr_python import cel
+
+MAX_LENGTH = 1000
+
+# The variables a condition may read: name -> (CEL type, what it holds). Dotted names are
+# declared as such, so only these fields exist under `effect.`, `lease.`, `evidence.`...
+VARIABLES: dict[str, tuple[str, str]] = {
+    "payload": ("map(string, dyn)", "the effect's JSON payload, as proposed"),
+    "effect.kind": ("string", "the effect's kind, e.g. payment.refund"),
+    "effect.target": ("string", "the effect's target, e.g. order-42"),
+    "work.key": ("string", "the work item's key"),
+    "work.queue": ("string", "the work item's queue"),
+    "work.scope": ("map(string, dyn)", "the work item's scope, as admitted"),
+    "agent.name": ("string", "the proposing executor's name"),
+    "lease.epoch": ("int", "the lease's fencing epoch"),
+    "lease.age_s": ("int", "seconds since the lease was granted"),
+    "evidence.has_checkpoint": ("bool", "a checkpoint exists for the work item"),
+    "evidence.checkpoint_age_s": (
+        "int",
+        f"seconds since the latest checkpoint ({2**53 - 1} when there is none)",
+    ),
+    "evidence.effects_authorized": (
+        "int",
+        "effects already authorized under this lease",
+    ),
+    "now": ("timestamp", "the database clock (UTC); now.getHours('Europe/Berlin') etc."),
+}
+NO_CHECKPOINT_AGE_S = 2**53 - 1  # "never": older than any limit a rule can state
+
+
+def _cel_type(name: str) -> Any:
+    t = cel.Type
+    return {
+        "string": t.STRING,
+        "int": t.INT,
+        "bool": t.BOOL,
+        "timestamp": t.TIMESTAMP,
+        "map(string, dyn)": t.Map(t.STRING, t.DYN),
+    }[name]
+
+
+_env_lock = threading.Lock()
+_env: Any = None
+
+
+def _environment() -> Any:
+    global _env
+    with _env_lock:
+        if _env is None:
+            _env = cel.NewEnv(
+                variables={name: _cel_type(kind) for name, (kind, _) in VARIABLES.items()}
+            )
+        return _env
+
+
+class ExpressionError(ValueError):
+    """A condition that cannot be saved: its message says where and why."""
+
+
+_UNDECLARED = re.compile(r"undeclared reference to '([^']+)'")
+_POSITION = re.compile(r"<input>:(\d+):(\d+): (.*)")
+
+
+def _friendly(raw: str) -> str:
+    first = raw.replace("INVALID_ARGUMENT: ", "").replace("ERROR: ", "").strip().splitlines()
+    line = first[0] if first else raw
+    missing = _UNDECLARED.search(line)
+    if missing:
+        known = ", ".join(sorted(VARIABLES))
+        return f"unknown field {missing.group(1)!r}; a condition may read: {known}"
+    where = _POSITION.search(line)
+    if where:
+        return f"column {where.group(2)}: {where.group(3)}"
+    return line[:300]
+
+
+@dataclass(frozen=True)
+class Condition:
+    """A compiled condition; `source` is what was written."""
+
+    source: str
+    program: Any
+    reads: frozenset[str]  # the declared variables it mentions (to gather only those)
+
+    def evaluate(self, activation: Any) -> bool:
+        """True or False; raises ConditionFailed when the value is an error or not a bool."""
+        value = self.program.eval(activation)
+        plain = value.value()
+        if plain is True or plain is False:  # the common case, without asking the type
+            return plain
+        kind = value.type().name()
+        if kind == "ERROR":
+            raise ConditionFailed(str(value.value()).replace("NOT_FOUND: ", "")[:300])
+        raise ConditionFailed(f"the condition gave a {kind.lower()}, not true or false")
+
+
+class ConditionFailed(Exception):
+    """A condition could not be decided for these facts (a missing key, a wrong type)."""
+
+
+_cache: dict[str, Condition] = {}
+_cache_lock = threading.Lock()
+CACHE_MAX = 5000
+
+
+def compile_condition(source: str) -> Condition:
+    """Compile and type-check a condition; raises ExpressionError with a readable message.
+    Compiled conditions are cached by their text (compiling is ~40 µs, evaluating ~2 µs)."""
+    hit = _cache.get(source)
+    if hit is not None:
+        return hit
+    text = source.strip()
+    if not text:
+        raise ExpressionError("a condition is an expression; leave it empty for 'always'")
+    if len(text) > MAX_LENGTH:
+        raise ExpressionError(f"a condition is at most {MAX_LENGTH} characters")
+    try:
+        program = _environment().compile(text)
+    except RuntimeError as exc:
+        raise ExpressionError(_friendly(str(exc))) from None
+    returns = program.return_type().name()
+    if returns not in {"bool", "dyn", "BOOL", "DYN"}:
+        raise ExpressionError(
+            f"a condition must be true or false, but this gives a {returns.lower()}"
+        )
+    reads = frozenset(
+        name for name in VARIABLES if re.search(rf"(?<![\w.]){re.escape(name)}(?![\w])", text)
+    )
+    condition = Condition(source=source, program=program, reads=reads)
+    with _cache_lock:
+        if len(_cache) >= CACHE_MAX:
+            _cache.clear()
+        _cache[source] = condition
+    return condition
+
+
+def activation(facts: dict[str, Any]) -> Any:
+    """The values for one decision, converted once and shared by every condition."""
+    return _environment().Activation(facts)

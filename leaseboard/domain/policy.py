@@ -1,0 +1,297 @@
+"""Commit-time rules (DESIGN §1, the third decision), decided without a database.
+
+A queue has ordered rules. Each matches an effect's kind and target by glob (`*` is any run
+of characters, `?` one character, everything else literal) and, optionally, a CEL
+condition over the proposal and its evidence (leaseboard.domain.expressions). The first
+rule that matches decides allow, deny or require_approval; when none does, the queue's
+default decides.
+
+A condition that cannot be decided for the facts at hand (the payload lacks the key, a
+value has the wrong type) counts as *matched* when its rule restricts (deny, require
+approval) and as *not matched* when its rule allows: a broken condition never lets through
+an effect its rule meant to stop (Kubernetes' `failurePolicy: Fail`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from leaseboard.domain.expressions import (
+    Condition,
+    ConditionFailed,
+    ExpressionError,
+    compile_condition,
+)
+from leaseboard.domain.reconciliation import PolicyDecision
+
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,79}$")
+MAX_RULES = 200
+KIND_MAX, TARGET_MAX, GLOB_MAX = 100, 500, 500  # the effect's own field bounds
+DECISIONS = tuple(d.value for d in PolicyDecision)
+RESTRICTS = frozenset({PolicyDecision.DENY.value, PolicyDecision.REQUIRE_APPROVAL.value})
+
+
+@dataclass(frozen=True)
+class RuleSpec:
+    """A rule as written (a form, a config file, a database row)."""
+
+    name: str
+    kind: str = "*"
+    target: str = "*"
+    when: str = ""  # a CEL condition; empty: always
+    decision: str = PolicyDecision.ALLOW.value
+    note: str = ""
+
+    def as_dict(self) -> dict[str, str]:
+        out = {"name": self.name, "kind": self.kind, "target": self.target}
+        if self.when:
+            out["when"] = self.when
+        out["decision"] = self.decision
+        if self.note:
+            out["note"] = self.note
+        return out
+
+
+@dataclass(frozen=True)
+class FieldProblem:
+    """One field of one rule (index in the list) that cannot be saved, and why."""
+
+    index: int | None  # None: the rule set as a whole (the default decision)
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"rule {self.index + 1} " if self.index is not None else ""
+        return f"{where}{self.field}: {self.message}"
+
+
+class RuleSetInvalid(ValueError):
+    def __init__(self, problems: list[FieldProblem]) -> None:
+        super().__init__("; ".join(str(p) for p in problems))
+        self.problems = problems
+
+
+# -- globs -------------------------------------------------------------------------------
+
+
+def _literal_length(pattern: str) -> int:
+    return sum(1 for ch in pattern if ch != "*")
+
+
+@lru_cache(maxsize=4096)
+def glob_regex(pattern: str) -> re.Pattern[str]:
+    parts = (".*" if ch == "*" else "." if ch == "?" else re.escape(ch) for ch in pattern)
+    return re.compile("".join(parts) + r"\Z", re.DOTALL)
+
+
+def glob_problem(pattern: str, *, what: str, longest: int) -> str | None:
+    """Why this glob cannot be saved, or None."""
+    if not pattern:
+        return "a glob is 1 or more characters; * matches anything"
+    if len(pattern) > GLOB_MAX:
+        return f"a glob is at most {GLOB_MAX} characters"
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in pattern):
+        return "a glob has no control characters"
+    if _literal_length(pattern) > longest:
+        return f"matches nothing: an effect {what} is at most {longest} characters"
+    return None
+
+
+def covers(wide: str, narrow: str) -> bool:
+    """Does every string `narrow` matches also match `wide`? Conservative: False when not
+    sure (only used to find rules that can never match)."""
+    if wide == narrow or (wide != "" and not wide.strip("*")):
+        return True
+    if not any(ch in narrow for ch in "*?"):
+        return glob_regex(wide).match(narrow) is not None
+    if wide.endswith("*") and not any(ch in wide[:-1] for ch in "*?"):
+        return narrow.startswith(wide[:-1])
+    return False
+
+
+# -- compiling a rule set -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CompiledRule:
+    spec: RuleSpec
+    kind: re.Pattern[str]
+    target: re.Pattern[str]
+    condition: Condition | None
+
+
+@dataclass(frozen=True)
+class RuleSet:
+    rules: tuple[CompiledRule, ...]
+    default: str
+    reads: frozenset[str] = field(default=frozenset())  # variables any condition reads
+
+
+def rule_set_compiled(specs: Sequence[RuleSpec], default: str) -> RuleSet:
+    """Validate every rule (all problems at once, each naming its rule and field) and
+    compile the set; raises RuleSetInvalid."""
+    problems: list[FieldProblem] = []
+    if default not in DECISIONS:
+        problems.append(FieldProblem(None, "default", f"one of {', '.join(DECISIONS)}"))
+    if len(specs) > MAX_RULES:
+        problems.append(FieldProblem(None, "rules", f"at most {MAX_RULES} rules per queue"))
+    seen: dict[str, int] = {}
+    compiled: list[CompiledRule] = []
+    for i, spec in enumerate(specs):
+        if not NAME_RE.match(spec.name or ""):
+            problems.append(
+                FieldProblem(
+                    i, "name", "1 to 80 of a-z 0-9 . _ - (starting with a letter or digit)"
+                )
+            )
+        elif spec.name in seen:
+            problems.append(FieldProblem(i, "name", f"rule {seen[spec.name] + 1} has this name"))
+        else:
+            seen[spec.name] = i
+        if spec.decision not in DECISIONS:
+            problems.append(FieldProblem(i, "decision", f"one of {', '.join(DECISIONS)}"))
+        for name, value, longest in (
+            ("kind", spec.kind, KIND_MAX),
+            ("target", spec.target, TARGET_MAX),
+        ):
+            problem = glob_problem(value, what=name, longest=longest)
+            if problem:
+                problems.append(FieldProblem(i, name, problem))
+        condition = None
+        if spec.when.strip():
+            try:
+                condition = compile_condition(spec.when)
+            except ExpressionError as exc:
+                problems.append(FieldProblem(i, "when", str(exc)))
+        if len(spec.note) > 500:
+            problems.append(FieldProblem(i, "note", "at most 500 characters"))
+        if not any(p.index == i for p in problems):
+            compiled.append(
+                CompiledRule(spec, glob_regex(spec.kind), glob_regex(spec.target), condition)
+            )
+    if not problems:
+        problems += _shadowed(compiled)
+    if problems:
+        raise RuleSetInvalid(problems)
+    reads = frozenset().union(*(r.condition.reads for r in compiled if r.condition))
+    return RuleSet(tuple(compiled), default, reads)
+
+
+def _shadowed(rules: Sequence[CompiledRule]) -> list[FieldProblem]:
+    """A rule after an unconditional rule that takes all its effects can never match."""
+    problems = []
+    for j, later in enumerate(rules):
+        for earlier in rules[:j]:
+            if (
+                earlier.condition is None
+                and covers(earlier.spec.kind, later.spec.kind)
+                and covers(earlier.spec.target, later.spec.target)
+            ):
+                problems.append(
+                    FieldProblem(
+                        j,
+                        "kind",
+                        f"matches nothing: rule {earlier.spec.name!r} comes first and "
+                        f"takes every effect this rule could match (move this rule up)",
+                    )
+                )
+                break
+    return problems
+
+
+# -- deciding ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Step:
+    """What one rule said about one proposal, for the explain view."""
+
+    rule: str
+    outcome: str  # matched | kind differs | target differs | condition false | not reached
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Ruling:
+    decision: str
+    rule: str | None  # the rule that decided; None: the queue's default
+    reason: str
+    steps: tuple[Step, ...] = ()
+
+
+def decide(
+    rule_set: RuleSet,
+    *,
+    kind: str,
+    target: str,
+    activation: Callable[[], Any],
+    explain: bool = False,
+) -> Ruling:
+    """First match wins. `activation()` builds the condition values; it is called at most
+    once, and only if a rule's globs match and it has a condition."""
+    steps: list[Step] = []
+    built: list[Any] = []
+    for rule in rule_set.rules:
+        spec = rule.spec
+        if not rule.kind.match(kind):
+            if explain:
+                steps.append(Step(spec.name, "kind differs", f"{kind!r} is not {spec.kind!r}"))
+            continue
+        if not rule.target.match(target):
+            if explain:
+                steps.append(
+                    Step(spec.name, "target differs", f"{target!r} is not {spec.target!r}")
+                )
+            continue
+        reason = f"rule {spec.name!r}: {spec.kind} on {spec.target}"
+        if rule.condition is not None:
+            if not built:
+                built.append(activation())
+            try:
+                holds = rule.condition.evaluate(built[0])
+            except ConditionFailed as exc:
+                # Fail closed: an undecidable condition never lets an effect past its rule.
+                holds = spec.decision in RESTRICTS
+                verdict = "counted as matched" if holds else "counted as not matched"
+                if explain:
+                    steps.append(
+                        Step(
+                            spec.name,
+                            "matched" if holds else "condition failed",
+                            f"the condition could not be decided ({exc}); {verdict}",
+                        )
+                    )
+                if not holds:
+                    continue
+                reason += f" where {spec.when} (undecidable: {exc}; {verdict})"
+                return _ruled(spec, reason, steps, rule_set, explain)
+            if not holds:
+                if explain:
+                    steps.append(Step(spec.name, "condition false", spec.when))
+                continue
+            reason += f" where {spec.when}"
+            if explain:
+                steps.append(Step(spec.name, "matched", f"{spec.when} is true"))
+        elif explain:
+            steps.append(Step(spec.name, "matched", "no condition"))
+        return _ruled(spec, reason, steps, rule_set, explain)
+    return Ruling(
+        rule_set.default,
+        None,
+        f"no rule matched: the queue's default is {rule_set.default}",
+        tuple(steps),
+    )
+
+
+def _ruled(
+    spec: RuleSpec, reason: str, steps: list[Step], rule_set: RuleSet, explain: bool
+) -> Ruling:
+    if explain:
+        names = [r.spec.name for r in rule_set.rules]
+        for later in names[names.index(spec.name) + 1 :]:
+            steps.append(Step(later, "not reached"))
+    return Ruling(spec.decision, spec.name, f"{reason} -> {spec.decision}", tuple(steps))

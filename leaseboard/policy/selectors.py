@@ -1,0 +1,132 @@
+"""Reads for the settings pages: a fixed number of queries per page."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.db.models import Count, Q
+
+from leaseboard.core.authority import BREAK_GLASS_PERMISSION
+from leaseboard.core.models import AuditEntry, EffectRule, Executor, Queue
+from leaseboard.core.models.leases import LIVE_STATES
+from leaseboard.domain.authority import Role
+from leaseboard.policy.models import PolicyChange
+from leaseboard.policy.services.queues import notify_shown, queue_snapshot
+
+CONFIG_ACTIONS = ("queue.", "policy.", "user.", "agent.", "config.")
+HISTORY_PAGE = 50
+
+
+def queues_overview() -> list[Queue]:
+    return list(
+        Queue.objects.order_by("name").annotate(
+            n_rules=Count("rules", distinct=True),
+            n_admitted=Count(
+                "work_items",
+                filter=Q(work_items__admission="admitted", work_items__status="open"),
+                distinct=True,
+            ),
+            n_waiting=Count("work_items", filter=Q(work_items__admission="waiting"), distinct=True),
+            n_pending=Count(
+                "policy_changes", filter=Q(policy_changes__status="pending"), distinct=True
+            ),
+        )
+    )
+
+
+@dataclass
+class QueuePage:
+    queue: Queue
+    settings: dict[str, Any]
+    rules: list[EffectRule]
+    pending: PolicyChange | None
+    notify: dict[str, Any]
+
+
+def queue_page(name: str) -> QueuePage | None:
+    queue = Queue.objects.filter(name=name).first()
+    if queue is None:
+        return None
+    return QueuePage(
+        queue=queue,
+        settings=queue_snapshot(queue),
+        rules=list(EffectRule.objects.filter(queue=queue).order_by("position")),
+        pending=PolicyChange.objects.filter(queue=queue, status="pending").first(),
+        notify=notify_shown(queue.notify or {}),
+    )
+
+
+@dataclass
+class Person:
+    id: int
+    username: str
+    roles: list[str]
+    break_glass: bool
+    active: bool
+    superuser: bool
+
+
+def people_list() -> list[Person]:
+    app, codename = BREAK_GLASS_PERMISSION.split(".")
+    role_names = [r.value for r in Role]
+    users = (
+        get_user_model()
+        .objects.order_by("username")
+        .prefetch_related("groups", "user_permissions__content_type")
+    )
+    out = []
+    for user in users:
+        out.append(
+            Person(
+                id=user.pk,
+                username=user.get_username(),
+                roles=sorted(g.name for g in user.groups.all() if g.name in role_names),
+                break_glass=any(
+                    p.codename == codename and p.content_type.app_label == app
+                    for p in user.user_permissions.all()
+                ),
+                active=user.is_active,
+                superuser=user.is_superuser,
+            )
+        )
+    return out
+
+
+def credentials_list() -> list[Executor]:
+    return list(
+        Executor.objects.filter(kind=Executor.Kind.AGENT)
+        .order_by("name")
+        .annotate(n_live=Count("leases", filter=Q(leases__state__in=LIVE_STATES)))
+    )
+
+
+def changes_list() -> list[PolicyChange]:
+    pending = list(
+        PolicyChange.objects.filter(status="pending").select_related("queue").order_by("id")
+    )
+    recent = list(
+        PolicyChange.objects.exclude(status="pending").select_related("queue").order_by("-id")[:20]
+    )
+    return pending + recent
+
+
+@dataclass
+class HistoryPage:
+    entries: list[AuditEntry]
+    next_cursor: str
+
+
+def config_history(cursor: str = "") -> HistoryPage:
+    """Configuration changes, newest first, keyset-paged on the audit sequence."""
+    q = Q()
+    for prefix in CONFIG_ACTIONS:
+        q |= Q(action__startswith=prefix)
+    qs = AuditEntry.objects.filter(q).order_by("-seq")
+    if cursor.isdigit():
+        qs = qs.filter(seq__lt=int(cursor))
+    entries = list(qs[: HISTORY_PAGE + 1])
+    more = len(entries) > HISTORY_PAGE
+    entries = entries[:HISTORY_PAGE]
+    return HistoryPage(entries, str(entries[-1].seq) if more and entries else "")

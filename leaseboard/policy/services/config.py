@@ -1,0 +1,371 @@
+"""Configuration as code: queues (settings, envelope, notification targets, rules) and
+people's roles as one TOML document.
+
+`config_export` reads the database into the document; `config_plan` validates a document
+(every problem under its path, `queues.payments.rules[0].when`) and lists what would
+change; `config_apply` makes those changes in one transaction through the same services
+as the settings pages, each audited before -> after, plus one `config.apply` entry. A
+second apply of the same file changes nothing and records nothing. Queues and people the
+file does not name are left as they are; a file never holds secrets (webhook secrets stay
+as they are, or come from `secret_env`) or passwords.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tomllib
+from dataclasses import dataclass, field
+from typing import Any
+
+import tomli_w
+from django.contrib.auth import get_user_model
+from django.db import transaction
+
+from leaseboard.core.authority import Actor
+from leaseboard.core.models import Queue
+from leaseboard.domain.authority import Act
+from leaseboard.policy.services import people, queues, rules
+from leaseboard.policy.services.common import SettingsInvalid, audited
+
+FORMAT_VERSION = 1
+QUEUE_KEYS = (
+    "capacity",
+    "overflow",
+    "reconciliation_gate",
+    "timing",
+    "envelope",
+    "notify",
+    "default_decision",
+    "rules",
+)
+ENVELOPE_KEYS = ("scopes", "leases_per_agent", "windows")
+BREAK_GLASS = "break_glass"  # in a person's list beside the roles
+
+
+# -- export ------------------------------------------------------------------------------
+
+
+def _queue_doc(queue: Queue) -> dict[str, Any]:
+    # Canonical order everywhere (PostgreSQL's jsonb does not keep the order keys came in).
+    snap = queues.queue_settings_checked(queues.queue_snapshot(queue))
+    snap["timing"] = {k: snap["timing"][k] for k in queues.TIMING_KEYS if k in snap["timing"]}
+    snap["scopes"] = dict(sorted(snap["scopes"].items()))
+    doc: dict[str, Any] = {}
+    if snap["capacity"] is not None:
+        doc["capacity"] = snap["capacity"]
+    doc["overflow"] = snap["overflow"]
+    doc["reconciliation_gate"] = snap["reconciliation_gate"]
+    if snap["timing"]:
+        doc["timing"] = snap["timing"]
+    envelope = {k: snap[k] for k in ENVELOPE_KEYS if snap[k] not in (None, {}, [])}
+    if envelope:
+        doc["envelope"] = envelope
+    shown = queues.notify_shown(queue.notify or {})
+    notify = {k: shown[k] for k in ("webhooks", "emails", "kinds") if shown.get(k)}
+    if notify.get("webhooks"):
+        notify["webhooks"] = [{"url": w["url"]} for w in notify["webhooks"]]
+    if notify:
+        doc["notify"] = notify
+    policy = rules.policy_snapshot(queue)
+    doc["default_decision"] = policy["default"]
+    doc["rules"] = policy["rules"]
+    return doc
+
+
+def config_export() -> dict[str, Any]:
+    people_doc: dict[str, list[str]] = {}
+    users = get_user_model().objects.order_by("username").prefetch_related("groups")
+    for user in users:
+        snap = people.person_snapshot(user)
+        held = snap["roles"] + ([BREAK_GLASS] if snap["break_glass"] else [])
+        if held:
+            people_doc[snap["username"]] = held
+    return {
+        "version": FORMAT_VERSION,
+        "queues": {q.name: _queue_doc(q) for q in Queue.objects.order_by("name")},
+        "people": people_doc,
+    }
+
+
+HEADER = """\
+# Leaseboard configuration: queues, admission envelopes, commit-time rules, people's roles.
+# Apply with `manage.py config apply FILE --dry-run` (shows the difference), then without
+# --dry-run. Queues and people not named here are left as they are. No secrets: a webhook
+# keeps its secret, or takes it from the environment with secret_env = "VAR".
+"""
+
+
+def config_dumps(doc: dict[str, Any]) -> str:
+    return HEADER + "\n" + tomli_w.dumps(doc, multiline_strings=False)
+
+
+def config_loads(text: str) -> dict[str, Any]:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SettingsInvalid({"file": f"not TOML: {exc}"}) from None
+
+
+# -- plan --------------------------------------------------------------------------------
+
+
+@dataclass
+class Change:
+    what: str  # "queue payments", "rules of payments", "person ada"
+    action: str  # create | update
+    before: Any
+    after: Any
+
+    def lines(self) -> list[str]:
+        if self.action == "create":
+            return [f"+ {self.what}: {_short(self.after)}"]
+        out = [f"~ {self.what}:"]
+        before, after = self.before or {}, self.after or {}
+        if isinstance(before, dict) and isinstance(after, dict):
+            for key in sorted(set(before) | set(after), key=str):
+                if before.get(key) != after.get(key):
+                    out.append(f"    {key}: {_short(before.get(key))} -> {_short(after.get(key))}")
+        return out
+
+
+def _short(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+@dataclass
+class QueuePlan:
+    name: str
+    exists: bool
+    values: dict[str, Any]
+    notify: dict[str, Any] | None
+    rules: list[Any]
+    default: str
+
+
+@dataclass
+class Plan:
+    queues: list[QueuePlan] = field(default_factory=list)
+    people: dict[str, tuple[list[str], bool]] = field(default_factory=dict)
+    changes: list[Change] = field(default_factory=list)
+    untouched: list[str] = field(default_factory=list)
+
+    def text(self) -> str:
+        if not self.changes:
+            return "no changes"
+        return "\n".join(line for c in self.changes for line in c.lines())
+
+
+def _prefixed(errors: dict[str, str], prefix: str) -> dict[str, str]:
+    return {f"{prefix}.{k}": v for k, v in errors.items()}
+
+
+def config_plan(doc: dict[str, Any]) -> Plan:
+    """Validate the whole document and list its changes; writes nothing."""
+    errors: dict[str, str] = {}
+    for key in sorted(set(doc) - {"version", "queues", "people"}):
+        errors[key] = "unknown field; a configuration has version, queues, people"
+    if doc.get("version", FORMAT_VERSION) != FORMAT_VERSION:
+        errors["version"] = f"this Leaseboard reads version {FORMAT_VERSION}"
+    plan = Plan()
+    queue_docs = doc.get("queues") or {}
+    if not isinstance(queue_docs, dict):
+        errors["queues"] = "a table of queue name -> settings"
+        queue_docs = {}
+    existing = {q.name: q for q in Queue.objects.all()}
+    plan.untouched = sorted(set(existing) - set(queue_docs))
+    for name, qdoc in queue_docs.items():
+        path = f"queues.{name}"
+        if not isinstance(qdoc, dict):
+            errors[path] = "a table of settings"
+            continue
+        problem = queues.queue_name_problem(name)
+        if problem:
+            errors[path] = problem
+            continue
+        for key in sorted(set(qdoc) - set(QUEUE_KEYS)):
+            errors[f"{path}.{key}"] = f"unknown field; a queue has {', '.join(QUEUE_KEYS)}"
+        envelope = qdoc.get("envelope") or {}
+        if not isinstance(envelope, dict):
+            errors[f"{path}.envelope"] = "a table of scopes, leases_per_agent, windows"
+            envelope = {}
+        for key in sorted(set(envelope) - set(ENVELOPE_KEYS)):
+            errors[f"{path}.envelope.{key}"] = (
+                f"unknown field; an envelope has {', '.join(ENVELOPE_KEYS)}"
+            )
+        basics = ("capacity", "overflow", "reconciliation_gate", "timing")
+        raw = {k: qdoc[k] for k in basics if k in qdoc}
+        raw.update({k: envelope[k] for k in ENVELOPE_KEYS if k in envelope})
+        queue = existing.get(name)
+        try:
+            values = queues.queue_settings_checked(raw)
+        except SettingsInvalid as exc:
+            errors.update(
+                _prefixed(
+                    {
+                        (f"envelope.{k}" if k.split(".")[0] in ENVELOPE_KEYS else k): v
+                        for k, v in exc.errors.items()
+                    },
+                    path,
+                )
+            )
+            values = {}
+        notify = None
+        try:
+            notify = queues.notify_checked(
+                qdoc.get("notify") or {}, current=(queue.notify or {}) if queue else {}
+            )
+        except SettingsInvalid as exc:
+            errors.update(
+                _prefixed(
+                    {k.removeprefix("notify."): v for k, v in exc.errors.items()}, f"{path}.notify"
+                )
+            )
+        default = qdoc.get("default_decision", "allow")
+        raw_rules = qdoc.get("rules") or []
+        specs: list[Any] = []
+        try:
+            if not isinstance(raw_rules, list):
+                raise SettingsInvalid({"rules": "a list of rules ([[queues.NAME.rules]])"})
+            specs = rules.specs_from(raw_rules)
+            rules.rule_set_checked(specs, str(default))
+        except SettingsInvalid as exc:
+            errors.update(
+                _prefixed(
+                    {k.replace("default", "default_decision"): v for k, v in exc.errors.items()},
+                    path,
+                )
+            )
+        if any(k == path or k.startswith(path + ".") for k in errors):
+            continue
+        plan.queues.append(QueuePlan(name, queue is not None, values, notify, specs, str(default)))
+        if queue is None:
+            plan.changes.append(Change(f"queue {name}", "create", None, values))
+        else:
+            before = queues.queue_snapshot(queue)
+            if before != values:
+                plan.changes.append(Change(f"queue {name}", "update", before, values))
+            if notify != (queue.notify or {}):
+                plan.changes.append(
+                    Change(
+                        f"notify of {name}",
+                        "update",
+                        queues.notify_shown(queue.notify or {}),
+                        queues.notify_shown(notify or {}),
+                    )
+                )
+        before_policy = rules.policy_snapshot(queue) if queue else {"default": "allow", "rules": []}
+        after_policy = {"default": str(default), "rules": [s.as_dict() for s in specs]}
+        if before_policy != after_policy:
+            plan.changes.append(
+                Change(
+                    f"rules of {name}",
+                    "update",
+                    {"default": before_policy["default"], **_by_name(before_policy["rules"])},
+                    {"default": after_policy["default"], **_by_name(after_policy["rules"])},
+                )
+            )
+        if queue is None and notify:
+            plan.changes.append(
+                Change(f"notify of {name}", "create", None, queues.notify_shown(notify))
+            )
+    _plan_people(doc.get("people") or {}, plan, errors)
+    if errors:
+        raise SettingsInvalid(errors)
+    return plan
+
+
+def _by_name(rule_dicts: list[dict[str, str]]) -> dict[str, Any]:
+    return {
+        f"{i}. {r['name']}": {k: v for k, v in r.items() if k != "name"}
+        for i, r in enumerate(rule_dicts, 1)
+    }
+
+
+def _plan_people(people_doc: Any, plan: Plan, errors: dict[str, str]) -> None:
+    if not isinstance(people_doc, dict):
+        errors["people"] = "a table of username -> [roles]"
+        return
+    users = {
+        u.get_username(): u for u in get_user_model().objects.filter(username__in=list(people_doc))
+    }
+    for username, held in people_doc.items():
+        path = f"people.{username}"
+        if username not in users:
+            errors[path] = (
+                "no such user: create people on the settings page or with "
+                "`manage.py create_user` (a file holds no passwords)"
+            )
+            continue
+        if not isinstance(held, list) or not all(isinstance(r, str) for r in held):
+            errors[path] = "a list of roles"
+            continue
+        unknown = sorted(set(held) - set(people.ROLE_NAMES) - {BREAK_GLASS})
+        if unknown:
+            errors[path] = (
+                f"{unknown[0]!r} is not a role ({', '.join(people.ROLE_NAMES)}, {BREAK_GLASS})"
+            )
+            continue
+        roles = sorted(set(held) - {BREAK_GLASS})
+        break_glass = BREAK_GLASS in held
+        before = people.person_snapshot(users[username])
+        after = {**before, "roles": roles, "break_glass": break_glass}
+        plan.people[username] = (roles, break_glass)
+        if before != after:
+            plan.changes.append(Change(f"person {username}", "update", before, after))
+
+
+# -- apply -------------------------------------------------------------------------------
+
+
+@dataclass
+class Applied:
+    plan: Plan
+    proposals: list[int] = field(default_factory=list)  # rule changes waiting (four-eyes)
+
+
+@transaction.atomic(durable=True)
+def config_apply(
+    doc: dict[str, Any], *, actor: Actor, dry_run: bool = False, source: str = ""
+) -> Applied:
+    """Apply the document in one transaction (nothing at all if any part is refused)."""
+    plan = config_plan(doc)
+    applied = Applied(plan)
+    if dry_run or not plan.changes:
+        return applied
+    for q in plan.queues:
+        queues.queue_save_locked(name=q.name, values=q.values, actor=actor, create=not q.exists)
+        if q.notify is not None:
+            queues.queue_notify_save_locked(name=q.name, notify=q.notify, actor=actor)
+        change = rules.rule_set_change_locked(
+            queue_name=q.name, rules=q.rules, default=q.default, actor=actor, summary="config apply"
+        )
+        if change.proposal is not None:
+            applied.proposals.append(change.proposal.pk)
+    for username, (roles, break_glass) in plan.people.items():
+        user = get_user_model().objects.get(username=username)
+        people.person_update_locked(
+            username=username,
+            roles=roles,
+            break_glass=break_glass,
+            active=user.is_active,
+            actor=actor,
+        )
+    digest = hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
+    audited(
+        Act.CONFIGURE_QUEUE,
+        actor,
+        action="config.apply",
+        object_type="config",
+        object_id=digest[:16],
+        before=None,
+        after={"changes": [c.what for c in plan.changes], "sha256": digest},
+        reason=source,
+    )
+    return applied
+
+
+def config_apply_text(
+    text: str, *, actor: Actor, dry_run: bool = False, source: str = ""
+) -> Applied:
+    return config_apply(config_loads(text), actor=actor, dry_run=dry_run, source=source)

@@ -1,0 +1,30 @@
+"""Settings URLs, mounted under /settings/."""
+
+from __future__ import annotations
+
+from django.urls import path
+
+from leaseboard.policy.views import people, policy, queues
+
+app_name = "policy"
+
+urlpatterns = [
+    path("", queues.home, name="home"),
+    path("queues/new", queues.queue_new, name="queue_new"),
+    path("queues/<slug:name>/", queues.queue, name="queue"),
+    path("queues/<slug:name>/rules/new", queues.rule_edit, name="rule_new"),
+    path("queues/<slug:name>/rules/default", queues.rule_default, name="rule_default"),
+    path("queues/<slug:name>/rules/<str:rule>/", queues.rule_edit, name="rule"),
+    path("queues/<slug:name>/rules/<str:rule>/delete", queues.rule_delete, name="rule_delete"),
+    path("queues/<slug:name>/rules/<str:rule>/move", queues.rule_move, name="rule_move"),
+    path("queues/<slug:name>/notify", queues.notify, name="notify"),
+    path("explain", policy.explain, name="explain"),
+    path("changes/", policy.changes, name="changes"),
+    path("changes/<int:pk>/<str:decision>", policy.change_decide, name="change_decide"),
+    path("history/", policy.history, name="history"),
+    path("people/", people.people_page, name="people"),
+    path("people/<str:username>/", people.person_update, name="person"),
+    path("people/<str:username>/password", people.person_password, name="person_password"),
+    path("credentials/", people.credentials_page, name="credentials"),
+    path("credentials/<str:name>/<str:action>", people.credential_act, name="credential_act"),
+]

@@ -1,0 +1,1 @@
+"""Settings pages (admins), mounted under /settings/ by leaseboard.policy.urls."""

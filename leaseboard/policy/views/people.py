@@ -1,0 +1,147 @@
+"""Settings pages for people (roles, break glass, sign-in, passwords) and agent
+credentials (create, rotate, revoke, quarantine). A new password or token is shown once,
+on the page that answers the POST, and never again."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.views.decorators.http import require_http_methods, require_POST
+
+from leaseboard.domain.errors import LeaseboardError, NotFound
+from leaseboard.policy import selectors
+from leaseboard.policy.forms import CredentialForm, PersonForm, PersonRolesForm, errors_to_form
+from leaseboard.policy.services import credentials, people
+from leaseboard.policy.services.common import SettingsInvalid
+from leaseboard.web.pages import render_page
+from leaseboard.web.refusals import refuse, refused_for_form
+from leaseboard.web.roles import ADMIN, acting, role_required
+
+
+def _people_page(request: HttpRequest, form: PersonForm, shown: dict | None = None) -> HttpResponse:
+    context = {"people": selectors.people_list(), "form": form, "shown": shown}
+    return render_page(request, "policy/people.html", context)
+
+
+@require_http_methods(["GET", "POST"])
+@role_required(ADMIN)
+def people_page(request: HttpRequest) -> HttpResponse:
+    form = PersonForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        d = form.cleaned_data
+        try:
+            new = people.person_create(
+                username=d["username"], roles=d["roles"], email=d["email"], **acting(request)
+            )
+        except SettingsInvalid as exc:
+            errors_to_form(form, exc.errors)
+        except LeaseboardError as exc:
+            form.add_error(None, refused_for_form(exc))
+        else:
+            shown = {"who": new.user.get_username(), "what": "password", "secret": new.password}
+            return _people_page(request, PersonForm(), shown)
+    return _people_page(request, form)
+
+
+@require_POST
+@role_required(ADMIN)
+def person_update(request: HttpRequest, username: str) -> HttpResponse:
+    form = PersonRolesForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Choose roles among the listed ones.")
+        return redirect("policy:people")
+    d = form.cleaned_data
+    try:
+        changed = people.person_update(
+            username=username,
+            roles=d["roles"],
+            break_glass=d["break_glass"],
+            active=d["active"],
+            **acting(request),
+        )
+    except NotFound:
+        raise Http404("no such person") from None
+    except SettingsInvalid as exc:
+        messages.error(request, f"{username}: {exc.detail} (validation_error)")
+    except LeaseboardError as exc:
+        refuse(request, exc, prefix=f"{username}: ")
+    else:
+        messages.success(request, f"{username} saved." if changed else "Nothing changed.")
+    return redirect("policy:people")
+
+
+@require_POST
+@role_required(ADMIN)
+def person_password(request: HttpRequest, username: str) -> HttpResponse:
+    try:
+        password = people.person_password_reset(username=username, **acting(request))
+    except NotFound:
+        raise Http404("no such person") from None
+    except LeaseboardError as exc:
+        refuse(request, exc, prefix=f"{username}: ")
+        return redirect("policy:people")
+    return _people_page(
+        request, PersonForm(), {"who": username, "what": "password", "secret": password}
+    )
+
+
+# -- credentials -----------------------------------------------------------------------
+
+
+def _credentials_page(
+    request: HttpRequest, form: CredentialForm, shown: dict | None = None
+) -> HttpResponse:
+    context = {"agents": selectors.credentials_list(), "form": form, "shown": shown}
+    return render_page(request, "policy/credentials.html", context)
+
+
+@require_http_methods(["GET", "POST"])
+@role_required(ADMIN)
+def credentials_page(request: HttpRequest) -> HttpResponse:
+    form = CredentialForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        name = form.cleaned_data["name"]
+        try:
+            executor, token = credentials.credential_create(name=name, **_actor(request))
+        except LeaseboardError as exc:
+            form.add_error(
+                "name" if exc.code == "validation_error" else None, refused_for_form(exc)
+            )
+        else:
+            shown = {"who": executor.name, "what": "token", "secret": token}
+            return _credentials_page(request, CredentialForm(), shown)
+    return _credentials_page(request, form)
+
+
+def _actor(request: HttpRequest) -> dict:
+    return {"actor": acting(request)["actor"]}
+
+
+@require_POST
+@role_required(ADMIN)
+def credential_act(request: HttpRequest, name: str, action: str) -> HttpResponse:
+    if action not in ("rotate", "revoke", "quarantine", "release"):
+        raise Http404("no such action")
+    try:
+        if action == "rotate":
+            executor, token = credentials.credential_rotate(name=name, **_actor(request))
+            shown = {"who": executor.name, "what": "token", "secret": token}
+            return _credentials_page(request, CredentialForm(), shown)
+        if action == "revoke":
+            done = credentials.credential_revoke(name=name, **_actor(request))
+            messages.success(request, f"{name}: token revoked." if done else "No token to revoke.")
+        else:
+            done = credentials.credential_quarantine(
+                name=name,
+                quarantined=action == "quarantine",
+                reason=request.POST.get("reason", ""),
+                **acting(request),
+            )
+            verb = "quarantined" if action == "quarantine" else "released"
+            messages.success(request, f"{name} {verb}." if done else "Nothing changed.")
+    except NotFound:
+        raise Http404("no such agent") from None
+    except LeaseboardError as exc:
+        refuse(request, exc, prefix=f"{name}: ")
+    return redirect("policy:credentials")

@@ -1,0 +1,78 @@
+"""The explain page (which rule decides a proposed effect, and why), the four-eyes queue
+of rule changes, and the history of configuration changes (before -> after)."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from leaseboard.core.models import Queue
+from leaseboard.core.services.policy import policy_explain
+from leaseboard.domain.errors import LeaseboardError, NotFound
+from leaseboard.policy import selectors
+from leaseboard.policy.forms import ExplainForm
+from leaseboard.policy.services import rules
+from leaseboard.web.pages import render_page
+from leaseboard.web.refusals import refuse
+from leaseboard.web.roles import ADMIN, APPROVER, acting, role_required
+
+
+@require_http_methods(["GET", "POST"])
+@role_required(ADMIN, APPROVER)
+def explain(request: HttpRequest) -> HttpResponse:
+    """Read-only (a POST only because a payload is long): nothing is recorded."""
+    form = ExplainForm(request.POST or None, initial={"queue": request.GET.get("queue", "")})
+    result = None
+    if request.method == "POST" and form.is_valid():
+        d = form.cleaned_data
+        try:
+            result = policy_explain(
+                kind=d["kind"],
+                target=d["target"],
+                payload=d["payload"],
+                queue_name=d["queue"] or None,
+                work_key=d["work_key"] or None,
+            )
+        except LeaseboardError as exc:
+            form.add_error(
+                exc.extra.get("param") if exc.extra.get("param") in form.fields else None,
+                f"{exc.detail} ({exc.code})",
+            )
+    queues = list(Queue.objects.order_by("name").values_list("name", flat=True))
+    context = {"form": form, "result": result, "queues": queues}
+    return render_page(request, "policy/explain.html", context)
+
+
+@require_GET
+@role_required(ADMIN)
+def changes(request: HttpRequest) -> HttpResponse:
+    return render_page(request, "policy/changes.html", {"changes": selectors.changes_list()})
+
+
+@require_POST
+@role_required(ADMIN)
+def change_decide(request: HttpRequest, pk: int, decision: str) -> HttpResponse:
+    if decision not in ("approve", "reject"):
+        raise Http404("no such decision")
+    note = request.POST.get("note", "")
+    try:
+        if decision == "approve":
+            change = rules.policy_change_approve(change_id=pk, note=note, **acting(request))
+            messages.success(request, f"Change {pk} applied to {change.queue.name}.")
+        else:
+            change = rules.policy_change_reject(change_id=pk, note=note, **acting(request))
+            messages.success(request, f"Change {pk} {change.status}.")
+    except NotFound:
+        raise Http404("no such change") from None
+    except LeaseboardError as exc:
+        refuse(request, exc, prefix=f"Change {pk}: ")
+    return redirect("policy:changes")
+
+
+@require_GET
+@role_required(ADMIN)
+def history(request: HttpRequest) -> HttpResponse:
+    page = selectors.config_history(request.GET.get("cursor", ""))
+    return render_page(request, "policy/history.html", {"page": page})

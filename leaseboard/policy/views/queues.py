@@ -1,0 +1,264 @@
+"""Settings pages for queues: their settings and envelope, their ordered rules, their
+notification targets. Admins only (the authority decides again in every service); a
+refused change shows each problem on its field and saves nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.urls import reverse
+from django.views.decorators.http import require_http_methods, require_POST
+
+from leaseboard.domain.errors import LeaseboardError, NotFound
+from leaseboard.domain.policy import RuleSpec
+from leaseboard.policy import selectors
+from leaseboard.policy.forms import (
+    DefaultForm,
+    NotifyForm,
+    QueueForm,
+    RuleForm,
+    errors_to_form,
+    queue_field,
+)
+from leaseboard.policy.services import queues, rules
+from leaseboard.policy.services.common import SettingsInvalid
+from leaseboard.web.pages import render_page
+from leaseboard.web.refusals import refuse, refused_for_form
+from leaseboard.web.roles import ADMIN, acting, role_required
+
+
+@require_http_methods(["GET"])
+@role_required(ADMIN)
+def home(request: HttpRequest) -> HttpResponse:
+    from django.conf import settings
+
+    return render_page(
+        request,
+        "policy/home.html",
+        {
+            "queues": selectors.queues_overview(),
+            "four_eyes": settings.LEASEBOARD_POLICY_FOUR_EYES,
+        },
+    )
+
+
+def _queue_url(name: str) -> str:
+    return reverse("policy:queue", args=[name])
+
+
+@require_http_methods(["GET", "POST"])
+@role_required(ADMIN)
+def queue_new(request: HttpRequest) -> HttpResponse:
+    form = QueueForm(
+        request.POST or None, initial={"overflow": "wait", "reconciliation_gate": True}
+    )
+    if request.method == "POST" and form.is_valid():
+        name = form.cleaned_data["name"].strip()
+        try:
+            queues.queue_create(name=name, values=form.values(), **acting(request))
+        except SettingsInvalid as exc:
+            errors_to_form(form, exc.errors, queue_field)
+        except LeaseboardError as exc:
+            form.add_error(None, refused_for_form(exc))
+        else:
+            messages.success(request, f"Queue {name} created.")
+            return redirect(_queue_url(name))
+    return render_page(request, "policy/queue_form.html", {"form": form, "new": True})
+
+
+@require_http_methods(["GET", "POST"])
+@role_required(ADMIN)
+def queue(request: HttpRequest, name: str) -> HttpResponse:
+    page = selectors.queue_page(name)
+    if page is None:
+        raise Http404("no such queue")
+    data = request.POST.copy() if request.method == "POST" else None
+    if data is not None:
+        data["name"] = name  # a queue keeps its name
+    form = QueueForm(data, initial=QueueForm.initial_from(name, page.settings))
+    form.fields["name"].disabled = True
+    if request.method == "POST" and form.is_valid():
+        try:
+            _, changed = queues.queue_update(name=name, values=form.values(), **acting(request))
+        except SettingsInvalid as exc:
+            errors_to_form(form, exc.errors, queue_field)
+        except LeaseboardError as exc:
+            form.add_error(None, refused_for_form(exc))
+        else:
+            messages.success(request, f"Queue {name} saved." if changed else "Nothing changed.")
+            return redirect(_queue_url(name))
+    context = {
+        "form": form,
+        "page": page,
+        "default_form": DefaultForm(initial={"default": page.queue.default_decision}),
+    }
+    return render_page(request, "policy/queue.html", context)
+
+
+# -- rules ------------------------------------------------------------------------------
+
+
+def _apply(request: HttpRequest, name: str, new: list[RuleSpec], default: str, summary: str):  # type: ignore[no-untyped-def]
+    change = rules.rule_set_change(
+        queue_name=name, rules=new, default=default, summary=summary, **acting(request)
+    )
+    if not change.changed:
+        messages.success(request, "Nothing changed.")
+    elif change.applied:
+        messages.success(request, f"{summary} (policy version {change.version}).")
+    else:
+        messages.success(
+            request, f"{summary}: waiting for a second admin (change {change.proposal.pk})."
+        )
+    return change
+
+
+def _current(name: str) -> tuple[list[RuleSpec], str]:
+    page = selectors.queue_page(name)
+    if page is None:
+        raise Http404("no such queue")
+    return [r.spec() for r in page.rules], page.queue.default_decision
+
+
+def _rule_errors(form: RuleForm, errors: dict[str, str], index: int, specs: list[RuleSpec]) -> None:
+    for key, message in errors.items():
+        head, _, field = key.partition(".")
+        if head == f"rules[{index}]" and field in form.fields:
+            form.add_error(field, message)
+        elif head.startswith("rules["):
+            other = int(head[6:-1])
+            who = specs[other].name if other < len(specs) else head
+            form.add_error(None, f"rule {who!r}, {field}: {message}")
+        else:
+            form.add_error(None, f"{key}: {message}")
+
+
+@require_http_methods(["GET", "POST"])
+@role_required(ADMIN)
+def rule_edit(request: HttpRequest, name: str, rule: str = "") -> HttpResponse:
+    specs, default = _current(name)
+    names = [s.name for s in specs]
+    if rule and rule not in names:
+        raise Http404("no such rule")
+    index = names.index(rule) if rule else len(specs)
+    initial: dict[str, Any] = {}
+    if rule:
+        s = specs[index]
+        initial = {"name": s.name, "kind": s.kind, "target": s.target, "when": s.when}
+        initial |= {"decision": s.decision, "note": s.note}
+    form = RuleForm(request.POST or None, initial=initial)
+    if request.method == "POST" and form.is_valid():
+        d = form.cleaned_data
+        spec = RuleSpec(
+            name=d["name"].strip(),
+            kind=d["kind"].strip(),
+            target=d["target"].strip(),
+            when=d["when"].strip(),
+            decision=d["decision"],
+            note=d["note"].strip(),
+        )
+        new = list(specs)
+        if rule:
+            new[index] = spec
+        else:
+            new.append(spec)
+        verb = "changed" if rule else "added"
+        try:
+            _apply(request, name, new, default, f"Rule {spec.name} {verb}")
+        except SettingsInvalid as exc:
+            _rule_errors(form, exc.errors, index, new)
+        except LeaseboardError as exc:
+            form.add_error(None, refused_for_form(exc))
+        else:
+            return redirect(_queue_url(name))
+    context = {"form": form, "queue": name, "rule": rule, "position": index + 1}
+    return render_page(request, "policy/rule_form.html", context)
+
+
+@require_POST
+@role_required(ADMIN)
+def rule_delete(request: HttpRequest, name: str, rule: str) -> HttpResponse:
+    specs, default = _current(name)
+    new = [s for s in specs if s.name != rule]
+    if len(new) == len(specs):
+        raise Http404("no such rule")
+    _try(request, name, new, default, f"Rule {rule} removed")
+    return redirect(_queue_url(name))
+
+
+@require_POST
+@role_required(ADMIN)
+def rule_move(request: HttpRequest, name: str, rule: str) -> HttpResponse:
+    specs, default = _current(name)
+    names = [s.name for s in specs]
+    if rule not in names:
+        raise Http404("no such rule")
+    i = names.index(rule)
+    j = i - 1 if request.POST.get("direction") == "up" else i + 1
+    if 0 <= j < len(specs):
+        specs[i], specs[j] = specs[j], specs[i]
+        _try(request, name, specs, default, f"Rule {rule} moved to position {j + 1}")
+    return redirect(_queue_url(name))
+
+
+@require_POST
+@role_required(ADMIN)
+def rule_default(request: HttpRequest, name: str) -> HttpResponse:
+    specs, _ = _current(name)
+    form = DefaultForm(request.POST)
+    if form.is_valid():
+        default = form.cleaned_data["default"]
+        _try(request, name, specs, default, f"Default decision set to {default}")
+    else:
+        messages.error(request, "Choose allow, deny or require approval.")
+    return redirect(_queue_url(name))
+
+
+def _try(request: HttpRequest, name: str, new: list[RuleSpec], default: str, summary: str) -> None:
+    try:
+        _apply(request, name, new, default, summary)
+    except SettingsInvalid as exc:
+        for key, message in exc.errors.items():
+            messages.error(request, f"{summary}: refused, {key}: {message} (validation_error)")
+    except NotFound:
+        raise Http404("no such queue") from None
+    except LeaseboardError as exc:
+        refuse(request, exc, prefix=f"{summary}: refused, ")
+
+
+# -- notification targets --------------------------------------------------------------
+
+
+@require_http_methods(["GET", "POST"])
+@role_required(ADMIN)
+def notify(request: HttpRequest, name: str) -> HttpResponse:
+    page = selectors.queue_page(name)
+    if page is None:
+        raise Http404("no such queue")
+    current = page.queue.notify or {}
+    initial = {
+        "webhooks": "\n".join(w.get("url", "") for w in current.get("webhooks", [])),
+        "emails": "\n".join(current.get("emails", [])),
+        "kinds": current.get("kinds", []),
+    }
+    form = NotifyForm(request.POST or None, initial=initial)
+    if request.method == "POST" and form.is_valid():
+        try:
+            changed = queues.queue_notify_update(name=name, notify=form.values(), **acting(request))
+        except SettingsInvalid as exc:
+            errors_to_form(
+                form,
+                exc.errors,
+                lambda key: key.split("[")[0].split(".")[0].replace("notify", "__all__"),
+            )
+        except LeaseboardError as exc:
+            form.add_error(None, refused_for_form(exc))
+        else:
+            messages.success(
+                request, "Notification targets saved." if changed else "Nothing changed."
+            )
+            return redirect(_queue_url(name))
+    return render_page(request, "policy/notify.html", {"form": form, "page": page})
