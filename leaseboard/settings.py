@@ -17,7 +17,7 @@ from urllib.parse import parse_qs, unquote, urlparse
 from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
-from leaseboard.domain.timing import TimingPolicy, TimingPolicyError
+from leaseboard.domain.timing import TimingPolicy, TimingPolicyError, skew_allowance_checked
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 TESTING = "pytest" in sys.modules or os.environ.get("LEASEBOARD_TESTING") == "1"
@@ -365,8 +365,18 @@ if LEASEBOARD_DB_CLOCK_OFFSET_MS and not (TESTING or DEBUG):
         "LEASEBOARD_DB_CLOCK_OFFSET_MS is a test seam; unset it in production"
     )
 
-# Life of an effect's fencing token (the signing keys' settings follow the audit key's).
+# An effect's fencing token dies with the standing it proves: at the lease's expiry at the
+# moment of issue, and never more than this after issue (the signing keys' settings follow
+# the audit key's).
 FENCING_TOKEN_TTL_MS = env_int("LEASEBOARD_FENCING_TOKEN_TTL_MS", 60_000, minimum=1000)
+# Clock-skew allowance between the database clock and recipients' clocks: a successor acts
+# only once every open token of its predecessor has expired plus this (DESIGN §5).
+try:
+    LEASEBOARD_FENCING_SKEW_MS = skew_allowance_checked(
+        env_int("LEASEBOARD_FENCING_SKEW_MS", 1000), ttl_ms=LEASE_DEFAULTS.ttl_ms
+    )
+except TimingPolicyError as exc:
+    raise ImproperlyConfigured(str(exc)) from None
 
 # --- Audit log integrity (docs/audit.md) ----------------------------------------------
 # Entries are chained with an HMAC whose key lives outside the database: the current key
@@ -621,6 +631,11 @@ if LEASEBOARD_WEBHOOK_SECRET and len(LEASEBOARD_WEBHOOK_SECRET) < 16:
     raise ImproperlyConfigured("LEASEBOARD_WEBHOOK_SECRET must be at least 16 characters")
 LEASEBOARD_WEBHOOK_TIMEOUT_S = float(env_str("LEASEBOARD_WEBHOOK_TIMEOUT_S", "5"))
 LEASEBOARD_WEBHOOK_MAX_RETRIES = env_int("LEASEBOARD_WEBHOOK_MAX_RETRIES", 8)
+# Epoch-advance notices: a web process enqueues at most one delivery run this often (a
+# burst of grants costs one broker message); the sweep starts one whenever notices are due.
+LEASEBOARD_EPOCH_NOTICE_FLUSH_S = float(env_str("LEASEBOARD_EPOCH_NOTICE_FLUSH_S", "0.2"))
+if not 0 <= LEASEBOARD_EPOCH_NOTICE_FLUSH_S <= 60:
+    raise ImproperlyConfigured("LEASEBOARD_EPOCH_NOTICE_FLUSH_S must be between 0 and 60")
 # Notification targets for alerts that belong to no queue (outage recovery), same shape
 # as Queue.notify: {"webhooks": [{"url": ..., "secret": ...}], "emails": [...]}.
 try:

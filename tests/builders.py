@@ -212,6 +212,24 @@ def age_leases(ms: int, *, lease_ids: list | None = None) -> None:
         cur.execute(f"UPDATE core_lease SET {sets} WHERE {where}", params)
 
 
+def age_fence(item_key: str, ms: int) -> None:
+    """Move the fence of a work item `ms` into the past: the expiries of its effects'
+    tokens and any `fenced_until` its leases recorded (DESIGN §5)."""
+    with connection.cursor() as cur:
+        cur.execute(
+            "UPDATE core_effect SET token_expires_at_ms = token_expires_at_ms - %s "
+            "WHERE token_expires_at_ms IS NOT NULL AND work_item_id = "
+            "(SELECT id FROM core_workitem WHERE key = %s)",
+            [ms, item_key],
+        )
+        cur.execute(
+            "UPDATE core_lease SET fenced_until_ms = fenced_until_ms - %s "
+            "WHERE fenced_until_ms > 0 AND work_item_id = "
+            "(SELECT id FROM core_workitem WHERE key = %s)",
+            [ms, item_key],
+        )
+
+
 def age_sweep_clock(ms: int) -> None:
     """Pretend the last sweep ran `ms` earlier (sweeps were away)."""
     with connection.cursor() as cur:
@@ -294,6 +312,10 @@ class Holder:
         )
         assert r.status_code == 201 and r.json_body["decision"] == "authorized", r.content
         return r.json_body
+
+    def report(self, effect_id: str, outcome: str = "applied") -> None:
+        r = self.api.post(f"/api/v1/effects/{effect_id}/outcome", {"outcome": outcome}, self.token)
+        assert r.status_code == 200, r.content
 
     def release(self) -> None:
         r = self.api.post(

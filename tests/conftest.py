@@ -105,6 +105,20 @@ def agent(db):  # type: ignore[no-untyped-def]
     return make
 
 
+@pytest.fixture
+def recipient(db):  # type: ignore[no-untyped-def]
+    """Factory: recipient(name=None) -> (Recipient, credential)."""
+    from leaseboard.core.services.recipients import recipient_create
+
+    counter = {"n": 0}
+
+    def make(name: str | None = None):  # type: ignore[no-untyped-def]
+        counter["n"] += 1
+        return recipient_create(name=name or f"recipient-{os.getpid()}-{counter['n']}")
+
+    return make
+
+
 class ApiClient:
     """Django's test client speaking JSON with a bearer token."""
 

@@ -32,6 +32,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--redis-db", type=int, default=13)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", default="", help="write the results here")
+    parser.add_argument(
+        "--no-epoch-notices",
+        action="store_true",
+        help="the late_notified recipient does not register for epoch notices",
+    )
     args = parser.parse_args(argv)
     cfg = Config(
         duration_s=args.duration,
@@ -42,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         redis_db=args.redis_db,
         seed=args.seed,
         json_out=args.json,
+        epoch_notices=not args.no_epoch_notices,
     )
     chaos = Chaos(cfg)
     out: dict[str, Any] = {"ok": False}

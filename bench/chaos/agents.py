@@ -3,8 +3,11 @@ parent's side of them (`Fleet`: start, SIGKILL and restart agent processes, read
 
 An agent loops acquire → checkpoint → effects (server proposal, then the recipient with
 X-Lease-Epoch / X-Fencing-Token) → release, sometimes pausing past the ttl and sending an
-effect anyway, sometimes walking away from a lease. It logs an intent line before each
-recipient call and a result line after (check 3 in checks.py reads them).
+effect anyway, sometimes stalling past jeopardy (where an operator may take it over),
+sometimes walking away from a lease. It logs an intent line before each recipient call and
+a result line after (check 3 in checks.py reads them). A paused or stalled holder also
+sends the token of the effect it had been authorized just before it stopped to the late
+recipient, which never hears from a successor (check 5: `late_attempt`/`late_result`).
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ def agent_process(cfg_path: str) -> int:
         TransientError,
         WorkLeased,
     )
+    from leaseboard.domain.fencing import unverified_claims
 
     cfg = json.loads(Path(cfg_path).read_text())
     emit = AgentLog(cfg["log"])
@@ -68,6 +72,74 @@ def agent_process(cfg_path: str) -> int:
         rng = random.Random(f"{cfg['seed']}-{name}-{os.getpid()}")
         client = Client(agent["url"], agent["token"], timing=timing)
         rhttp = httpx.Client(base_url=cfg["recipient_url"], timeout=2.0)
+        late_http = {
+            role: httpx.Client(base_url=url, timeout=2.0)
+            for role, url in cfg["late_recipient_urls"].items()
+        }
+
+        def late_send(holding: Any, dec: Any, mode: str) -> None:
+            """The effect token issued before the holder stopped, sent now to each recipient
+            that never hears from a successor (one of them is told of new epochs)."""
+            key, epoch = holding.work_key, holding.epoch
+            headers = {
+                "X-Lease-Epoch": str(epoch),
+                "X-Work-Key": key,
+                "X-Fencing-Token": dec.fencing_token,
+            }
+            accepted = False
+            for role, http in late_http.items():
+                attempt = uuid.uuid4().hex
+                emit(
+                    ev="late_attempt",
+                    attempt=attempt,
+                    agent=name,
+                    key=key,
+                    epoch=epoch,
+                    mode=mode,
+                    recipient=role,
+                )
+                body = {"attempt": attempt, "idem": dec.idempotency_key, "agent": name}
+                try:
+                    r = http.post("/effect", json={**body, "kind": mode}, headers=headers)
+                except httpx.HTTPError as exc:
+                    emit(ev="late_result", attempt=attempt, result="indeterminate", err=repr(exc))
+                    continue
+                data = r.json() if r.content else {}
+                result = {201: "accepted", 403: "refused", 409: "refused"}.get(
+                    r.status_code, "indeterminate"
+                )
+                accepted = accepted or result == "accepted"
+                emit(ev="late_result", attempt=attempt, result=result, code=data.get("code"))
+            try:
+                client.report_outcome(dec.effect_id, "applied" if accepted else "failed")
+            except LeaseError:
+                pass
+
+        def before_stopping(holding: Any) -> Any:
+            """An effect authorized just before the holder stops: its token is in flight."""
+            idem = f"{name}-pre-{uuid.uuid4().hex[:12]}"
+            dec = holding.effect("chaos.pay", holding.work_key, idempotency_key=idem)
+            return dec if dec.authorized and dec.fencing_token else None
+
+        def stall(holding: Any) -> None:
+            """Stop renewing into jeopardy, and wake before the in-flight effect's token
+            expires (an operator may take the work over meanwhile); then send it anyway."""
+            dec = before_stopping(holding)
+            client.renewer.unregister(holding)
+            pause = ttl_s * rng.uniform(0.75, 0.95)
+            if dec is not None:
+                # Jeopardy comes 0.3 ttl before the token dies (the lease's expiry at issue):
+                # wake just before it does, so a takeover meanwhile finds the token alive.
+                expires_s = unverified_claims(dec.fencing_token).expires_at_ms / 1000
+                pause = max(0.0, expires_s - time.time() - ttl_s * rng.uniform(0.03, 0.1))
+            emit(ev="stall", agent=name, key=holding.work_key, epoch=holding.epoch, s=pause)
+            time.sleep(pause)
+            if dec is not None:
+                late_send(holding, dec, "stall")
+            try:
+                client.release(holding.lease_id, holding.epoch)
+            except LeaseError:
+                pass
 
         def send(headers: dict[str, str], key: str, epoch: int, idem: str, kind: str) -> str:
             attempt = uuid.uuid4().hex
@@ -100,6 +172,7 @@ def agent_process(cfg_path: str) -> int:
 
         def zombie(holding: Any) -> None:
             """Stop renewing, sleep past the ttl, then try an effect anyway."""
+            pre = before_stopping(holding)
             client.renewer.unregister(holding)
             pause = ttl_s * rng.uniform(1.3, 1.8)
             emit(ev="pause", agent=name, key=holding.work_key, epoch=holding.epoch, s=pause)
@@ -137,6 +210,8 @@ def agent_process(cfg_path: str) -> int:
                 headers["X-Fencing-Token"] = token
             result = send(headers, holding.work_key, holding.epoch, idem, "zombie")
             emit(ev="zombie_recipient", result=result, key=holding.work_key)
+            if pre is not None:
+                late_send(holding, pre, "pause")
             try:
                 client.release(holding.lease_id, holding.epoch)
             except LeaseError:
@@ -163,6 +238,10 @@ def agent_process(cfg_path: str) -> int:
                 for j in range(effects):
                     if fault < cfg["p_pause"] and j == effects - 1:
                         zombie(holding)
+                        break
+                    stalls = cfg["p_pause"] + cfg["p_abandon"] + cfg.get("p_stall", 0.0)
+                    if cfg["p_pause"] + cfg["p_abandon"] <= fault < stalls and j == effects - 1:
+                        stall(holding)
                         break
                     idem = f"{name}-{uuid.uuid4().hex[:16]}"
                     dec = holding.effect("chaos.pay", key, idempotency_key=idem)
@@ -195,6 +274,8 @@ def agent_process(cfg_path: str) -> int:
                 time.sleep(0.2)
         client.close()
         rhttp.close()
+        for http in late_http.values():
+            http.close()
 
     threads = [threading.Thread(target=run, args=(a,), daemon=True) for a in cfg["agents"]]
     for t in threads:

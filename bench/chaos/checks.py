@@ -1,4 +1,5 @@
-"""The four properties `make chaos` proves after a run, each with its counts and `ok`.
+"""The four properties `make chaos` proves after a run, each with its counts and `ok` (the
+fifth, late sends at the recipient that never hears from a successor, is in late.py).
 
 (1) no effect accepted below the recipient's high-water mark; (2) no two holders with live
 standing on one work item at once; (3) every attempted effect is in the recipient's
@@ -231,6 +232,12 @@ def print_report(out: dict[str, Any]) -> None:
     print("=== chaos: activity (agent logs) ===")
     for k, v in out["activity"].items():
         print(f"  {k:32} {v}")
+    notices = out.get("epoch_notices") or {}
+    if notices.get("registered"):
+        print("=== chaos: epoch-advance notices (to late_notified) ===")
+        for k, v in notices.items():
+            if k != "registered":
+                print(f"  {k:40} {v}")
     print("=== chaos: checks ===")
     for name, res in out["checks"].items():
         print(f"  [{'PASS' if res['ok'] else 'FAIL'}] {name}")

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 @dataclass
 class Faults:
     pauses: int = 0
+    stalls: int = 0
     abandoned: int = 0
     agent_procs_killed: int = 0
     worker_kills: int = 0
@@ -34,6 +35,7 @@ class Faults:
     pg_restarts: int = 0
     redis_restarts: int = 0
     takeovers_approved: int = 0
+    takeovers_of_jeopardy: int = 0  # an operator answering a jeopardy alert
     takeovers_conflict: int = 0
     handbacks: int = 0
     standing_lapses_planned: int = 0
@@ -49,6 +51,8 @@ class Faults:
             ev = r.get("ev")
             if ev == "pause":
                 self.pauses += 1
+            elif ev == "stall":
+                self.stalls += 1
             elif ev == "abandon":
                 self.abandoned += 1
             elif ev == "zombie_sdk" and r["result"] == "refused":
@@ -140,10 +144,13 @@ class Injector:
         redis_restart()
         self.faults.redis_restarts += 1
 
-    def takeover(self, lapse: bool) -> None:
+    def takeover(self, lapse: bool, jeopardy: bool = False) -> None:
+        """Take over a random live agent lease; with `jeopardy`, one whose holder missed
+        its renewals (the operator answering a jeopardy alert), or nothing."""
         from django.db import close_old_connections, connection
 
         from leaseboard.core.authority import Actor
+        from leaseboard.core.clock import db_now_ms
         from leaseboard.core.models import Lease
         from leaseboard.domain.errors import LeaseboardError
         from leaseboard.takeovers.services import (
@@ -154,16 +161,15 @@ class Injector:
 
         connection.close()  # a fresh connection per takeover (PostgreSQL may have restarted)
         try:
-            lease = (
-                Lease.objects.filter(
-                    state__in=["active", "jeopardy"],
-                    holder__kind="agent",
-                    work_item__key__startswith="chaos-",
-                )
-                .select_related("work_item")
-                .order_by("?")
-                .first()
+            live = Lease.objects.filter(
+                state__in=["active", "jeopardy"],
+                holder__kind="agent",
+                work_item__key__startswith="chaos-",
             )
+            if jeopardy:
+                now = db_now_ms()
+                live = live.filter(jeopardy_at_ms__lte=now, expires_at_ms__gt=now + 300)
+            lease = live.select_related("work_item").order_by("?").first()
             if lease is None:
                 return
             # A human lease is validated against the queue's timing (ttl >= 3 x renew_after).
@@ -186,7 +192,11 @@ class Injector:
                 )
                 raise
             self.faults.takeovers_approved += 1
-            say(f"takeover of {lease.work_item.key} approved (epoch {iv.epoch})")
+            self.faults.takeovers_of_jeopardy += int(jeopardy)
+            say(
+                f"takeover of {lease.work_item.key} approved (epoch {iv.epoch}"
+                f"{', in jeopardy' if jeopardy else ''})"
+            )
             if lapse:
                 self.faults.standing_lapses_planned += 1
             else:

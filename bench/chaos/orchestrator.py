@@ -18,6 +18,7 @@ from bench.chaos import say
 from bench.chaos.agents import Fleet
 from bench.chaos.checks import check, print_report
 from bench.chaos.faults import Faults, Injector
+from bench.chaos.late import check_late_sends, notice_figures
 from bench.chaos.services import Services
 from bench.common import setup_django
 
@@ -38,6 +39,10 @@ class Config:
     proc_kills: int = 0  # 0 = about one per 15 s
     p_pause: float = 0.06
     p_abandon: float = 0.05
+    p_stall: float = 0.04  # stop renewing past jeopardy, short of the ttl
+    jeopardy_takeover_s: float = 0.0  # an operator takes over a lease in jeopardy this
+    # often; 0 = 75 s / agents (1.5 s for 50 agents), so small runs are not all takeovers
+    epoch_notices: bool = True  # the late_notified recipient registers for epoch notices
     json_out: str = ""
 
     def __post_init__(self) -> None:
@@ -46,6 +51,7 @@ class Config:
         self.takeovers = self.takeovers or max(1, int(self.duration_s / 8))
         self.worker_kills = self.worker_kills or (2 if self.duration_s >= 40 else 1)
         self.proc_kills = self.proc_kills or max(1, int(self.duration_s / 15))
+        self.jeopardy_takeover_s = self.jeopardy_takeover_s or max(1.5, 75 / self.agents)
         self.seed = self.seed or random.SystemRandom().randrange(1, 10**6)
 
     @property
@@ -118,6 +124,11 @@ class Chaos:
         for k in range(self.cfg.takeovers):
             kind = "lapse" if k % 3 == 2 else "takeover"
             plan.append((d * (k + 0.5) / (self.cfg.takeovers + 0.5) + rng.uniform(-1, 1), kind))
+        if self.cfg.jeopardy_takeover_s:
+            t = self.cfg.jeopardy_takeover_s
+            while t < d - 2:
+                plan.append((t + rng.uniform(-0.3, 0.3), "jeopardy"))
+                t += self.cfg.jeopardy_takeover_s
         if self.cfg.restarts:
             plan.append((d * 0.4, "postgres"))
             plan.append((d * 0.7, "redis"))
@@ -135,6 +146,8 @@ class Chaos:
         setup_django(**svc.env())
         agents, operator, approver = self.seed()
         svc.start_web()
+        if cfg.epoch_notices:
+            self.register_notices()
         svc.start_worker()
         for i, a in enumerate(agents):
             a["url"] = svc.web_urls[i % 2]
@@ -143,6 +156,8 @@ class Chaos:
             {
                 "keys": self.keys,
                 "recipient_url": svc.recipient_url,
+                "late_recipient_urls": svc.late_recipient_urls,
+                "p_stall": cfg.p_stall,
                 "stop_file": str(self.stop_file),
                 "ttl_ms": cfg.ttl_ms,
                 "seed": cfg.seed,
@@ -179,6 +194,10 @@ class Chaos:
                     faults.restart_postgres()
                 elif what == "redis":
                     faults.restart_redis()
+                elif what == "jeopardy":
+                    t = threading.Thread(target=faults.takeover, args=(False, True))
+                    t.start()
+                    lapse_threads.append(t)
                 elif what in ("takeover", "lapse"):
                     t = threading.Thread(target=faults.takeover, args=(what == "lapse",))
                     t.start()
@@ -192,6 +211,19 @@ class Chaos:
         faults.hand_back_due(force=True)
         self.settle()
         return self.finish(fleet.records())
+
+    def register_notices(self) -> None:
+        """The late_notified recipient registers for epoch-advance notices (a recipient of
+        its own, `manage.py recipient_webhook set`); it reads the secret from a file."""
+        from leaseboard.core.services.recipients import recipient_create, recipient_webhook_set
+
+        url = f"{self.services.late_recipient_urls['late_notified']}/epochs"
+        recipient_create(name="chaos-late-notified", actor_name="chaos")
+        secret = recipient_webhook_set(name="chaos-late-notified", url=url, actor_name="chaos")
+        path = self.services.notice_secret_file
+        path.write_text(secret)
+        path.chmod(0o600)
+        say(f"late_notified recipient registered for epoch notices at {url}")
 
     def settle(self) -> None:
         """Wait for every lease to end or pass its expiry, then sweep once more ourselves."""
@@ -225,12 +257,17 @@ class Chaos:
     def finish(self, records: list[dict[str, Any]]) -> dict[str, Any]:
         self.faults.count_agent_records(records)
         results = check(self.services.db_url, self.services.recipient_db_url, records, self.keys)
+        results["5_late_sends_refused"] = check_late_sends(
+            self.services.db_url, self.services.recipient_db_url, records
+        )
+        notices = notice_figures(self.services.db_url, self.services.recipient_db_url)
         activity = Counter(r.get("ev") for r in records)
         out = {
             "config": asdict(self.cfg),
             "faults": asdict(self.faults),
             "activity": {k: activity[k] for k in ("grant", "release", "attempt", "lost")},
             "checks": results,
+            "epoch_notices": notices,
             "ok": all(c["ok"] for c in results.values()),
             "logs": str(self.tmp),
         }

@@ -1,11 +1,17 @@
-"""The chaos test's recipient: a tiny WSGI app that logs every attempted effect.
+"""The chaos test's recipients: a tiny WSGI app that logs every attempted effect.
 
 POST /effect with X-Fencing-Token / X-Lease-Epoch / X-Work-Key and a JSON body
 {"attempt": …, "idem": …, "agent": …, "kind": …}. In ONE transaction of the recipient's
 own database it runs the guard's `check_in` (via `TokenVerifier.check_in`) and inserts a
 ledger row, accepted or refused. Because every guarded attempt locks the work item's mark
 row before the ledger insert takes its id, the ledger ids of one work item are in commit
-order. Configuration (environment): CHAOS_RECIPIENT_DB (conninfo), CHAOS_JWKS_URL.
+order. Configuration (environment): CHAOS_RECIPIENT_DB (conninfo), CHAOS_JWKS_URL, and
+CHAOS_RECIPIENT_ROLE: `main` (every agent's effects), or `late` / `late_notified` (the
+recipients that never hear from a successor: only paused and stalled holders' late sends
+reach them, each on tables of its own). With CHAOS_NOTICE_SECRET_FILE (`late_notified`),
+POST /epochs takes Leaseboard's epoch-advance notices
+(`leaseboard.recipient.EpochNoticeReceiver`) and raises this recipient's marks.
+Both verify with the default configuration: effect tokens only, expired ones refused.
 
 Run under gunicorn: `gunicorn bench.chaos.recipient:application`.
 """
@@ -19,28 +25,49 @@ import threading
 from http import HTTPStatus
 from typing import Any
 
-from leaseboard.recipient import PostgresEpochGuard, TokenVerifier, decide_from_headers
+from leaseboard.recipient import (
+    EpochNoticeReceiver,
+    PostgresEpochGuard,
+    TokenVerifier,
+    decide_from_headers,
+)
 from leaseboard.recipient.verifier import problem_for
 
 LEDGER = "chaos_ledger"
 MARKS = "chaos_epoch_marks"
+# The late recipients: one never hears of a new epoch, one is told by epoch notices.
+LATE_ROLES = ("late", "late_notified")
+TABLES = {
+    "main": (LEDGER, MARKS),
+    **{role: (f"chaos_{role}_ledger", f"chaos_{role}_epoch_marks") for role in LATE_ROLES},
+}
 
-SCHEMA = [
-    f"CREATE TABLE IF NOT EXISTS {MARKS} (work_key text PRIMARY KEY, "
-    "high_water bigint NOT NULL CHECK (high_water >= 0), "
-    "updated_at timestamptz NOT NULL DEFAULT now())",
-    f"CREATE TABLE IF NOT EXISTS {LEDGER} ("
-    "id bigserial PRIMARY KEY, attempt text NOT NULL UNIQUE, idem text NOT NULL, "
-    "agent text NOT NULL, kind text NOT NULL, work_key text, epoch bigint, "
-    "high_water bigint, status text NOT NULL CHECK (status IN ('accepted', 'refused')), "
-    "code text, effect_id text, txid xid8 NOT NULL DEFAULT pg_current_xact_id(), "
-    "at timestamptz NOT NULL DEFAULT clock_timestamp())",
-    f"CREATE INDEX IF NOT EXISTS chaos_ledger_work ON {LEDGER} (work_key, id)",
-]
+
+def schema(ledger: str, marks: str) -> list[str]:
+    return [
+        f"CREATE TABLE IF NOT EXISTS {marks} (work_key text PRIMARY KEY, "
+        "high_water bigint NOT NULL CHECK (high_water >= 0), "
+        "updated_at timestamptz NOT NULL DEFAULT now())",
+        f"CREATE TABLE IF NOT EXISTS {ledger} ("
+        "id bigserial PRIMARY KEY, attempt text NOT NULL UNIQUE, idem text NOT NULL, "
+        "agent text NOT NULL, kind text NOT NULL, work_key text, epoch bigint, "
+        "high_water bigint, status text NOT NULL CHECK (status IN ('accepted', 'refused')), "
+        "code text, effect_id text, txid xid8 NOT NULL DEFAULT pg_current_xact_id(), "
+        "at timestamptz NOT NULL DEFAULT clock_timestamp())",
+        f"CREATE INDEX IF NOT EXISTS {ledger}_work ON {ledger} (work_key, id)",
+    ]
+
+
+SCHEMA = [stmt for ledger, marks in TABLES.values() for stmt in schema(ledger, marks)]
 
 _local = threading.local()
 _verifier: TokenVerifier | None = None
+_receiver: EpochNoticeReceiver | None = None
 _lock = threading.Lock()
+
+
+def _tables() -> tuple[str, str]:
+    return TABLES[os.environ.get("CHAOS_RECIPIENT_ROLE", "main")]
 
 
 def verifier() -> TokenVerifier:
@@ -48,12 +75,25 @@ def verifier() -> TokenVerifier:
     with _lock:
         if _verifier is None:
             _verifier = TokenVerifier(
-                recipient="chaos-recipient",
+                recipient=f"chaos-{os.environ.get('CHAOS_RECIPIENT_ROLE', 'main')}",
                 jwks_url=os.environ["CHAOS_JWKS_URL"],
-                guard=PostgresEpochGuard(os.environ["CHAOS_RECIPIENT_DB"], table=MARKS),
+                guard=PostgresEpochGuard(os.environ["CHAOS_RECIPIENT_DB"], table=_tables()[1]),
                 min_refresh_interval_s=1.0,
             )
         return _verifier
+
+
+def receiver() -> EpochNoticeReceiver | None:
+    """The epoch-notice receiver, once the orchestrator has written the webhook secret."""
+    global _receiver
+    path = os.environ.get("CHAOS_NOTICE_SECRET_FILE", "")
+    with _lock:
+        if _receiver is None and path and os.path.exists(path):
+            with open(path) as handle:
+                secret = handle.read().strip()
+            guard = PostgresEpochGuard(os.environ["CHAOS_RECIPIENT_DB"], table=_tables()[1])
+            _receiver = EpochNoticeReceiver(secret=secret, guard=guard)
+        return _receiver
 
 
 def _conn() -> Any:
@@ -89,6 +129,15 @@ def application(environ: dict[str, Any], start_response: Any) -> list[bytes]:
     path, method = environ.get("PATH_INFO", ""), environ.get("REQUEST_METHOD", "")
     if path == "/healthz":
         return _json(start_response, 200, {"ok": True})
+    if path == "/epochs":
+        notices = receiver()
+        if notices is None:
+            return _json(start_response, 404, {"code": "not_found"})
+        try:
+            return list(notices.wsgi(environ, start_response))
+        except psycopg.Error:
+            _drop_conn()
+            return _json(start_response, 503, {"code": "unavailable"})
     if path != "/effect" or method != "POST":
         return _json(start_response, 404, {"code": "not_found"})
     try:
@@ -107,8 +156,9 @@ def application(environ: dict[str, Any], start_response: Any) -> list[bytes]:
         with conn.transaction(), conn.cursor() as cur:
             decision = decide_from_headers(verifier(), header, cursor=cur)
             cur.execute(
-                f"INSERT INTO {LEDGER} (attempt, idem, agent, kind, work_key, epoch, high_water,"
-                " status, code, effect_id) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+                f"INSERT INTO {_tables()[0]} (attempt, idem, agent, kind, work_key, epoch, "
+                "high_water, status, code, effect_id) VALUES "
+                "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
                 " RETURNING id",
                 (
                     attempt,

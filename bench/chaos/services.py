@@ -1,5 +1,6 @@
 """The processes a chaos run starts and stops: its databases, two gunicorn web servers, the
-recipient, a Celery worker with embedded beat; and PostgreSQL/Redis restarts with the
+two recipients (everyone's, and the one that never hears from a successor), a Celery worker
+with embedded beat; and PostgreSQL/Redis restarts with the
 guarantee that both are left running whatever happened (`ensure_services`)."""
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bench.chaos import say
+from bench.chaos.recipient import LATE_ROLES
 from bench.common import (
     PG,
     PY,
@@ -41,6 +43,8 @@ class Services:
         self.procs: dict[str, subprocess.Popen] = {}
         self.web_urls: list[str] = []
         self.recipient_url = ""
+        self.late_recipient_urls: dict[str, str] = {}
+        self.notice_secret_file = tmp / "late-notified-notice-secret"
 
     def env(self, **extra: str) -> dict[str, str]:
         values = {
@@ -96,6 +100,15 @@ class Services:
         self.recipient_url = self._gunicorn(
             "recipient", "bench.chaos.recipient:application", env, threads=8
         )
+        # The recipients that never hear from a successor: only late sends reach them; the
+        # second also takes Leaseboard's epoch notices (once the secret file exists).
+        for role in LATE_ROLES:
+            late_env = {**env, "CHAOS_RECIPIENT_ROLE": role}
+            if role == "late_notified" and self.cfg.epoch_notices:
+                late_env["CHAOS_NOTICE_SECRET_FILE"] = str(self.notice_secret_file)
+            self.late_recipient_urls[role] = self._gunicorn(
+                role.replace("_", "-"), "bench.chaos.recipient:application", late_env, threads=2
+            )
 
     def start_worker(self) -> None:
         cmd = [

@@ -324,8 +324,13 @@ class RecipientReportIn(Schema):
     work_key: Annotated[Text, Field(min_length=1, max_length=200)]
     epoch: Epoch | None = None
     high_water: Epoch | None = None
-    reason: Literal["stale_epoch", "forged", "expired", "unknown_key", "wrong_work", "malformed"]
-    recipient: Annotated[Text, Field(min_length=1, max_length=100)]
+    reason: Literal[
+        "stale_epoch", "forged", "expired", "unknown_key", "wrong_work", "malformed", "no_effect"
+    ]
+    recipient: Annotated[Text, Field(max_length=100)] | None = Field(
+        default=None,
+        description="ignored: a report is filed under the name of the recipient credential",
+    )
     token: Annotated[Text, Field(max_length=4000)] | None = None
     detail: Annotated[Text, Field(max_length=1000)] = ""
 
@@ -334,6 +339,26 @@ class RecipientReportOut(Out):
     report_id: UuidOut
     work_key: str
     current_epoch: int
+
+
+class FencingCheckIn(Schema):
+    fencing_token: Annotated[Text, Field(min_length=1, max_length=4096)]
+
+
+class FencingCheckOut(Out):
+    """Whether the standing a token proves is current now (Chubby's CheckSequencer)."""
+
+    valid: bool
+    current_epoch: int | None = Field(description="the work item's epoch now, if known")
+    code: str | None = Field(
+        description="why not: a token code (forged, expired, malformed, unknown_key), "
+        "stale_epoch, lease_expired, lease_released, lease_revoked or not_found"
+    )
+    work_key: str | None
+    epoch: int | None
+    effect_id: str | None
+    certainty: str | None
+    expires_in_ms: int | None = Field(description="the token's remaining life")
 
 
 class PolicyExplainIn(Schema):

@@ -14,14 +14,16 @@ from leaseboard.api import schemas as s
 from leaseboard.api.errors import problem, problem_from_error
 from leaseboard.api.openapi import ContractAPI, problems
 from leaseboard.core.authority import Actor
-from leaseboard.core.models import Executor
+from leaseboard.core.models import Executor, Recipient
 from leaseboard.core.selectors import work_item_state
 from leaseboard.core.services import effects as effect_services
 from leaseboard.core.services import leases as lease_services
 from leaseboard.core.services import recipients, reconciliation
 from leaseboard.core.services.executors import executor_for_token
 from leaseboard.core.services.fencing import fencing_public_keys
+from leaseboard.core.services.fencing_check import fencing_check
 from leaseboard.core.services.policy import policy_explain
+from leaseboard.core.services.recipients import recipient_for_token
 from leaseboard.core.services.work import KEY_PATTERN, KEY_RULE, work_admit, work_complete
 from leaseboard.domain import fencing
 from leaseboard.domain.errors import LeaseboardError
@@ -36,6 +38,15 @@ class AgentBearer(HttpBearer):
             return None
         return executor
 
+
+class RecipientBearer(HttpBearer):
+    def authenticate(self, request: HttpRequest, token: str) -> Recipient | None:
+        return recipient_for_token(token)
+
+
+# The recipients' endpoints authenticate agents too, so that the authority table, not a
+# missing credential, refuses them (403 forbidden): an agent cannot speak for a recipient.
+RECIPIENT_OR_AGENT = [RecipientBearer(), AgentBearer()]
 
 api = ContractAPI(
     title="Leaseboard API",
@@ -128,6 +139,12 @@ def _not_found(request: HttpRequest, exc: Http404):  # type: ignore[no-untyped-d
 
 def _executor(request: HttpRequest) -> Executor:
     return request.auth  # type: ignore[attr-defined,no-any-return]
+
+
+def _speaker(request: HttpRequest) -> Actor:
+    """The actor behind a recipient endpoint's credential: a recipient, or an agent."""
+    auth = request.auth  # type: ignore[attr-defined]
+    return Actor.recipient(auth) if isinstance(auth, Recipient) else Actor.agent(auth)
 
 
 @api.post(
@@ -395,17 +412,19 @@ def fencing_keys(request: HttpRequest) -> dict[str, Any]:
 
 @api.post(
     "/recipient-reports",
+    auth=RECIPIENT_OR_AGENT,
     response={201: s.RecipientReportOut},
     operation_id="file_recipient_report",
     tags=RECIPIENTS,
-    openapi_extra=problems(400, 401, 404),
+    openapi_extra=problems(400, 401, 403, 404),
 )
 def recipient_report(request: HttpRequest, body: s.RecipientReportIn):  # type: ignore[no-untyped-def]
+    """A stale, forged, expired or effect-less token a recipient refused (recipient
+    credential only)."""
     effect = recipients.recipient_report_record(
-        executor=_executor(request),
+        actor=_speaker(request),
         work_key=body.work_key,
         reason=body.reason,
-        recipient=body.recipient,
         epoch=body.epoch,
         high_water=body.high_water,
         detail=body.detail,
@@ -419,3 +438,17 @@ def recipient_report(request: HttpRequest, body: s.RecipientReportIn):  # type: 
             "current_epoch": effect.current_epoch,
         },
     )
+
+
+@api.post(
+    "/fencing/check",
+    auth=RECIPIENT_OR_AGENT,
+    response={200: s.FencingCheckOut},
+    operation_id="check_fencing",
+    tags=RECIPIENTS,
+    openapi_extra=problems(400, 401, 403),
+)
+def check_fencing(request: HttpRequest, body: s.FencingCheckIn) -> dict[str, Any]:
+    """Is the standing this token proves current right now? (Chubby's CheckSequencer;
+    recipient credential only.)"""
+    return fencing_check(actor=_speaker(request), token=body.fencing_token).__dict__

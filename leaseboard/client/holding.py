@@ -134,7 +134,9 @@ class Holding:
         )
 
     def headers(self, effect: EffectDecision | None = None) -> dict[str, str]:
-        """Headers for an outgoing effect call; an effect's own token is preferred."""
+        """Headers for an outgoing effect call, with the effect's own token. Without an
+        effect they carry the lease token, which proves standing but authorizes no effect:
+        recipients refuse it (`no_effect`) unless configured to accept lease tokens."""
         self.ensure()
         token = (effect.fencing_token if effect is not None else None) or self._fencing_token
         headers = {"X-Lease-Epoch": str(self.epoch), "X-Work-Key": self.work_key}

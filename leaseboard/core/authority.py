@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from leaseboard.core.models import Effect, Executor, Lease
+from leaseboard.core.models import Effect, Executor, Lease, Recipient
 from leaseboard.domain.authority import (
     IDENTITY_CODES,
     RULES,
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     User = AbstractBaseUser | AnonymousUser
 
 BREAK_GLASS_PERMISSION = "takeovers.break_glass"
+RECIPIENT_KIND = "recipient"  # an Actor's kind when a recipient credential speaks
 
 
 def user_roles(user: User) -> frozenset[Role]:
@@ -46,9 +47,10 @@ def user_roles(user: User) -> frozenset[Role]:
 
 @dataclass(frozen=True)
 class Actor:
-    """Who is acting: an agent (by its bearer token) or a signed-in human."""
+    """Who is acting: an agent (by its bearer token), a signed-in human, or a recipient
+    (by its recipient credential)."""
 
-    kind: str  # Executor.Kind
+    kind: str  # Executor.Kind, or RECIPIENT_KIND
     name: str
     executor_id: int | None = None
     user_id: int | None = None
@@ -58,6 +60,10 @@ class Actor:
     @classmethod
     def agent(cls, executor: Executor) -> Actor:
         return cls(kind=Executor.Kind.AGENT, name=executor.name, executor_id=executor.id)
+
+    @classmethod
+    def recipient(cls, recipient: Recipient) -> Actor:
+        return cls(kind=RECIPIENT_KIND, name=recipient.name)
 
     @classmethod
     def of_executor(cls, executor: Executor) -> Actor:
@@ -88,6 +94,10 @@ class Actor:
     def is_agent(self) -> bool:
         return self.kind == Executor.Kind.AGENT
 
+    @property
+    def is_recipient(self) -> bool:
+        return self.kind == RECIPIENT_KIND
+
     def is_holder_of(self, lease: Lease | None) -> bool:
         return (
             lease is not None
@@ -99,9 +109,9 @@ class Actor:
 def audit_role(act: Act, actor: Actor) -> str:
     """The capacity an act was done in, for the audit log: the first of the act's roles
     the actor holds ("operator" for acts under standing; else any role it holds), or
-    "agent"."""
-    if actor.is_agent:
-        return "agent"
+    "agent" (or "recipient")."""
+    if actor.is_agent or actor.is_recipient:
+        return actor.kind
     allow = RULES[act].allow
     for role in Role:
         if Party(role.value) in allow and role in actor.roles:
@@ -132,6 +142,8 @@ def _parties(
     requester_user_id: int | None,
     now_ms: int | None,
 ) -> frozenset[Party]:
+    if actor.is_recipient:
+        return frozenset({Party.RECIPIENT})  # never a holder, a role or a proposer
     parties: set[Party] = {Party.AGENT if actor.is_agent else Party.HUMAN}
     parties.update(Party(role.value) for role in actor.roles)
     if actor.break_glass:

@@ -10,3 +10,8 @@ from django.dispatch import Signal
 # the alerts this call opened. Receivers do no I/O here; they enqueue work on commit.
 # Connected: leaseboard.sweeps (notification fan-out).
 alerts_opened = Signal()
+
+# Sent by `epoch_notices_open` inside the grant's transaction, with `notice_ids`: the
+# epoch-advance notices (outbox rows) that grant wrote. Receivers enqueue on commit.
+# Connected: leaseboard.sweeps (recipient webhook delivery).
+epoch_notices_opened = Signal()

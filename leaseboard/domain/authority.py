@@ -38,6 +38,9 @@ class Act(StrEnum):
     BREAK_GLASS = "break_glass"
     ACKNOWLEDGE_ALERT = "acknowledge_alert"
     REVIEW_INTERVENTION = "review_intervention"
+    # Recipients' acts (DESIGN §5: recipients are principals of their own).
+    FILE_RECIPIENT_REPORT = "file_recipient_report"
+    CHECK_FENCING = "check_fencing"
     # Configuration (the settings pages, `manage.py config apply`): about no work item.
     CONFIGURE_QUEUE = "configure_queue"
     CHANGE_RULE = "change_rule"
@@ -85,6 +88,7 @@ class Party(StrEnum):
     MANAGER = "manager"
     ADMIN = "admin"
     BREAK_GLASS = "break_glass"  # holds the break-glass permission
+    RECIPIENT = "recipient"  # a service receiving effects, by its recipient credential
 
 
 class Epoch(StrEnum):
@@ -175,6 +179,14 @@ RULES: dict[Act, Rule] = {
     Act.ACKNOWLEDGE_ALERT: _rule({P.OPERATOR}),
     Act.REVIEW_INTERVENTION: _rule(
         {P.MANAGER}, deny={P.REQUESTER}, why="a manager other than the one who broke the glass"
+    ),
+    # Recipients speak for themselves: an agent credential cannot file a recipient's
+    # refusal (it could bury its own stale sends) nor ask about anyone's standing.
+    Act.FILE_RECIPIENT_REPORT: _rule(
+        {P.RECIPIENT}, why="only a recipient credential files refusal reports"
+    ),
+    Act.CHECK_FENCING: _rule(
+        {P.RECIPIENT}, why="only a recipient credential asks whether a fencing token is current"
     ),
     # Configuration, by admins only. With four-eyes on, a rule change waits for a second
     # admin: never the one who proposed it.

@@ -67,7 +67,7 @@ class WorkLeased(LeaseboardError):
 
 class LockDelay(LeaseboardError):
     code = "lock_delay"
-    title = "The work item is in its lock delay after an expiry"
+    title = "The work item is fenced: the previous holder's tokens may still be accepted"
     decision = "lease"
 
 

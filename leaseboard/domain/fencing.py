@@ -25,7 +25,7 @@ SIGNATURE_BYTES = 64
 KEY_BYTES = 32
 
 INVALID_TOKEN_CODES = frozenset(
-    {"forged", "expired", "unknown_key", "wrong_work", "malformed", "stale_epoch"}
+    {"forged", "expired", "unknown_key", "wrong_work", "malformed", "stale_epoch", "no_effect"}
 )
 
 
@@ -44,8 +44,9 @@ class FencingClaims:
 class InvalidToken(Exception):
     """A token a recipient must refuse; `code` is stable and machine-readable.
 
-    Codes: forged, expired, unknown_key, wrong_work, malformed, and stale_epoch (only when
-    `verify_token(min_epoch=...)` is used).
+    Codes: forged, expired, unknown_key, wrong_work, malformed, stale_epoch (only when
+    `verify_token(min_epoch=...)` is used) and no_effect (a lease token, which names no
+    effect, offered where `verify_token(require_effect=True)` asks for an effect's).
     """
 
     def __init__(self, code: str, detail: str = "") -> None:
@@ -184,8 +185,10 @@ def verify_token(
     now_ms: int,
     work_key: str | None = None,
     min_epoch: int | None = None,
+    require_effect: bool = False,
 ) -> FencingClaims:
-    """Verify signature, expiry and (optionally) work key and epoch floor; return the claims.
+    """Verify signature, expiry and (optionally) work key, epoch floor and that the token
+    authorizes one effect; return the claims.
 
     Order matters: the signature is checked before any claim is trusted, so a forged token
     is reported as forged even if it also claims to be expired or for another work item.
@@ -210,7 +213,20 @@ def verify_token(
         )
     if min_epoch is not None and claims.epoch < min_epoch:
         raise InvalidToken("stale_epoch", f"epoch {claims.epoch} is below {min_epoch}")
+    if require_effect and claims.effect_id is None:
+        raise InvalidToken(
+            "no_effect",
+            f"a lease token (epoch {claims.epoch}) proves standing but authorizes no effect; "
+            "send the token of the effect's authorization",
+        )
     return claims
+
+
+def token_expiry_ms(*, lease_expires_at_ms: int, now_ms: int, max_ttl_ms: int) -> int:
+    """When a token issued now dies: when the lease would have expired at the moment of
+    issue, never later (a renewal does not stretch a token already issued), and never more
+    than `max_ttl_ms` after issue."""
+    return min(lease_expires_at_ms, now_ms + max_ttl_ms)
 
 
 def jwks(public_keys: Mapping[str, bytes]) -> dict:

@@ -113,3 +113,55 @@ class TimingPolicy:
         if policy.lock_delay_ms > cap:
             raise TimingPolicyError("lock_delay_ms", f"must be at most the queue's {cap} ms")
         return policy
+
+
+# -- the fence between holders (DESIGN §5, "A token dies with the standing it proves") ------
+
+MAX_SKEW_ALLOWANCE_MS = 60_000
+
+
+def skew_allowance_checked(skew_ms: int, *, ttl_ms: int) -> int:
+    """The clock-skew allowance added to a token's expiry before a successor may act: at
+    least 0, below the default ttl (a skew that large makes every lease meaningless) and
+    at most a minute. Raises TimingPolicyError naming the setting."""
+    param = "LEASEBOARD_FENCING_SKEW_MS"
+    if not isinstance(skew_ms, int) or isinstance(skew_ms, bool) or skew_ms < 0:
+        raise TimingPolicyError(param, f"must be a non-negative integer, got {skew_ms!r}")
+    if skew_ms >= ttl_ms:
+        raise TimingPolicyError(
+            param, f"must be below the default ttl_ms ({ttl_ms}), got {skew_ms}"
+        )
+    if skew_ms > MAX_SKEW_ALLOWANCE_MS:
+        raise TimingPolicyError(param, f"must be at most {MAX_SKEW_ALLOWANCE_MS}, got {skew_ms}")
+    return skew_ms
+
+
+def fence_after_early_end(
+    *, inherited_ms: int, open_token_expiry_ms: int | None, skew_ms: int
+) -> int:
+    """`fenced_until` of a lease that ends before its time (release, revoke, hand back,
+    assign): the last still-open effect token's expiry plus the skew allowance, or the
+    fence it inherited if that is later; 0 (no wait) when every effect has its outcome."""
+    own = open_token_expiry_ms + skew_ms if open_token_expiry_ms is not None else 0
+    return max(inherited_ms, own)
+
+
+def next_grant_at_ms(
+    *,
+    expired: bool,
+    expires_at_ms: int,
+    lock_delay_ms: int,
+    fenced_until_ms: int,
+    skew_ms: int,
+    open_tokens: bool,
+) -> int:
+    """When the latest lease of a work item lets the next grant happen (0: now). After an
+    expiry every token it issued is dead at `expires_at`, so the wait is its lock delay,
+    and at least the skew allowance if an effect under it still has no outcome
+    (`open_tokens`); an early end recorded its own `fenced_until`, and a grant made
+    through a fence carries it. The SQL form of this rule, for the acquire's gate read, is
+    `leaseboard.core.services.leases.base.next_grant_at_sql`."""
+    until = fenced_until_ms
+    if expired:
+        until = max(until, expires_at_ms + max(lock_delay_ms, skew_ms if open_tokens else 0))
+    return until

@@ -38,6 +38,14 @@ class WorkStatus(StrEnum):
     COMPLETED = "completed"
 
 
+class NoticeStatus(StrEnum):
+    """Delivery of an epoch-advance notice to a recipient's webhook."""
+
+    PENDING = "pending"
+    DELIVERED = "delivered"
+    FAILED = "failed"
+
+
 class AlertKind(StrEnum):
     JEOPARDY = "jeopardy"
     EXPIRED = "expired"

@@ -15,6 +15,8 @@ from leaseboard.recipient.guard import (
     check_in,
     schema_sql,
 )
+from leaseboard.recipient.notices import EpochNoticeReceiver, signature_valid
+from leaseboard.recipient.online import OnlineAnswer, OnlineChecker
 from leaseboard.recipient.reporter import MemoryReporter, RecipientReporter, Refusal, Reporter
 from leaseboard.recipient.verifier import Decision, TokenVerifier, fetch_jwks, problem_for
 from leaseboard.recipient.wsgi import FencingMiddleware, decide_from_headers
@@ -23,10 +25,13 @@ __all__ = [
     "DEFAULT_TABLE",
     "Decision",
     "EpochGuard",
+    "EpochNoticeReceiver",
     "FencingMiddleware",
     "GuardResult",
     "InMemoryEpochGuard",
     "MemoryReporter",
+    "OnlineAnswer",
+    "OnlineChecker",
     "PostgresEpochGuard",
     "RecipientReporter",
     "RedisEpochGuard",
@@ -38,4 +43,5 @@ __all__ = [
     "fetch_jwks",
     "problem_for",
     "schema_sql",
+    "signature_valid",
 ]

@@ -18,7 +18,9 @@ from typing import Protocol
 log = logging.getLogger(__name__)
 
 REPORT_PATH = "/api/v1/recipient-reports"
-REASONS = frozenset({"stale_epoch", "forged", "expired", "unknown_key", "wrong_work", "malformed"})
+REASONS = frozenset(
+    {"stale_epoch", "forged", "expired", "unknown_key", "wrong_work", "malformed", "no_effect"}
+)
 # Enough to identify the token (payload claims) without storing attacker-sized blobs.
 TOKEN_REPORT_CHARS = 512
 DETAIL_REPORT_CHARS = 1000
@@ -49,7 +51,8 @@ class Reporter(Protocol):
 
 
 class RecipientReporter:
-    """POSTs refusals with a bearer token; `background=False` sends inline (tests, scripts)."""
+    """POSTs refusals with the recipient's own credential (`manage.py create_recipient`;
+    an agent's token is refused); `background=False` sends inline (tests, scripts)."""
 
     def __init__(
         self,

@@ -23,6 +23,7 @@ from leaseboard.domain.fencing import (
     verify_token,
 )
 from leaseboard.recipient.guard import EpochGuard, GuardResult
+from leaseboard.recipient.online import OnlineAnswer
 from leaseboard.recipient.reporter import Refusal, Reporter
 
 log = logging.getLogger(__name__)
@@ -39,7 +40,10 @@ class Decision:
     """The recipient's answer to one effect: accepted with claims, or refused with a code."""
 
     accepted: bool
-    code: str | None = None  # stale_epoch | forged | expired | unknown_key | wrong_work | malformed
+    # stale_epoch | forged | expired | unknown_key | wrong_work | malformed | no_effect, or
+    # from the online check: lease_expired | lease_released | lease_revoked | not_found |
+    # unavailable (the check could not be asked: refused, fail closed)
+    code: str | None = None
     claims: FencingClaims | None = None
     work_key: str | None = None
     epoch: int | None = None  # the epoch the caller presented (token's, else header's)
@@ -63,6 +67,14 @@ class TokenVerifier:
     Keys come from `public_keys` or from `jwks_url` (e.g. http://host/api/v1/fencing/keys),
     refreshed when a token names an unknown kid (key rotation) but at most once per
     `min_refresh_interval_s`, so forged kids cannot turn us into a load generator.
+
+    Only an effect's token is accepted by default: a lease token (from an acquire) proves
+    standing but names no effect and is refused as `no_effect`. `accept_lease_tokens=True`
+    keeps the older behaviour for a recipient that fences on standing alone (docs/fencing.md
+    says what that gives up). Expired tokens are always refused; `leeway_ms` must stay
+    within the server's LEASEBOARD_FENCING_SKEW_MS, the time successors wait for it.
+    `online` (an OnlineChecker) asks Leaseboard whether the standing is still current
+    before the epoch guard runs, for effects that cannot be undone.
     """
 
     def __init__(
@@ -79,6 +91,8 @@ class TokenVerifier:
         min_refresh_interval_s: float = 30.0,
         fetch: Callable[[str], dict] | None = None,
         monotonic: Callable[[], float] = time.monotonic,
+        accept_lease_tokens: bool = False,
+        online: Callable[[str], OnlineAnswer] | None = None,
     ) -> None:
         if public_keys is None and jwks_url is None:
             raise ValueError("give public_keys or jwks_url")
@@ -92,6 +106,8 @@ class TokenVerifier:
         # Leeway tolerates a recipient clock running ahead of the server's; keep it small.
         self.leeway_ms = leeway_ms
         self.min_refresh_interval_s = min_refresh_interval_s
+        self.accept_lease_tokens = accept_lease_tokens
+        self.online = online
         self._fetch = fetch or (lambda url: fetch_jwks(url, bearer=jwks_bearer))
         self._monotonic = monotonic
         self._static_keys: dict[str, bytes] = dict(public_keys or {})
@@ -138,15 +154,16 @@ class TokenVerifier:
                     self.refresh_keys(force=True)
         now_ms = self.clock_ms() - self.leeway_ms
         keys = self._keys
+        rules = {"work_key": work_key, "require_effect": not self.accept_lease_tokens}
         try:
-            return verify_token(token, public_keys=keys, now_ms=now_ms, work_key=work_key)
+            return verify_token(token, public_keys=keys, now_ms=now_ms, **rules)  # type: ignore[arg-type]
         except InvalidToken as exc:
             # Retry if we fetched now, or another thread did since we read the keys.
             if exc.code != "unknown_key" or (
                 not self.refresh_keys(force=False) and self._keys is keys
             ):
                 raise
-        return verify_token(token, public_keys=self._keys, now_ms=now_ms, work_key=work_key)
+        return verify_token(token, public_keys=self._keys, now_ms=now_ms, **rules)  # type: ignore[arg-type]
 
     def check(
         self, token: str | None, *, work_key: str | None, epoch: int | None = None
@@ -214,6 +231,10 @@ class TokenVerifier:
                 ),
                 token,
             )
+        if self.online is not None:
+            refused = self._ask_online(token, claims)
+            if refused is not None:
+                return self._refuse(refused, token)
         result = guard_check(claims.work_key, claims.epoch)
         if not result.accepted:
             return self._refuse(
@@ -239,6 +260,37 @@ class TokenVerifier:
             high_water=result.high_water,
         )
 
+    def _ask_online(self, token: str, claims: FencingClaims) -> Decision | None:
+        """The online check's refusal, or None if the standing is current. Fails closed:
+        a recipient that asks wants certainty, and an unanswered question gives none."""
+        assert self.online is not None
+        try:
+            answer = self.online(token)
+        except Exception as exc:
+            log.warning("online fencing check failed: %s", exc)
+            return Decision(
+                accepted=False,
+                code="unavailable",
+                claims=claims,
+                work_key=claims.work_key,
+                epoch=claims.epoch,
+                detail=f"the online fencing check could not be asked: {exc}"[:500],
+            )
+        if answer.valid:
+            return None
+        return Decision(
+            accepted=False,
+            code=answer.code or "stale_epoch",
+            claims=claims,
+            work_key=claims.work_key,
+            epoch=claims.epoch,
+            high_water=answer.current_epoch,
+            detail=(
+                f"Leaseboard says epoch {claims.epoch} of {claims.work_key!r} is not current "
+                f"({answer.code}); current epoch {answer.current_epoch}"
+            ),
+        )
+
     def _refuse(self, decision: Decision, token: str | None) -> Decision:
         if self.reporter is not None:
             try:
@@ -261,10 +313,22 @@ class TokenVerifier:
 def problem_for(decision: Decision) -> tuple[int, dict]:
     """HTTP status and problem-details body (RFC 9457) for a refused decision."""
     code = decision.code or "malformed"
-    if code == "stale_epoch":
+    if code == "unavailable":
+        return 503, {
+            "type": f"urn:leaseboard:problem:{code}",
+            "title": "The online fencing check could not be asked; try again",
+            "status": 503,
+            "code": code,
+            "detail": decision.detail,
+        }
+    if code == "stale_epoch" or code in _NOT_CURRENT:
         return 409, {
             "type": f"urn:leaseboard:problem:{code}",
-            "title": "The epoch is older than one this recipient has already seen",
+            "title": (
+                "The epoch is older than one this recipient has already seen"
+                if code == "stale_epoch"
+                else "The standing this token proves has ended"
+            ),
             "status": 409,
             "code": code,
             "detail": decision.detail,
@@ -280,7 +344,12 @@ def problem_for(decision: Decision) -> tuple[int, dict]:
     }
 
 
+# The online check's answers for standing that ended without a successor yet.
+_NOT_CURRENT = frozenset({"lease_expired", "lease_released", "lease_revoked"})
+
 _TOKEN_TITLES = {
+    "no_effect": "The fencing token authorizes no effect (a lease token)",
+    "not_found": "Leaseboard knows no such work item",
     "forged": "The fencing token's signature does not verify",
     "expired": "The fencing token has expired",
     "unknown_key": "The fencing token was signed with an unknown key",

@@ -12,7 +12,7 @@ from pathlib import Path
 from django.conf import settings
 
 AGENT_PREFIX = "demo-agent-"
-SANDBOX_AGENT = "payments-sandbox"
+SANDBOX_RECIPIENT = "payments-sandbox"  # a recipient, not an agent
 DEFAULT_AGENTS = 6
 MAX_AGENTS = 50
 

@@ -25,7 +25,10 @@ from leaseboard.sandbox.models import EpochMark
 log = logging.getLogger(__name__)
 
 RECIPIENT_NAME = "payments-sandbox"
-TOKEN_FILE = "sandbox.token"  # under DATA_DIR/demo, written by `manage.py demo_setup`
+# The sandbox's recipient credential (`manage.py create_recipient`), under DATA_DIR/demo,
+# written by `manage.py demo_setup`. An agent's token would be refused: recipients are
+# principals of their own.
+TOKEN_FILE = "sandbox.token"
 
 
 class LedgerEpochGuard:
@@ -81,7 +84,7 @@ _verifier: TokenVerifier | None = None
 def reporter() -> RecipientReporter | None:
     token = sandbox_token()
     if not token:
-        log.warning("payments sandbox has no agent token; refusals are not reported")
+        log.warning("payments sandbox has no recipient credential; refusals are not reported")
         return None
     key = (report_base_url(), token)
     with _lock:
@@ -116,5 +119,9 @@ def verifier() -> TokenVerifier:
                 guard=LedgerEpochGuard(),  # type: ignore[arg-type]
                 reporter=OnCommitReporter(),
                 min_refresh_interval_s=5.0,
+                # Effect tokens only, unless the demo is told to take lease tokens too.
+                accept_lease_tokens=getattr(
+                    settings, "LEASEBOARD_SANDBOX_ACCEPT_LEASE_TOKENS", False
+                ),
             )
         return _verifier

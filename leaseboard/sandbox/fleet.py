@@ -29,6 +29,7 @@ from leaseboard.client import (
     InJeopardy,
     LeaseError,
     LocalJeopardy,
+    LockDelay,
     WorkLeased,
 )
 
@@ -170,7 +171,8 @@ class Fleet:
                         return
 
     def pause(self, zombie_name: str, successor_name: str, queue: str = "payments") -> None:
-        """A holder stalls past expiry; a successor takes over; the stale payment is refused."""
+        """A holder stalls past expiry; a successor takes over; the stale payment (a replay
+        of the zombie's effect token) is refused."""
         zombie, successor = self.client(zombie_name), self.client(successor_name)
         with httpx.Client(base_url=self.base_url, timeout=2.0) as sandbox:
             for n in itertools.count(1):
@@ -180,23 +182,28 @@ class Fleet:
                 try:
                     h = self.admit_and_hold(zombie, key, queue, renew=False)
                     self.count("leases")
-                    self.charge(h, sandbox)
-                    stale = h.headers()  # computed before the "GC pause"
+                    decision = h.effect("payment.charge", "sandbox:acme", payload={"n": n})
+                    stale = h.headers(decision)  # the effect's token, kept over the "GC pause"
+                    paid = self.pay(sandbox, stale, 999, f"paid-{key}") in (200, 201)
+                    h.report_outcome(decision.effect_id, "applied" if paid else "failed")
                     deadline = time.monotonic() + h.ttl_ms / 1000 * 3
                     if not self.wait(h.ttl_ms / 1000 * 0.9):
                         return
-                    # The pause: no renewals. A successor acquires as soon as the lease expires.
+                    # The pause: no renewals. A successor acquires once the lease has expired
+                    # and the skew allowance has passed (lock_delay until then).
                     while True:
                         try:
                             with successor.hold(key) as s:
                                 self.count("leases")
                                 self.charge(s, sandbox)  # raises the sandbox's mark
                             break
-                        except WorkLeased:
+                        except (WorkLeased, LockDelay):
                             if time.monotonic() > deadline or not self.wait(0.5):
                                 return
+                    # Refused by epoch (409 stale_epoch) or by time (403 expired): the token
+                    # died with the standing it proved.
                     status = self.pay(sandbox, stale, 999, f"stale-{key}")
-                    self.count("stale_refused" if status == 409 else "stale_NOT_refused")
+                    self.count("stale_refused" if status in (403, 409) else "stale_NOT_refused")
                     log.info("%s: stale payment after pause -> %s", zombie_name, status)
                     try:
                         h.release()

@@ -9,9 +9,13 @@ class SweepsConfig(AppConfig):
     def ready(self) -> None:
         # Binds shared tasks (delay_on_commit) to our app in web processes too.
         import leaseboard.celery  # noqa: F401
-        from leaseboard.core.signals import alerts_opened
-        from leaseboard.sweeps.tasks import notify_on_commit
+        from leaseboard.core.signals import alerts_opened, epoch_notices_opened
+        from leaseboard.sweeps.tasks import epoch_notices_on_commit, notify_on_commit
 
         # Every alert opened anywhere (sweeps, lazy expiry, stale effects, recipient
         # reports, takeovers) fans out to its queue's notification targets.
         alerts_opened.connect(notify_on_commit, dispatch_uid="leaseboard.sweeps.notify_on_commit")
+        # Every grant that raised an epoch tells the recipients with a webhook.
+        epoch_notices_opened.connect(
+            epoch_notices_on_commit, dispatch_uid="leaseboard.sweeps.epoch_notices_on_commit"
+        )

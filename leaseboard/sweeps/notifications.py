@@ -1,5 +1,7 @@
 """Alert notifications: webhook (HMAC-signed JSON, retried with backoff) and e-mail through
-Django's mail backend. Targets come from the alert's queue (`Queue.notify`):
+Django's mail backend; and recipients' epoch-advance notices, sent the same signed way
+(`epoch_notices_deliver_due`, batched per recipient, logged on core's EpochNotice rows).
+Alert targets come from the alert's queue (`Queue.notify`):
 
     {"webhooks": [{"url": "https://…", "secret": "…"}], "emails": ["ops@example.com"],
      "kinds": ["jeopardy", "expired"]}          # "kinds" optional: all kinds by default
@@ -21,6 +23,8 @@ import json
 import logging
 import random
 import time
+from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import httpx
@@ -30,7 +34,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from leaseboard.core.models import Alert
+from leaseboard.core.models import Alert, EpochNotice
+from leaseboard.core.services.epoch_notices import epoch_notices_payload
 from leaseboard.sweeps.models import NotificationDelivery
 
 SIGNATURE_HEADER = "X-Leaseboard-Signature"
@@ -147,48 +152,64 @@ def webhook_deliver(*, delivery_id: int) -> float | None:
         )
         log.error("webhook delivery %s not sent: %s", delivery.id, NO_SECRET_ERROR)
         return None
-    body = json.dumps(alert_payload(alert), separators=(",", ":"), sort_keys=True).encode()
-    headers = {
-        "Content-Type": "application/json",
-        SIGNATURE_HEADER: sign(body, secret, int(time.time())),
-        "X-Leaseboard-Alert": str(alert.id),
-        "X-Leaseboard-Delivery": str(delivery.id),
-    }
     NotificationDelivery.objects.filter(id=delivery.id).update(attempts=F("attempts") + 1)
     attempt = delivery.attempts + 1
-    status_code, error = None, ""
-    try:
-        response = httpx.post(
-            delivery.target,
-            content=body,
-            headers=headers,
-            timeout=settings.LEASEBOARD_WEBHOOK_TIMEOUT_S,
-        )
-        status_code = response.status_code
-        ok = 200 <= response.status_code < 300
-        if not ok:
-            error = f"HTTP {response.status_code}"
-    except httpx.HTTPError as exc:
-        ok, error = False, f"{type(exc).__name__}: {exc}"[:500]
-    if ok:
+    sent = signed_post(
+        delivery.target,
+        alert_payload(alert),
+        secret,
+        {"X-Leaseboard-Alert": str(alert.id), "X-Leaseboard-Delivery": str(delivery.id)},
+    )
+    if sent.ok:
         NotificationDelivery.objects.filter(id=delivery.id).update(
             status=NotificationDelivery.Status.DELIVERED,
-            last_status_code=status_code,
+            last_status_code=sent.status_code,
             last_error="",
             delivered_at=timezone.now(),
         )
         return None
-    give_up = attempt > settings.LEASEBOARD_WEBHOOK_MAX_RETRIES or (
-        status_code is not None and 400 <= status_code < 500 and status_code not in (408, 429)
-    )
+    give_up = sent.give_up(attempt)
     NotificationDelivery.objects.filter(id=delivery.id).update(
         status=NotificationDelivery.Status.FAILED
         if give_up
         else NotificationDelivery.Status.PENDING,
-        last_status_code=status_code,
-        last_error=error,
+        last_status_code=sent.status_code,
+        last_error=sent.error,
     )
     return None if give_up else backoff_s(attempt)
+
+
+@dataclass(frozen=True)
+class Sent:
+    ok: bool
+    status_code: int | None
+    error: str
+
+    def give_up(self, attempt: int) -> bool:
+        """Stop after the retry budget, or on a 4xx that retrying will not change."""
+        code = self.status_code
+        return attempt > settings.LEASEBOARD_WEBHOOK_MAX_RETRIES or (
+            code is not None and 400 <= code < 500 and code not in (408, 429)
+        )
+
+
+def signed_post(url: str, payload: dict[str, Any], secret: str, headers: dict[str, str]) -> Sent:
+    """POST `payload` as compact JSON signed with `secret` (SIGNATURE_HEADER); one attempt,
+    never inside a database transaction."""
+    body = json.dumps(payload, separators=(",", ":"), sort_keys=True).encode()
+    all_headers = {
+        "Content-Type": "application/json",
+        SIGNATURE_HEADER: sign(body, secret, int(time.time())),
+        **headers,
+    }
+    try:
+        response = httpx.post(
+            url, content=body, headers=all_headers, timeout=settings.LEASEBOARD_WEBHOOK_TIMEOUT_S
+        )
+    except httpx.HTTPError as exc:
+        return Sent(False, None, f"{type(exc).__name__}: {exc}"[:500])
+    ok = 200 <= response.status_code < 300
+    return Sent(ok, response.status_code, "" if ok else f"HTTP {response.status_code}")
 
 
 def email_deliver(*, delivery_id: int) -> None:
@@ -214,3 +235,67 @@ def email_deliver(*, delivery_id: int) -> None:
             status=NotificationDelivery.Status.FAILED,
             last_error=f"{type(exc).__name__}: {exc}"[:500],
         )
+
+
+EPOCH_NOTICE_BATCH = 500
+
+
+def epoch_notices_due_exist() -> bool:
+    return EpochNotice.objects.filter(
+        status=EpochNotice.Status.PENDING, due_at__lte=timezone.now()
+    ).exists()
+
+
+def epoch_notices_deliver_due(*, limit: int = EPOCH_NOTICE_BATCH) -> bool:
+    """Tell recipients the new epochs of their due notices: one POST per recipient for the
+    whole batch, signed with that recipient's own webhook secret, the attempt logged on
+    every row. A failed batch is tried again after a backoff (`due_at`) by a later run,
+    until LEASEBOARD_WEBHOOK_MAX_RETRIES; a 4xx other than 408/429 fails it for good, as
+    does a webhook cleared since. Two runs racing may send a notice twice, which is
+    harmless: raising a mark to an epoch it already has changes nothing. Returns True when
+    more notices were due than one batch takes."""
+    now = timezone.now()
+    due = list(
+        EpochNotice.objects.select_related("recipient", "work_item")
+        .filter(status=EpochNotice.Status.PENDING, due_at__lte=now)
+        .order_by("id")[:limit]
+    )
+    by_recipient: dict[int, list[EpochNotice]] = {}
+    for notice in due:
+        by_recipient.setdefault(notice.recipient_id, []).append(notice)
+    for notices in by_recipient.values():
+        _epoch_notices_send(notices)
+    return len(due) == limit
+
+
+def _epoch_notices_send(notices: list[EpochNotice]) -> None:
+    recipient = notices[0].recipient
+    rows = EpochNotice.objects.filter(
+        id__in=[n.id for n in notices], status=EpochNotice.Status.PENDING
+    )
+    if not recipient.webhook_url or not recipient.is_active:
+        rows.update(status=EpochNotice.Status.FAILED, last_error="webhook no longer registered")
+        return
+    rows.update(attempts=F("attempts") + 1)
+    attempt = max(n.attempts for n in notices) + 1
+    sent = signed_post(
+        recipient.webhook_url,
+        epoch_notices_payload(notices),
+        recipient.webhook_secret,
+        {"X-Leaseboard-Epoch-Notices": str(len(notices))},
+    )
+    if sent.ok:
+        rows.update(
+            status=EpochNotice.Status.DELIVERED,
+            last_status_code=sent.status_code,
+            last_error="",
+            delivered_at=timezone.now(),
+        )
+        return
+    give_up = sent.give_up(attempt)
+    rows.update(
+        status=EpochNotice.Status.FAILED if give_up else EpochNotice.Status.PENDING,
+        last_status_code=sent.status_code,
+        last_error=sent.error,
+        due_at=timezone.now() + timedelta(seconds=backoff_s(attempt)),
+    )

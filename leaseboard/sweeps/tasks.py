@@ -8,8 +8,11 @@ SweepsConfig.ready) and the one place that enqueues the fan-out.
 from __future__ import annotations
 
 import logging
+import time
 
 from celery import shared_task
+from django.conf import settings
+from django.db import transaction
 
 from leaseboard.sweeps import notifications, services
 from leaseboard.sweeps.models import NotificationDelivery
@@ -22,6 +25,8 @@ def sweep() -> str:
     """Beat runs this every LEASEBOARD_SWEEP_INTERVAL_S. Acked early on purpose: a sweep
     lost with its worker is redone by the next tick; redelivery would only duplicate it."""
     report = services.sweep_run()
+    if notifications.epoch_notices_due_exist():
+        deliver_epoch_notices.delay()  # the outbox's safety net: nothing due is forgotten
     summary = services.sweep_report_json(report)
     if report.jeopardy or report.expired or report.recovered or report.more:
         log.info("sweep %s", summary)
@@ -71,4 +76,35 @@ def deliver_webhook(self, delivery_id: int) -> str:  # type: ignore[no-untyped-d
 @shared_task(name="leaseboard.sweeps.tasks.deliver_email", acks_late=True, ignore_result=True)
 def deliver_email(delivery_id: int) -> str:
     notifications.email_deliver(delivery_id=delivery_id)
+    return "done"
+
+
+_last_flush_enqueued = 0.0
+
+
+def epoch_notices_on_commit(sender: object = None, *, notice_ids: list[int], **_: object) -> None:
+    """After the grant commits, enqueue a delivery run, coalesced: a process enqueues at
+    most one per LEASEBOARD_EPOCH_NOTICE_FLUSH_S, so a burst of grants costs the broker one
+    message, not one each (and the acquire path keeps its speed). A notice that commits
+    just after a run took the due rows waits for the next enqueue, or for the sweep, which
+    starts a run whenever notices are due."""
+    transaction.on_commit(_flush_soon)
+
+
+def _flush_soon() -> None:
+    global _last_flush_enqueued
+    now = time.monotonic()
+    if now - _last_flush_enqueued < settings.LEASEBOARD_EPOCH_NOTICE_FLUSH_S:
+        return
+    _last_flush_enqueued = now
+    deliver_epoch_notices.delay()
+
+
+@shared_task(name="leaseboard.sweeps.tasks.deliver_epoch_notices", ignore_result=True)
+def deliver_epoch_notices() -> str:
+    """Deliver the due epoch-advance notices, a few batches at most; failures wait for
+    their backoff and a later run (the sweep starts one whenever notices are due)."""
+    for _ in range(10):
+        if not notifications.epoch_notices_deliver_due():
+            break
     return "done"

@@ -29,21 +29,6 @@ def assert_problem(response, status: int, code: str) -> dict:
     return body
 
 
-@pytest.fixture
-def holder(api, agent):
-    _, token = agent("holder")
-    r = api.post("/api/v1/work-items", {"key": "order-1", "title": "refund order 1"}, token)
-    assert r.status_code == 201 and r.json_body == {
-        "key": "order-1",
-        "admission": "admitted",
-        "epoch": 0,
-        "code": None,
-    }
-    r = api.post("/api/v1/work-items/order-1/lease", {}, token)
-    assert r.status_code == 201, r.content
-    return token, r.json_body
-
-
 def test_the_tour_admit_acquire_renew_effect_and_a_stale_epoch(api, agent, holder, db_clock):
     token, grant = holder
     assert grant["epoch"] == 1 and grant["ttl_ms"] == 15_000 and grant["renew_after_ms"] == 5_000
@@ -271,6 +256,7 @@ def test_the_openapi_schema_lists_the_contract_paths(api):
         "/api/v1/effects/{effect_id}/outcome",
         "/api/v1/fencing/keys",
         "/api/v1/recipient-reports",
+        "/api/v1/fencing/check",
     ]:
         assert p in paths, p
 
@@ -289,8 +275,8 @@ def test_fencing_keys_verify_an_issued_token(api, holder):
     assert claims.epoch == 1 and claims.lease_id == grant["lease_id"]
 
 
-def test_a_recipient_report_lands_in_the_effect_history(api, agent, holder):
-    _, recipient_token = agent("payments-recipient")
+def test_a_recipient_report_lands_in_the_effect_history(api, recipient, holder):
+    _, credential = recipient("payments")
     r = api.post(
         "/api/v1/recipient-reports",
         {
@@ -298,9 +284,9 @@ def test_a_recipient_report_lands_in_the_effect_history(api, agent, holder):
             "epoch": 0,
             "high_water": 1,
             "reason": "stale_epoch",
-            "recipient": "payments",
+            "recipient": "someone-else",  # ignored: the credential names the recipient
         },
-        recipient_token,
+        credential,
     )
     assert r.status_code == 201 and r.json_body["current_epoch"] == 1
     e = Effect.objects.get(source="recipient")

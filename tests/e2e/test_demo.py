@@ -1,7 +1,8 @@
 """The README's one-command demo, run as a new user would: no PostgreSQL, no Redis.
 
 `python3 dev.py demo` on a free port with a fresh data directory must show live leases,
-jeopardy alerts and refused stale effects within a minute, then stop every child on SIGINT.
+jeopardy alerts and late effects refused by the recipient (by epoch, or by time: a token
+dies with the standing it proves) within a minute, then stop every child on SIGINT.
 """
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ pytestmark = [pytest.mark.slow]
 SEEN = {
     "live leases": "SELECT count(*) FROM core_lease WHERE state IN ('active', 'jeopardy')",
     "jeopardy alerts": "SELECT count(*) FROM core_alert WHERE kind = 'jeopardy'",
-    "refused stale effects": (
+    "refused late effects": (
         "SELECT count(*) FROM core_effect WHERE source = 'recipient' "
-        "AND decision = 'refused' AND refusal_code = 'stale_epoch'"
+        "AND decision = 'refused' AND refusal_code IN ('stale_epoch', 'expired')"
     ),
     "sandbox payments": "SELECT count(*) FROM sandbox_payment WHERE status = 'accepted'",
 }

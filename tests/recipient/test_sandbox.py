@@ -41,9 +41,18 @@ def fencing_headers(holder: Holder, token: str | None = None) -> dict[str, str]:
 
 
 def take_over(old):
-    """Release `old`'s lease and grant the same work item to `old`'s agent at epoch + 1."""
+    """Release `old`'s lease and grant the same work item to `old`'s agent at epoch + 1
+    (at once: every effect `old` made has its outcome, so nothing fences the grant)."""
     old.release()
     return old.acquire()
+
+
+def paid(client: Any, h: Holder, idempotency_key: str) -> dict:
+    """An effect under `h`, paid through the sandbox and reported applied; its token."""
+    effect = h.effect(idempotency_key)
+    assert pay(client, fencing_headers(h, effect["fencing_token"])).status_code == 201
+    h.report(effect["effect_id"], "applied")
+    return effect
 
 
 @pytest.mark.django_db(transaction=True)
@@ -67,10 +76,12 @@ def test_it_accepts_a_payment_at_the_current_epoch_and_records_it(
 @pytest.mark.django_db(transaction=True)
 def test_it_refuses_an_epoch_below_the_high_water_mark(client, holder_factory, fresh_fence):
     old = holder_factory("order-stale")
-    stale_headers = fencing_headers(old)  # a genuine token, signed for epoch 1
+    # A genuine effect token, signed for epoch 1 and not yet expired.
+    stale_headers = fencing_headers(old, paid(client, old, "old-0")["fencing_token"])
     new = take_over(old)
     assert new.epoch == old.epoch + 1
-    assert pay(client, fencing_headers(new), key="new-1").status_code == 201
+    current = new.effect("new-0")["fencing_token"]
+    assert pay(client, fencing_headers(new, current), key="new-1").status_code == 201
 
     r = pay(client, stale_headers, key="old-1")
     assert r.status_code == 409, r.content
@@ -84,7 +95,21 @@ def test_it_refuses_an_epoch_below_the_high_water_mark(client, holder_factory, f
         old.epoch,
         new.epoch,
     )
-    assert Payment.objects.filter(status="accepted").count() == 1
+    assert Payment.objects.filter(status="accepted").count() == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_refuses_a_lease_token_which_authorizes_no_effect(
+    client, holder_factory, fresh_fence, settings
+):
+    h = holder_factory("order-lease-token")
+    r = pay(client, fencing_headers(h))  # the acquire's token: standing, but no effect
+    assert r.status_code == 403 and r.json_body["code"] == "no_effect", r.content
+    assert not EpochMark.objects.exists()
+    # The documented setting keeps the old behaviour for a recipient that needs it.
+    settings.LEASEBOARD_SANDBOX_ACCEPT_LEASE_TOKENS = True
+    fresh_fence._verifier = None
+    assert pay(client, fencing_headers(h)).status_code == 201
 
 
 @pytest.mark.django_db(transaction=True)
@@ -114,16 +139,18 @@ def test_it_refuses_a_payment_without_a_token(client, holder_factory, fresh_fenc
 
 
 def test_the_refusal_is_reported_and_shown_as_a_recipient_effect(
-    live_server, client, holder_factory, agent, fresh_fence, settings
+    live_server, client, holder_factory, recipient, fresh_fence, settings
 ):
-    sandbox, sandbox_token = agent("payments-sandbox")
-    settings.LEASEBOARD_SANDBOX_TOKEN = sandbox_token
+    _, sandbox_credential = recipient("payments-sandbox")
+    settings.LEASEBOARD_SANDBOX_TOKEN = sandbox_credential
     settings.LEASEBOARD_SANDBOX_REPORT_URL = live_server.url
     old = holder_factory("order-reported")
-    stale_headers = fencing_headers(old)
+    stale_headers = fencing_headers(old, paid(client, old, "old-0")["fencing_token"])
     new = take_over(old)
-    assert pay(client, fencing_headers(new)).status_code == 201
-    assert pay(client, stale_headers).status_code == 409
+    assert (
+        pay(client, fencing_headers(new, new.effect("new-0")["fencing_token"])).status_code == 201
+    )
+    assert pay(client, stale_headers, key="late").status_code == 409
 
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
@@ -133,9 +160,10 @@ def test_the_refusal_is_reported_and_shown_as_a_recipient_effect(
         time.sleep(0.1)
     else:
         pytest.fail("the sandbox's refusal never reached /api/v1/recipient-reports")
-    assert reported.executor_id == sandbox.id
+    assert reported.executor_id is None  # filed by a recipient, under its own name
     assert reported.work_item.key == "order-reported"
     assert (reported.decision, reported.refusal_code) == ("refused", "stale_epoch")
     assert (reported.epoch, reported.current_epoch) == (old.epoch, new.epoch)
     assert reported.target == "payments-sandbox"
-    assert Alert.objects.filter(kind=Alert.Kind.RECIPIENT_REFUSAL, epoch=old.epoch).count() == 1
+    alert = Alert.objects.get(kind=Alert.Kind.RECIPIENT_REFUSAL)
+    assert (alert.epoch, alert.occurrences) == (old.epoch, 1)

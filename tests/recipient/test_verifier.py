@@ -33,7 +33,15 @@ KID = key_id(public_key_raw(KEY))
 NOW = 1_700_000_000_000
 
 
-def token_for(work_key: str, epoch: int, *, key: bytes = KEY, expires: int = NOW + 15_000) -> str:
+def token_for(
+    work_key: str,
+    epoch: int,
+    *,
+    key: bytes = KEY,
+    expires: int = NOW + 15_000,
+    effect: bool = True,
+) -> str:
+    """An effect's token by default; `effect=False` gives a lease token (from an acquire)."""
     claims = FencingClaims(
         work_key=work_key,
         epoch=epoch,
@@ -42,6 +50,7 @@ def token_for(work_key: str, epoch: int, *, key: bytes = KEY, expires: int = NOW
         issued_at_ms=NOW - 1_000,
         expires_at_ms=expires,
         kid=key_id(public_key_raw(key)),
+        effect_id=str(uuid.uuid4()) if effect else None,
     )
     return sign_token(claims, private_key_raw=key)
 
@@ -262,3 +271,85 @@ def test_the_django_decorator_refuses_a_stale_epoch() -> None:
     assert json.loads(stale.content)["current_epoch"] == 3
     assert stale["Content-Type"] == "application/problem+json"
     assert reporter.refusals[-1].reason == "stale_epoch"
+
+
+def test_a_lease_token_is_refused_as_no_effect_unless_the_recipient_accepts_them() -> None:
+    verifier, reporter = make_verifier()
+    lease_token = token_for("lt-1", 4, effect=False)
+    refused = verifier.check(lease_token, work_key="lt-1")
+    assert (refused.accepted, refused.code) == (False, "no_effect")
+    assert [r.reason for r in reporter.refusals] == ["no_effect"]
+    assert verifier.guard.high_water("lt-1") is None  # type: ignore[union-attr]  # no mark moved
+    # The explicit, documented setting keeps the old behaviour for a recipient that needs it.
+    lenient, _ = make_verifier(accept_lease_tokens=True)
+    assert lenient.check(lease_token, work_key="lt-1").accepted
+    # ...but never for an expired token.
+    dead = token_for("lt-1", 5, effect=False, expires=NOW)
+    assert lenient.check(dead, work_key="lt-1").code == "expired"
+
+
+def test_a_paused_holders_token_is_refused_by_time_where_the_successor_was_never_seen() -> None:
+    """The recipient never met the successor (its mark is still at the paused holder's
+    epoch): the late send is refused because the token died with the lease's standing."""
+    clock = [NOW]
+    verifier, reporter = make_verifier(clock_ms=lambda: clock[0])
+    token = token_for("paused-1", 7, expires=NOW + 15_000)  # the lease's expiry at issue
+    assert verifier.check(token, work_key="paused-1").accepted
+    clock[0] = NOW + 15_000  # the holder paused past its lease; epoch 8 exists elsewhere
+    late = verifier.check(token, work_key="paused-1")
+    assert (late.accepted, late.code) == (False, "expired")
+    assert verifier.guard.high_water("paused-1") == 7  # type: ignore[union-attr]
+    assert reporter.refusals[-1].reason == "expired"
+
+
+def test_the_online_check_refuses_a_superseded_epoch_and_fails_closed() -> None:
+    from leaseboard.recipient import OnlineAnswer
+
+    answers: list[Any] = [OnlineAnswer(valid=False, current_epoch=9, code="stale_epoch")]
+
+    def online(token: str) -> OnlineAnswer:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    verifier, _ = make_verifier(online=online)
+    stale = verifier.check(token_for("on-1", 8), work_key="on-1")
+    assert (stale.code, stale.high_water) == ("stale_epoch", 9)
+    answers.append(OSError("connection refused"))
+    down = verifier.check(token_for("on-1", 9), work_key="on-1")
+    assert down.code == "unavailable"
+    answers.append(OnlineAnswer(valid=True, current_epoch=9))
+    assert verifier.check(token_for("on-1", 9), work_key="on-1").accepted
+
+
+def test_an_epoch_notice_raises_the_mark_only_when_signed_with_the_secret() -> None:
+    import hashlib
+    import hmac
+
+    from leaseboard.recipient import EpochNoticeReceiver
+
+    guard = InMemoryEpochGuard()
+    receiver = EpochNoticeReceiver(secret="whsec_x", guard=guard, clock_s=lambda: 1_000.0)
+    body = json.dumps({"type": "epoch_advanced", "work_key": "n-1", "epoch": 4}).encode()
+
+    def signed(secret: str, t: int = 1_000) -> str:
+        mac = hmac.new(secret.encode(), f"{t}.".encode() + body, hashlib.sha256).hexdigest()
+        return f"t={t},v1={mac}"
+
+    assert receiver.handle(body, signed("wrong"))[0] == 401
+    assert receiver.handle(body, signed("whsec_x", t=1))[0] == 401  # stale timestamp
+    assert guard.high_water("n-1") is None
+    status, answer = receiver.handle(body, signed("whsec_x"))
+    assert (status, answer["applied"][0]["high_water"]) == (200, 4)
+    body = json.dumps(
+        {
+            "type": "epoch_advanced",
+            "notices": [{"work_key": "n-2", "epoch": 7}, {"work_key": "n-1", "epoch": 2}],
+        }
+    ).encode()
+    status, answer = receiver.handle(body, signed("whsec_x"))  # a batch; a lower epoch is moot
+    assert status == 200 and [a["high_water"] for a in answer["applied"]] == [7, 4]
+    verifier, _ = make_verifier(guard=guard)
+    late = verifier.check(token_for("n-1", 3), work_key="n-1")
+    assert (late.code, late.high_water) == ("stale_epoch", 4)

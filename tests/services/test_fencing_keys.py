@@ -183,10 +183,13 @@ def test_the_first_key_signs_at_once_and_so_does_a_rotation_when_nothing_signs(a
 
 @pytest.mark.django_db
 def test_a_token_signed_before_rotation_verifies_after_it_and_after_retirement_until_expiry(
-    agent, commit, db_clock
+    agent, commit, db_clock, settings
 ):
     executor, _ = agent()
-    token = grant_token(executor)
+    # A token that outlives the publish delay: it dies with its lease's expiry at issue, and
+    # at most FENCING_TOKEN_TTL_MS after issue (docs/fencing.md), so both exceed the delay.
+    settings.FENCING_TOKEN_TTL_MS = 4 * DELAY_MS
+    token = grant_token(executor, ttl_ms=3 * DELAY_MS)
     old = kid_of(token)
     expires = fencing.unverified_claims(token).expires_at_ms  # type: ignore[union-attr]
     new = commit(keys.fencing_key_rotate)

@@ -66,3 +66,25 @@ def test_unsafe_lease_timing_stops_start_up_naming_the_parameter(tmp_path):
     )
     assert result.returncode != 0
     assert "lease timing: ttl_ms: must be at least 3 x renew_after_ms" in result.stderr
+
+
+def test_an_unsafe_skew_allowance_stops_start_up_naming_the_setting(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = {
+        **os.environ,
+        "LEASE_TTL_MS": "9000",
+        "LEASEBOARD_FENCING_SKEW_MS": "9000",
+        "LEASEBOARD_DATA_DIR": str(tmp_path),
+    }
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode != 0
+    assert "LEASEBOARD_FENCING_SKEW_MS: must be below the default ttl_ms (9000)" in result.stderr

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.messages import get_messages
 from django.db import connection, transaction
@@ -46,6 +47,7 @@ from leaseboard.core.services.leases import (
     lease_release,
     lease_revoke,
 )
+from leaseboard.core.services.recipients import recipient_create
 from leaseboard.core.services.supervision import agent_quarantine
 from leaseboard.domain.authority import CONFIGURATION_ACTS, RULES, Act, Party, decide
 from leaseboard.domain.certainty import Certainty
@@ -57,7 +59,7 @@ from leaseboard.takeovers.services import (
     takeover_break_glass,
     takeover_request,
 )
-from tests.builders import admit, age_lease, effect_rules, grant_break_glass, make_user
+from tests.builders import admit, age_fence, age_lease, effect_rules, grant_break_glass, make_user
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
 
@@ -72,24 +74,34 @@ ACTORS = (
     "admin",
     "no_role",
     "anonymous",
+    "recipient",
 )
 AGENTS = {"holder_agent", "other_agent", "successor_agent"}
+RECIPIENT = "recipient"  # a service receiving effects, by its recipient credential
 STATES = ("active", "jeopardy", "expired", "released", "revoked")
 ENDED = {"expired", "released", "revoked"}
 # Acts under human standing: the object is the operator's own standing lease.
 STANDING_ACTS = {Act.EXTEND_STANDING, Act.HAND_BACK, Act.ASSIGN}
 # Acts with an entry point for agents (API) and one for humans (dashboard).
 BOTH = {Act.PROPOSE_EFFECT, Act.COMPLETE, Act.RECONCILE}
-API_ACTS = {
-    Act.ACQUIRE,
-    Act.RENEW,
-    Act.RELEASE,
-    Act.CHECKPOINT,
-    Act.REPORT_OUTCOME,
-} | BOTH
+# Recipients' acts: API entry points that authenticate recipient and agent credentials
+# alike, so that the table (not a missing credential) refuses an agent.
+RECIPIENT_ACTS = {Act.FILE_RECIPIENT_REPORT, Act.CHECK_FENCING}
+API_ACTS = (
+    {
+        Act.ACQUIRE,
+        Act.RENEW,
+        Act.RELEASE,
+        Act.CHECKPOINT,
+        Act.REPORT_OUTCOME,
+    }
+    | BOTH
+    | RECIPIENT_ACTS
+)
 # Where an allowed act may stop at a later gate that is not the authority's.
 LATER_GATES: dict[Act, set[str]] = {
-    Act.ACQUIRE: {"work_leased"},
+    # The fence: E1 has no outcome, so an early end makes the next acquire wait.
+    Act.ACQUIRE: {"work_leased", "lock_delay"},
     Act.COMPLETE: {"needs_reconciliation"},
 }
 _seq = itertools.count(1)
@@ -142,7 +154,7 @@ def _end(lease: Lease, state: str, holder_token_owner: Any = None) -> None:
                 [db_now_ms() - 1, db_now_ms() - 1, str(lease.id)],
             )
     elif state == "expired":
-        age_lease(lease.id, lease.ttl_ms + 1000)
+        age_lease(lease.id, lease.ttl_ms + 1000 + settings.LEASEBOARD_FENCING_SKEW_MS)
         with transaction.atomic():
             locked = Lease.objects.select_for_update().select_related("holder").get(id=lease.id)
             assert lease_expire_if_due_locked(locked, db_now_ms())
@@ -186,6 +198,7 @@ def build(state: str, actor: str, act: Act) -> World:
     agents = w.agents
     for name in AGENTS:
         agents[name], w.tokens[name] = agent_create(name=f"{name}-{n}")
+    w.tokens[RECIPIENT] = recipient_create(name=f"recipient-{n}")[1]
     holder = agents["holder_agent"]
     admit(w.key, queue="matrix")
     w.l1 = lease_acquire(work_key=w.key, executor=holder).lease
@@ -214,6 +227,7 @@ def build(state: str, actor: str, act: Act) -> World:
         return w
     _end(w.l1, state, holder_token_owner=holder)
     if state in ENDED and actor == "successor_agent":
+        age_fence(w.key, 60_000)  # E1's token has died since: the successor may acquire
         w.successor = lease_acquire(work_key=w.key, executor=agents["successor_agent"]).lease
     elif state in ENDED and actor == "operator_standing" and act is Act.RECONCILE:
         w.standing = _take_over(w.key, op)
@@ -253,6 +267,8 @@ def build(state: str, actor: str, act: Act) -> World:
 
 def parties(w: World) -> frozenset[Party]:
     """What the actor is to the object of the act, in this world."""
+    if w.actor == RECIPIENT:
+        return frozenset({Party.RECIPIENT})
     p: set[Party] = {Party.AGENT} if w.actor in AGENTS else {Party.HUMAN}
     roles = {
         "operator_standing": {Party.OPERATOR, Party.BREAK_GLASS},
@@ -308,7 +324,7 @@ def _api(w: World, path: str, body: dict[str, Any] | None) -> Answer:
 
     client = Client()
     headers = {}
-    if w.actor in AGENTS:
+    if w.actor in AGENTS or w.actor == RECIPIENT:
         headers["HTTP_AUTHORIZATION"] = f"Bearer {w.tokens[w.actor]}"
     response = client.post(
         path, data=json.dumps(body or {}), content_type="application/json", **headers
@@ -345,6 +361,11 @@ def perform(w: World) -> Answer:
     lease_body = {"epoch": l1.epoch}
     if act is Act.ACQUIRE:
         return _api(w, f"/api/v1/work-items/{w.key}/lease", {})
+    if act is Act.FILE_RECIPIENT_REPORT:
+        body = {"work_key": w.key, "epoch": l1.epoch, "high_water": 2, "reason": "stale_epoch"}
+        return _api(w, "/api/v1/recipient-reports", body)
+    if act is Act.CHECK_FENCING:
+        return _api(w, "/api/v1/fencing/check", {"fencing_token": e1.fencing_token})
     if act is Act.RENEW:
         return _api(w, f"/api/v1/leases/{l1.id}/renew", lease_body)
     if act is Act.RELEASE:
@@ -506,7 +527,12 @@ def test_every_act_of_the_table_is_in_the_matrix() -> None:
 def test_the_authority_matrix(act: Act, actor: str, state: str) -> None:
     w = build(state, actor, act)
     api = act in API_ACTS and not w.human_path
-    if actor == "anonymous" or (api and actor not in AGENTS) or (not api and actor in AGENTS):
+    credentialed = (
+        (api and actor in AGENTS)
+        or (api and actor == RECIPIENT and act in RECIPIENT_ACTS)
+        or (not api and actor not in AGENTS | {RECIPIENT, "anonymous"})
+    )
+    if not credentialed:
         expected: str | None = "unauthenticated"  # no credential for this entry point
     elif act is Act.HAND_BACK and state == "released" and actor == "operator_standing":
         expected = None  # the world released it by handing back: a retry, answered as done

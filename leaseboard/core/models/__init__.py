@@ -6,6 +6,7 @@ from leaseboard.core.models.effects import Effect
 from leaseboard.core.models.executors import Executor
 from leaseboard.core.models.leases import Checkpoint, FencingKey, Lease, LeaseEvent
 from leaseboard.core.models.policy import EffectRule
+from leaseboard.core.models.recipients import EpochNotice, Recipient
 from leaseboard.core.models.supervision import BulkRevoke, Quarantine, ReasonCategory
 from leaseboard.core.models.work import Queue, WorkItem
 
@@ -18,6 +19,7 @@ __all__ = [
     "Checkpoint",
     "Effect",
     "EffectRule",
+    "EpochNotice",
     "Executor",
     "FencingKey",
     "Lease",
@@ -25,5 +27,6 @@ __all__ = [
     "Quarantine",
     "Queue",
     "ReasonCategory",
+    "Recipient",
     "WorkItem",
 ]

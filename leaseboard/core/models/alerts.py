@@ -30,6 +30,8 @@ class Alert(models.Model):
     epoch = models.BigIntegerField(null=True, blank=True)
     message = models.CharField(max_length=500)
     detail = models.JSONField(default=dict, blank=True)
+    # How many times the incident happened (recipient reports: one alert, counted).
+    occurrences = models.PositiveIntegerField(default=1, db_default=1)
     due_at_ms = models.BigIntegerField(null=True, blank=True)  # when the event became due
     opened_at_ms = models.BigIntegerField()
     resolved_at_ms = models.BigIntegerField(null=True, blank=True)

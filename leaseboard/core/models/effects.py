@@ -41,6 +41,8 @@ class Effect(models.Model):
     refusal_code = models.CharField(max_length=40, blank=True, default="")
     refusal_detail = models.CharField(max_length=500, blank=True, default="")
     fencing_token = models.TextField(blank=True, default="")
+    # When that token dies: the lease's expiry at the moment of issue (never later).
+    token_expires_at_ms = models.BigIntegerField(null=True, blank=True)
     proposed_at_ms = models.BigIntegerField()
     decided_at_ms = models.BigIntegerField(null=True, blank=True)
     decided_by = models.ForeignKey(

@@ -53,6 +53,11 @@ class Lease(models.Model):
     # Next time a sweep has something to do: jeopardy_at while active, expires_at after.
     due_at_ms = models.BigIntegerField()
     ended_at_ms = models.BigIntegerField(null=True, blank=True)
+    # The fence (DESIGN §5): no grant by acquire, and no effect under a grant made through
+    # it, before this time. Set when the lease ends early with effect tokens still open
+    # (their last expiry + the skew allowance), or inherited by a grant made at once (a
+    # takeover, an assignment). 0: none. Expiry needs no value: see next_grant_at_ms.
+    fenced_until_ms = models.BigIntegerField(default=0, db_default=0)
 
     # Expiry policy lives on the row; a sweeper never applies its own configuration.
     ttl_ms = models.PositiveIntegerField()

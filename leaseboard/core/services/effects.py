@@ -29,9 +29,11 @@ from leaseboard.domain.errors import (
     ERRORS_BY_CODE,
     IdempotencyConflict,
     LeaseboardError,
+    LockDelay,
     NotFound,
     ValidationFailed,
 )
+from leaseboard.domain.fencing import token_expiry_ms
 from leaseboard.domain.reconciliation import PolicyDecision
 
 
@@ -90,15 +92,37 @@ def _same_request(first: Effect, lease_id: uuid.UUID, kind: str, target: str, pa
 
 
 def effect_token_issue(effect: Effect, lease: Lease, item: WorkItem, now_ms: int) -> str:
+    """The effect's token, dying with the standing it proves: at the lease's expiry at the
+    moment of issue (a renewal does not stretch it). Its expiry is kept on the effect: a
+    successor waits for it while the outcome is unknown (the fence)."""
+    effect.token_expires_at_ms = token_expiry_ms(
+        lease_expires_at_ms=lease.expires_at_ms,
+        now_ms=now_ms,
+        max_ttl_ms=settings.FENCING_TOKEN_TTL_MS,
+    )
     return fencing_token_issue(
         work_key=item.key,
         epoch=lease.epoch,
         lease_id=str(lease.id),
         holder=effect.executor.name if effect.executor else "",
         now_ms=now_ms,
-        expires_at_ms=now_ms + settings.FENCING_TOKEN_TTL_MS,
+        expires_at_ms=effect.token_expires_at_ms,
         effect_id=str(effect.id),
     )
+
+
+def fence_checked(lease: Lease, now_ms: int) -> None:
+    """Under a grant made before the fence passed (a takeover, an assignment), no effect
+    is authorized until it has: an older holder's token may still be accepted by a
+    recipient that has not seen this epoch. Raised before anything is recorded, so a retry
+    with the same idempotency key is decided afresh."""
+    if lease.fenced_until_ms > now_ms:
+        raise LockDelay(
+            "the previous holder's fencing tokens may still be accepted by a recipient that "
+            "has not seen this epoch; effects are authorized once they have expired",
+            retry_after_ms=lease.fenced_until_ms - now_ms,
+            fenced_until_ms=lease.fenced_until_ms,
+        )
 
 
 def effect_decided(
@@ -128,6 +152,7 @@ def effect_decided(
                 "decided_by",
                 "current_epoch",
                 "fencing_token",
+                "token_expires_at_ms",
             ]
         )
     return effect
@@ -217,6 +242,8 @@ def _effect_decide(
     )
     if v.code == "lease_expired":
         lease_expire_if_due_locked(lease, now)  # time decided it; record it with one alert
+    if v.code is None:
+        fence_checked(lease, now)
     code, detail = v.code, v.detail
     if code in {"lease_expired", "lease_released", "lease_revoked"}:
         detail = lease.end_reason or detail

@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import Count, Max, Min, Q, QuerySet, Value
+from django.db.models import Count, Max, Min, Q, QuerySet, Sum, Value
 
 from leaseboard.core.clock import db_now_ms
 from leaseboard.core.models import Alert, AlertSnooze
@@ -109,6 +109,7 @@ class AlertGroup:
     agent: str
     kind: str
     count: int
+    occurrences: int  # incidents reported more than once count each time (recipient reports)
     unacknowledged: int
     new: int
     first_ms: int
@@ -146,6 +147,7 @@ def alert_groups(filters: AlertFilters) -> AlertGroupsPage:
         .values("lease__holder_id", "lease__holder__name", "kind")
         .annotate(
             n=Count("id"),
+            occurrences=Sum("occurrences"),
             unacked=Count("id", filter=Q(acknowledged_at_ms__isnull=True)),
             new=Count("id", filter=Q(id__gt=filters.since)) if filters.since else Value(0),
             first=Min("opened_at_ms"),
@@ -170,6 +172,7 @@ def alert_groups(filters: AlertFilters) -> AlertGroupsPage:
             agent=r["lease__holder__name"] or "no agent",
             kind=r["kind"],
             count=r["n"],
+            occurrences=int(r["occurrences"] or r["n"]),
             unacknowledged=r["unacked"],
             new=min(int(r["new"]), NEW_CAP),
             first_ms=r["first"],
@@ -196,7 +199,7 @@ def _version(page: AlertGroupsPage) -> str:
     body = {
         "f": page.filters.query(),
         "g": [
-            [g.key, g.count, g.unacknowledged, g.new, g.last_id, g.snoozed_until_ms]
+            [g.key, g.count, g.occurrences, g.unacknowledged, g.new, g.last_id, g.snoozed_until_ms]
             for g in page.groups
         ],
         "m": page.more,

@@ -9,6 +9,7 @@ from typing import Any
 from leaseboard.core.clock import db_now_ms
 from leaseboard.core.models import Alert, AuditEntry, Checkpoint, Effect, Lease, WorkItem
 from leaseboard.core.models.leases import LIVE_STATES
+from leaseboard.core.services.leases import next_grant_at
 from leaseboard.dashboard.selectors.audit import AuditRow, name_objects
 from leaseboard.dashboard.selectors.charts import GapPoint, gap_chart
 from leaseboard.dashboard.selectors.rows import LeaseRow, lease_row
@@ -42,6 +43,13 @@ class WorkItemPage:
     checkpoints: list[Checkpoint]
     alerts: list[Alert]
     audit: list[AuditRow]
+    # The fence the latest lease sets (DESIGN §5): until then no acquire, and no effect
+    # under a grant made through it. 0 when there is none now.
+    fenced_until_ms: int = 0
+
+    @property
+    def fenced_in_ms(self) -> int:
+        return max(0, self.fenced_until_ms - self.now_ms)
 
 
 def renewal_history(lease: Lease) -> RenewalHistory:
@@ -116,4 +124,11 @@ def work_item_page(*, key: str, lease_id: str = "") -> WorkItemPage | None:
         checkpoints=checkpoints,
         alerts=alerts,
         audit=audit,
+        # From the effects already read (the newest ones): no query of its own.
+        fenced_until_ms=next_grant_at(
+            leases[0],
+            open_tokens=any(e.lease_id == leases[0].id and e.needs_reconciliation for e in effects),
+        )
+        if leases
+        else 0,
     )

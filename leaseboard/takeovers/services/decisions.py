@@ -14,6 +14,7 @@ from leaseboard.core.models import Executor, Lease, WorkItem
 from leaseboard.core.services.alerts import alerts_resolve
 from leaseboard.core.services.leases import (
     executor_id_of,
+    fence_of_latest_locked,
     lease_expire_if_due_locked,
     lease_grant_locked,
     lease_revoke_locked,
@@ -65,7 +66,9 @@ def _intervention_open(
 
 def _grant(*, req: TakeoverRequest, item: WorkItem, now: int, by: int) -> Lease:
     """The grantee's lease at a new epoch: a human's for the standing asked for (humans do
-    not renew; the countdown to expires_at is their warning), an agent's as an acquire."""
+    not renew; the countdown to expires_at is their warning), an agent's as an acquire.
+    Standing comes at once; the fence the revoked holder's open tokens set is inherited,
+    and no effect is authorized under the new lease before it passes."""
     human = req.grantee.kind == Executor.Kind.HUMAN
     return lease_grant_locked(
         item=item,
@@ -77,6 +80,7 @@ def _grant(*, req: TakeoverRequest, item: WorkItem, now: int, by: int) -> Lease:
         max_lifetime_ms=max(standing_max_ms(), req.standing_ms) if human else None,
         takeover_reason=f"{req.reason_category}: {req.reason_text}",
         actor_id=by,
+        fenced_until_ms=fence_of_latest_locked(item),
     )
 
 

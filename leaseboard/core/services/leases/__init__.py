@@ -4,6 +4,7 @@ expiry), and base (what they share). Import from here; the modules are the layou
 
 from leaseboard.core.services.leases.base import (
     executor_id_of,
+    next_grant_at,
     parse_lease_id,
     timing_for,
     unreconciled_effects_exist,
@@ -22,6 +23,7 @@ from leaseboard.core.services.leases.ending import (
 )
 from leaseboard.core.services.leases.grants import (
     Grant,
+    fence_of_latest_locked,
     lease_acquire,
     lease_assign_locked,
     lease_grant_locked,
@@ -44,6 +46,7 @@ __all__ = [
     "Grant",
     "Renewal",
     "executor_id_of",
+    "fence_of_latest_locked",
     "held_lease_locked",
     "lease_acquire",
     "lease_assign_locked",
@@ -62,6 +65,7 @@ __all__ = [
     "lease_revoke_locked",
     "leases_expire_locked",
     "live_lease_locked",
+    "next_grant_at",
     "parse_lease_id",
     "revoke_reason",
     "timing_for",

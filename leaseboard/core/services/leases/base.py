@@ -1,5 +1,6 @@
 """What every lease service shares: lease ids from the wire, the timing a grant gets,
-the reconciliation gate's question, and the executor row an actor writes history as."""
+the reconciliation gate's question, the fence between holders (in Python and in SQL, side
+by side), and the executor row an actor writes history as."""
 
 from __future__ import annotations
 
@@ -7,14 +8,32 @@ import uuid
 from typing import Any
 
 from django.conf import settings
+from django.db.models import (
+    BigIntegerField,
+    Case,
+    Exists,
+    Expression,
+    F,
+    Max,
+    OuterRef,
+    Q,
+    Value,
+    When,
+)
+from django.db.models.functions import Coalesce, Greatest
 
 from leaseboard.core.authority import Actor
-from leaseboard.core.models import Lease, WorkItem
+from leaseboard.core.models import Effect, Lease, WorkItem
 from leaseboard.domain.errors import (
     NotFound,
     ValidationFailed,
 )
-from leaseboard.domain.timing import TimingPolicy, TimingPolicyError
+from leaseboard.domain.timing import (
+    TimingPolicy,
+    TimingPolicyError,
+    fence_after_early_end,
+    next_grant_at_ms,
+)
 
 
 def parse_lease_id(raw: Any) -> uuid.UUID:
@@ -43,12 +62,13 @@ def timing_for(
         raise ValidationFailed(f"lease timing: {exc}", param=exc.param) from None
 
 
-def unreconciled_effects_exist(item: WorkItem, *, exclude_lease: Lease | None = None) -> bool:
-    from leaseboard.core.models import Effect
+# An effect whose outcome nobody knows yet: no outcome, or `unknown` (a timed-out request
+# may still arrive), and not reconciled. The reconciliation gate and the fence both ask it.
+OPEN_EFFECT = Q(decision="authorized", resolution="", outcome__in=["", "unknown"])
 
-    qs = Effect.objects.filter(
-        work_item=item, decision="authorized", resolution="", outcome__in=["", "unknown"]
-    )
+
+def unreconciled_effects_exist(item: WorkItem, *, exclude_lease: Lease | None = None) -> bool:
+    qs = Effect.objects.filter(OPEN_EFFECT, work_item=item)
     if exclude_lease is not None:
         qs = qs.exclude(lease=exclude_lease)
     return qs.exists()
@@ -62,3 +82,74 @@ def executor_id_of(actor: Actor) -> int:
     from leaseboard.core.services.executors import human_executor_for_user_id
 
     return human_executor_for_user_id(actor.user_id).id
+
+
+# -- the fence between holders (DESIGN §5) ---------------------------------------------
+
+
+def skew_ms() -> int:
+    return settings.LEASEBOARD_FENCING_SKEW_MS
+
+
+def next_grant_at(lease: Lease, *, open_tokens: bool | None = None) -> int:
+    """When the work item's latest lease lets the next acquire happen (0: now). Whether an
+    effect under it is still open is asked of the database unless the caller knows."""
+    expired = lease.state == Lease.State.EXPIRED
+    if expired and open_tokens is None:
+        open_tokens = Effect.objects.filter(OPEN_EFFECT, lease_id=lease.id).exists()
+    return next_grant_at_ms(
+        expired=expired,
+        expires_at_ms=lease.expires_at_ms,
+        lock_delay_ms=lease.lock_delay_ms,
+        fenced_until_ms=lease.fenced_until_ms,
+        skew_ms=skew_ms(),
+        open_tokens=bool(open_tokens),
+    )
+
+
+def next_grant_at_sql() -> Expression:
+    """`next_grant_at` as an expression over a Lease queryset, for the acquire's one gate
+    read (tests/services/test_fencing.py holds the two forms to the same answers)."""
+    zero = Value(0, output_field=BigIntegerField())
+    skew = Case(
+        When(
+            Exists(Effect.objects.filter(OPEN_EFFECT, lease_id=OuterRef("id"))),
+            then=Value(skew_ms(), output_field=BigIntegerField()),
+        ),
+        default=zero,
+        output_field=BigIntegerField(),
+    )
+    after_expiry = Case(
+        When(
+            state=Lease.State.EXPIRED,
+            then=F("expires_at_ms") + Greatest(F("lock_delay_ms"), skew),
+        ),
+        default=zero,
+        output_field=BigIntegerField(),
+    )
+    return Greatest(F("fenced_until_ms"), after_expiry, output_field=BigIntegerField())
+
+
+def open_token_expiry_ms(work_item_id: int, now_ms: int) -> int | None:
+    """The last expiry among the work item's effect tokens still open (no known outcome)
+    and not yet dead with the skew allowance; None when there are none."""
+    # Tokens issued before expiries were recorded lived FENCING_TOKEN_TTL_MS from issue.
+    expiry = Coalesce(
+        F("token_expires_at_ms"), F("decided_at_ms") + Value(settings.FENCING_TOKEN_TTL_MS)
+    )
+    last = (
+        Effect.objects.filter(OPEN_EFFECT, work_item_id=work_item_id)
+        .annotate(expiry=expiry)
+        .filter(expiry__gt=now_ms - skew_ms())
+        .aggregate(last=Max("expiry"))["last"]
+    )
+    return int(last) if last is not None else None
+
+
+def fence_on_early_end(lease: Lease, now_ms: int) -> int:
+    """The `fenced_until` a lease ending now, before its time, records."""
+    return fence_after_early_end(
+        inherited_ms=lease.fenced_until_ms,
+        open_token_expiry_ms=open_token_expiry_ms(lease.work_item_id, now_ms),
+        skew_ms=skew_ms(),
+    )

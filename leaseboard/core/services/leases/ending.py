@@ -16,7 +16,11 @@ from leaseboard.core.models import Alert, Executor, Lease, LeaseEvent, WorkItem
 from leaseboard.core.models.leases import LIVE_STATES
 from leaseboard.core.services.alerts import alerts_open, alerts_resolve, expiry_alert
 from leaseboard.core.services.audit import audit_act
-from leaseboard.core.services.leases.base import executor_id_of, parse_lease_id
+from leaseboard.core.services.leases.base import (
+    executor_id_of,
+    fence_on_early_end,
+    parse_lease_id,
+)
 from leaseboard.domain.authority import Act
 from leaseboard.domain.certainty import Certainty, LeaseTimes, state_at
 from leaseboard.domain.errors import (
@@ -36,7 +40,9 @@ def lease_end_locked(
     detail: dict[str, Any] | None = None,
 ) -> Lease:
     """End a live lease (already locked by the caller) and record the event. The caller
-    has asked the authority; this is the one place a lease is ended early."""
+    has asked the authority; this is the one place a lease is ended early, so the one
+    place its `fenced_until` is recorded: until the effect tokens still open under it (or
+    inherited by it) have expired, no acquire may grant the work item again."""
     if lease.state not in LIVE_STATES:
         raise RuntimeError(f"lease {lease.id} is already {lease.state}")
     if state == Lease.State.EXPIRED:
@@ -46,7 +52,9 @@ def lease_end_locked(
     lease.ended_at_ms = now_ms
     lease.end_reason = reason[:300]
     lease.ended_by_id = actor_id
-    lease.save(update_fields=["state", "ended_at_ms", "end_reason", "ended_by"])
+    lease.fenced_until_ms = fence_on_early_end(lease, now_ms)
+    lease.save(update_fields=["state", "ended_at_ms", "end_reason", "ended_by", "fenced_until_ms"])
+    fence = {"fenced_until_ms": lease.fenced_until_ms} if lease.fenced_until_ms > now_ms else {}
     LeaseEvent.objects.create(
         lease=lease,
         work_item_id=lease.work_item_id,
@@ -54,7 +62,7 @@ def lease_end_locked(
         kind=state,
         at_ms=now_ms,
         actor_id=actor_id,
-        detail={"reason": reason[:300], **(detail or {})},
+        detail={"reason": reason[:300], **fence, **(detail or {})},
     )
     return lease
 

@@ -1,13 +1,19 @@
-"""Grants: acquire (with its gates: leased, lock delay, reconciliation, lifetime cap)
+"""Grants: acquire (with its gates: leased, the fence, reconciliation, lifetime cap)
 and the one grant primitive that raises the epoch, used by agent acquires, takeovers and
-assignments. Lock order: work item, then lease; a rolled-back grant uses up no epoch."""
+assignments. Lock order: work item, then lease; a rolled-back grant uses up no epoch.
+
+The fence (DESIGN §5): an acquire waits (`lock_delay`) until the previous holder's open
+effect tokens are dead plus the skew allowance. A grant a person makes (takeover approval,
+break-glass, assignment) happens at once but inherits the fence: no effect is authorized
+under it before the fence has passed (docs/fencing.md)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import BigIntegerField, Case, Exists, F, OuterRef, Subquery, Value, When
+from django.db.models import Exists, OuterRef, Subquery
 
 from leaseboard.core import sql
 from leaseboard.core.authority import Actor, authorize
@@ -15,8 +21,15 @@ from leaseboard.core.clock import DbNowMs, db_now_ms
 from leaseboard.core.models import Checkpoint, Executor, Lease, LeaseEvent, WorkItem
 from leaseboard.core.models.leases import LIVE_STATES
 from leaseboard.core.services.envelopes import envelope_grant_check_locked
+from leaseboard.core.services.epoch_notices import epoch_notices_open, recipients_listening
 from leaseboard.core.services.fencing import fencing_token_issue
-from leaseboard.core.services.leases.base import executor_id_of, timing_for
+from leaseboard.core.services.leases.base import (
+    OPEN_EFFECT,
+    executor_id_of,
+    next_grant_at,
+    next_grant_at_sql,
+    timing_for,
+)
 from leaseboard.core.services.leases.ending import lease_end_locked, lease_expire_if_due_locked
 from leaseboard.domain.authority import Act
 from leaseboard.domain.errors import (
@@ -28,6 +41,7 @@ from leaseboard.domain.errors import (
     WorkLeased,
     WorkNotAdmitted,
 )
+from leaseboard.domain.fencing import token_expiry_ms
 
 
 @dataclass(frozen=True)
@@ -66,10 +80,15 @@ def lease_grant_locked(
     max_lifetime_ms: int | None = None,
     takeover_reason: str = "",
     actor_id: int | None = None,
+    fenced_until_ms: int = 0,
+    notify_recipients: bool = True,
 ) -> Lease:
     """Raise the epoch and create the lease. The caller holds the work item's row lock and
-    has ended any live lease; the partial unique constraint backs that up. An agent must
-    be active (not quarantined), read under a share lock (core.sql.executor_active_shared)."""
+    has ended any live lease; the partial unique constraint backs that up. A grant made
+    before the fence has passed carries it (`fenced_until_ms`). Recipients with an
+    epoch-advance webhook get a notice row in this transaction (`notify_recipients=False`
+    when the caller already knows none listens). An agent must be active (not
+    quarantined), read under a share lock (core.sql.executor_active_shared)."""
     if holder.kind == Executor.Kind.AGENT:
         holder_active_checked(holder, grant_kind)
     policy = timing_for(item, ttl_ms, max_lifetime_ms)
@@ -99,6 +118,7 @@ def lease_grant_locked(
         renew_after_ms=policy.renew_after_ms,
         jeopardy_after_ms=jeopardy_after,
         lock_delay_ms=policy.lock_delay_ms,
+        fenced_until_ms=fenced_until_ms if fenced_until_ms > now_ms else 0,
         takeover_reason=takeover_reason[:1000],
     )
     LeaseEvent.objects.create(
@@ -108,9 +128,29 @@ def lease_grant_locked(
         kind=LeaseEvent.Kind.GRANTED,
         at_ms=now_ms,
         actor_id=actor_id or holder.id,
-        detail={"grant_kind": grant_kind, "holder": holder.name, "ttl_ms": policy.ttl_ms},
+        detail={
+            "grant_kind": grant_kind,
+            "holder": holder.name,
+            "ttl_ms": policy.ttl_ms,
+            **({"fenced_until_ms": lease.fenced_until_ms} if lease.fenced_until_ms else {}),
+        },
     )
+    if notify_recipients:
+        epoch_notices_open(work_item_id=item.id, epoch=item.epoch)
     return lease
+
+
+def fence_of_latest_locked(item: WorkItem) -> int:
+    """The fence the work item's latest lease sets for the next grant (0: none); for the
+    grants a person makes, which inherit it instead of waiting. The caller holds the work
+    item's lock and has ended the live lease, if any."""
+    latest = (
+        Lease.objects.filter(work_item=item)
+        .only("state", "expires_at_ms", "lock_delay_ms", "fenced_until_ms")
+        .order_by("-epoch")
+        .first()
+    )
+    return next_grant_at(latest) if latest is not None else 0
 
 
 def live_lease_locked(item: WorkItem) -> Lease | None:
@@ -148,39 +188,25 @@ def lease_acquire(*, work_key: str, executor: Executor, ttl_ms: int | None = Non
                     :1
                 ]
             ),
-            Exists(
-                Effect.objects.filter(
-                    work_item=OuterRef("pk"),
-                    decision="authorized",
-                    resolution="",
-                    outcome__in=["", "unknown"],
-                )
-            ),
+            Exists(Effect.objects.filter(OPEN_EFFECT, work_item=OuterRef("pk"))),
             Subquery(
                 Checkpoint.objects.filter(work_item=OuterRef("pk"))
                 .order_by("-seq")
                 .values("id")[:1]
             ),
-            # The lock delay: only when the latest grant ended by expiring.
+            # The fence the latest grant left: its lock delay after an expiry, or the
+            # `fenced_until` an early end recorded.
             Subquery(
                 Lease.objects.filter(work_item=OuterRef("pk"))
                 .order_by("-epoch")
-                .annotate(
-                    until=Case(
-                        When(
-                            state=Lease.State.EXPIRED,
-                            then=F("expires_at_ms") + F("lock_delay_ms"),
-                        ),
-                        default=Value(0),
-                        output_field=BigIntegerField(),
-                    )
-                )
+                .annotate(until=next_grant_at_sql())
                 .values("until")[:1]
             ),
+            recipients_listening(),
         )
         .get()
     )
-    now, live_lease_id, unreconciled, checkpoint_id, lock_delay_until = gates
+    now, live_lease_id, unreconciled, checkpoint_id, fence_until, listening = gates
     if item.admission != WorkItem.Admission.ADMITTED:
         raise WorkNotAdmitted(
             f"work item {work_key!r} is {item.admission}", admission=item.admission
@@ -203,17 +229,13 @@ def lease_acquire(*, work_key: str, executor: Executor, ttl_ms: int | None = Non
                 **({"lease_id": str(live.id)} if mine else {}),
             )
         # That lease is the latest grant and has just ended (here, by time, or while we
-        # waited for it): if it expired, its lock delay starts at its expiry.
-        ended = live or Lease.objects.only("state", "expires_at_ms", "lock_delay_ms").get(
-            id=live_lease_id
-        )
-        expired = ended.state == Lease.State.EXPIRED
-        lock_delay_until = ended.expires_at_ms + ended.lock_delay_ms if expired else 0
-    if lock_delay_until and lock_delay_until > now:
-        raise LockDelay(
-            "the previous holder's lease expired; grants resume after the lock delay",
-            retry_after_ms=lock_delay_until - now,
-        )
+        # waited for it): its fence is read from what it is now.
+        ended = live or Lease.objects.only(
+            "state", "expires_at_ms", "lock_delay_ms", "fenced_until_ms"
+        ).get(id=live_lease_id)
+        fence_until = next_grant_at(ended)
+    # The lasting refusal before the passing one: an agent told to wait a second for the
+    # fence would only be told next that a human must reconcile first.
     if (
         executor.kind == Executor.Kind.AGENT
         and item.queue.agent_acquire_needs_reconciliation
@@ -223,16 +245,31 @@ def lease_acquire(*, work_key: str, executor: Executor, ttl_ms: int | None = Non
             "effects attempted under an earlier lease have no known outcome; a human must "
             "reconcile them before an agent may take this work again"
         )
+    if fence_until and fence_until > now:
+        raise LockDelay(
+            "the previous holder's fencing tokens may still be accepted by a recipient that "
+            "has not seen a newer epoch; grants resume when they have expired",
+            retry_after_ms=fence_until - now,
+            fenced_until_ms=fence_until,
+        )
     envelope_grant_check_locked(item=item, executor=executor, now_ms=now)  # windows, per agent
-    lease = lease_grant_locked(item=item, holder=executor, now_ms=now, ttl_ms=ttl_ms)
+    lease = lease_grant_locked(
+        item=item, holder=executor, now_ms=now, ttl_ms=ttl_ms, notify_recipients=listening
+    )
     checkpoint = Checkpoint.objects.filter(id=checkpoint_id).first() if checkpoint_id else None
+    # The lease token proves standing, names no effect, and dies with the grant's ttl:
+    # recipients refuse it for effects unless configured to accept it (docs/fencing.md).
     token = fencing_token_issue(
         work_key=item.key,
         epoch=lease.epoch,
         lease_id=str(lease.id),
         holder=executor.name,
         now_ms=now,
-        expires_at_ms=lease.max_expires_at_ms,
+        expires_at_ms=token_expiry_ms(
+            lease_expires_at_ms=lease.expires_at_ms,
+            now_ms=now,
+            max_ttl_ms=settings.FENCING_TOKEN_TTL_MS,
+        ),
     )
     return Grant(lease=lease, fencing_token=token, checkpoint=checkpoint, now_ms=now)
 
@@ -241,7 +278,8 @@ def lease_assign_locked(
     *, item: WorkItem, lease: Lease, actor: Actor, epoch: int, agent: Executor, now_ms: int
 ) -> Lease:
     """End human standing and grant the named agent a lease at a new epoch (the caller
-    holds the work item's lock)."""
+    holds the work item's lock). The agent holds at once; its effects wait for the fence
+    the human lease carried or recorded, if any."""
     authorize(Act.ASSIGN, actor, now_ms=now_ms, lease=lease, epoch=epoch, current_epoch=item.epoch)
     by = executor_id_of(actor)
     lease_end_locked(
@@ -252,5 +290,10 @@ def lease_assign_locked(
         actor_id=by,
     )
     return lease_grant_locked(
-        item=item, holder=agent, now_ms=now_ms, grant_kind=Lease.GrantKind.ASSIGN, actor_id=by
+        item=item,
+        holder=agent,
+        now_ms=now_ms,
+        grant_kind=Lease.GrantKind.ASSIGN,
+        actor_id=by,
+        fenced_until_ms=lease.fenced_until_ms,
     )

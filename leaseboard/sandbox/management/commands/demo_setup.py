@@ -1,4 +1,5 @@
-"""`manage.py demo_setup`: idempotent demo data — role users, queues, agents, sandbox token.
+"""`manage.py demo_setup`: idempotent demo data — role users, queues, agents, and the
+payments sandbox's recipient credential.
 
 Re-running keeps what exists (passwords and tokens stay valid); only missing pieces are
 created. Tokens are written under DATA_DIR/demo and never printed.
@@ -14,9 +15,10 @@ from django.contrib.auth.models import Group
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from leaseboard.core.models import Executor, Queue
+from leaseboard.core.models import Executor, Queue, Recipient
 from leaseboard.core.models.executors import hash_token
 from leaseboard.core.services.executors import agent_create, agent_rotate_token_locked
+from leaseboard.core.services.recipients import recipient_create, recipient_token_rotate
 from leaseboard.domain.policy import RuleSpec
 from leaseboard.policy.services.common import cli_actor
 from leaseboard.policy.services.queues import queue_create, queue_snapshot, queue_update
@@ -26,7 +28,10 @@ from leaseboard.sandbox.fence import TOKEN_FILE
 
 
 class Command(BaseCommand):
-    help = "Create (or keep) the demo's users, queues, agents and the payments sandbox token."
+    help = (
+        "Create (or keep) the demo's users, queues, agents and the payments sandbox's "
+        "recipient credential."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("--agents", type=int, default=demo.DEFAULT_AGENTS)
@@ -38,15 +43,14 @@ class Command(BaseCommand):
         self._queues()
         tokens = demo.read_secret_json(demo.agents_file())
         sandbox_file = demo.demo_dir() / TOKEN_FILE
-        if sandbox_file.exists():
-            tokens[demo.SANDBOX_AGENT] = sandbox_file.read_text().strip()
+        saved = sandbox_file.read_text().strip() if sandbox_file.exists() else None
         names = [f"{demo.AGENT_PREFIX}{i}" for i in range(1, agents + 1)]
         created = 0
-        for name in [*names, demo.SANDBOX_AGENT]:
+        for name in names:
             token, new = self._agent_token(name, tokens.get(name))
             tokens[name] = token
             created += new
-        sandbox_token = tokens.pop(demo.SANDBOX_AGENT)
+        sandbox_token = self._recipient_token(demo.SANDBOX_RECIPIENT, saved)
         demo.write_secret(demo.agents_file(), json.dumps(tokens, indent=1, sort_keys=True))
         demo.write_secret(sandbox_file, sandbox_token + "\n")
 
@@ -56,7 +60,7 @@ class Command(BaseCommand):
             out.write(f"  {role:<9} {username} / {password}")
         out.write(
             f"Demo agents: {len(names)} ({created} new token(s)); tokens in "
-            f"{demo.agents_file()}, sandbox token in {sandbox_file}"
+            f"{demo.agents_file()}, sandbox recipient credential in {sandbox_file}"
         )
 
     def _users(self) -> dict[str, tuple[str, str]]:
@@ -106,3 +110,12 @@ class Command(BaseCommand):
         with transaction.atomic():
             locked = Executor.objects.select_for_update().get(pk=executor.pk)
             return agent_rotate_token_locked(locked), True
+
+    def _recipient_token(self, name: str, token: str | None) -> str:
+        """A working credential for recipient `name`: the saved one, a rotated one, or new."""
+        recipient = Recipient.objects.filter(name=name).first()
+        if recipient is None:
+            return recipient_create(name=name, actor_name="demo_setup")[1]
+        if token and recipient.token_hash == hash_token(token):
+            return token
+        return recipient_token_rotate(name=name, actor_name="demo_setup")[1]

@@ -1,0 +1,76 @@
+"""The online fencing check (Chubby's CheckSequencer, DESIGN §5 and §13): a recipient about
+to do something irreversible asks whether the standing a token proves is still current
+right now, instead of trusting the offline verification alone.
+
+Read-only: it takes no lock and writes nothing; the answer is true at the database clock's
+"now" and may change the instant after, which is why the recipient's own epoch guard, in
+its own transaction, still runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from leaseboard.core.authority import Actor, authorize, certainty_of
+from leaseboard.core.clock import db_now_ms
+from leaseboard.core.models import Lease, WorkItem
+from leaseboard.core.services.fencing import fencing_public_keys
+from leaseboard.domain.authority import ENDED_CODES, Act
+from leaseboard.domain.certainty import LIVE
+from leaseboard.domain.fencing import InvalidToken, unverified_claims, verify_token
+
+
+@dataclass(frozen=True)
+class FencingAnswer:
+    valid: bool
+    current_epoch: int | None
+    code: str | None = None  # why not valid: a token code, stale_epoch, lease_*, not_found
+    work_key: str | None = None
+    epoch: int | None = None
+    effect_id: str | None = None
+    certainty: str | None = None  # of the lease the token names: active or jeopardy if valid
+    expires_in_ms: int | None = None  # of the token
+
+
+def fencing_check(*, actor: Actor, token: str) -> FencingAnswer:
+    authorize(Act.CHECK_FENCING, actor)
+    now = db_now_ms()
+    try:
+        claims = verify_token(token, public_keys=fencing_public_keys(), now_ms=now)
+    except InvalidToken as exc:
+        said = unverified_claims(token)
+        current = None
+        if said is not None and exc.code != "forged":
+            current = WorkItem.objects.filter(key=said.work_key).values_list("epoch", flat=True)
+            current = current.first()
+        return FencingAnswer(
+            valid=False,
+            current_epoch=current,
+            code=exc.code,
+            work_key=said.work_key if said else None,
+            epoch=said.epoch if said else None,
+        )
+    item = WorkItem.objects.filter(key=claims.work_key).only("id", "epoch").first()
+    common = {
+        "work_key": claims.work_key,
+        "epoch": claims.epoch,
+        "effect_id": claims.effect_id,
+        "expires_in_ms": claims.expires_at_ms - now,
+    }
+    if item is None:
+        return FencingAnswer(valid=False, current_epoch=None, code="not_found", **common)
+    if claims.epoch != item.epoch:
+        return FencingAnswer(valid=False, current_epoch=item.epoch, code="stale_epoch", **common)
+    lease = Lease.objects.filter(work_item=item, epoch=claims.epoch).first()
+    certainty = certainty_of(lease, now)
+    if certainty not in LIVE:
+        code = ENDED_CODES.get(certainty, "not_found") if certainty is not None else "not_found"
+        return FencingAnswer(
+            valid=False,
+            current_epoch=item.epoch,
+            code=code,
+            certainty=certainty.value if certainty else None,
+            **common,
+        )
+    assert certainty is not None
+    return FencingAnswer(valid=True, current_epoch=item.epoch, certainty=certainty.value, **common)
