@@ -69,7 +69,9 @@ def test_the_fencing_check_says_valid_now_and_invalid_once_superseded(api, recip
 
     # Revoked, no successor yet: not current, and said why.
     approver = Actor.human(make_user("abe-check", "approver"))
-    ls.lease_revoke(lease_id=grant["lease_id"], actor=approver, reason="stuck")
+    ls.lease_revoke(
+        lease_id=grant["lease_id"], actor=approver, reason_category="stuck", reason_text="stuck"
+    )
     r = check(api, credential, grant["fencing_token"])
     assert (r.json_body["valid"], r.json_body["code"]) == (False, "lease_revoked")
 

@@ -55,7 +55,12 @@ def propose(lease: Lease, executor, key: str) -> Effect:  # type: ignore[no-unty
 
 def revoke(lease: Lease) -> Lease:
     approver = Actor.human(make_user(f"revoker-{lease.id.hex[:8]}", "approver"))
-    return ls.lease_revoke(lease_id=lease.id, actor=approver, reason="misbehaving")
+    return ls.lease_revoke(
+        lease_id=lease.id,
+        actor=approver,
+        reason_category="misbehaving",
+        reason_text="misbehaving",
+    )
 
 
 # -- tokens bounded by standing ----------------------------------------------------------

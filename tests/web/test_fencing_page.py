@@ -31,11 +31,12 @@ def test_the_work_item_page_says_how_long_it_is_fenced_for(client, agent):
     )
     client.force_login(make_user("opal", "operator"))
     assert "fenced for" not in client.get("/work/fence-1").content.decode()
-    r = client.post(f"/leases/{lease.id}/revoke", {"reason": "stuck in a loop"})
+    reason = {"reason_category": "stuck", "reason_text": "stuck in a loop"}
+    r = client.post(f"/leases/{lease.id}/revoke", reason)
     assert r.status_code == 302
     assert Lease.objects.get(id=lease.id).fenced_until_ms > 0
     html = client.get("/work/fence-1").content.decode()
-    shown = re.search(r"fenced for ([0-9.]+) s more: no agent may acquire", html)
+    shown = re.search(r"fenced for <span[^>]*>([0-9.]+) s</span> more: no agent may acquire", html)
     assert shown is not None, html
     assert 0 < float(shown.group(1)) <= lease.ttl_ms / 1000 + 1
 
@@ -49,6 +50,7 @@ def test_a_recipients_repeated_refusals_are_one_alert_with_a_count(client, agent
             actor=Actor.recipient(ledger), work_key="counted-1", reason="expired", epoch=1
         )
     client.force_login(make_user("oren", "operator"))
-    html = client.get("/alerts/").content.decode()
-    assert html.count("recipient_refusal</span>") == 1
+    html = client.get("/alerts/?view=list").content.decode()  # one by one
+    assert html.count("recipient refusal</span>") == 1
     assert "×3" in html
+    assert "(3 occurrences)" in client.get("/alerts/").content.decode()  # its group

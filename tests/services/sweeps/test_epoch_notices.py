@@ -95,7 +95,9 @@ def test_a_notice_lets_a_recipient_refuse_a_paused_holders_send_before_the_succe
     assert ledger.check(effect.fencing_token, work_key="n-1").accepted
     fx.effect_report_outcome(effect_id=effect.id, executor=paused, outcome="applied")
     approver = Actor.human(make_user("abe-notice", "approver"))
-    ls.lease_revoke(lease_id=lease.id, actor=approver, reason="paused too long")
+    ls.lease_revoke(
+        lease_id=lease.id, actor=approver, reason_category="other", reason_text="paused too long"
+    )
     assert ls.lease_acquire(work_key="n-1", executor=successor).lease.epoch == 2
 
     # The successor has sent the ledger nothing; the notice alone raised the mark.
