@@ -231,6 +231,8 @@ def agent_process(cfg_path: str) -> int:
                 continue
             emit(ev="grant", agent=name, key=key, epoch=holding.epoch, lease=holding.lease_id)
             fault = rng.random()
+            if n == 0 and name in cfg.get("first_faults", {}):
+                fault = cfg["first_faults"][name]  # this agent's first grant: a sure fault
             try:
                 n += 1
                 holding.checkpoint({"agent": name, "n": n})

@@ -113,6 +113,18 @@ class Chaos:
             agents.append({"name": f"chaos-agent-{i}", "token": token})
         return agents, operator, approver
 
+    def first_faults(self) -> dict[str, float]:
+        """The first grant of three agents draws a pause, an abandonment and a stall for
+        sure (a value inside each fault's band): a short run on a loaded machine sees few
+        grants, and every kind of fault must still happen at least once."""
+        cfg = self.cfg
+        bands = [
+            cfg.p_pause / 2,
+            cfg.p_pause + cfg.p_abandon / 2,
+            cfg.p_pause + cfg.p_abandon + cfg.p_stall / 2,
+        ]
+        return {f"chaos-agent-{i}": value for i, value in enumerate(bands) if i < cfg.agents}
+
     def schedule(self, start: float) -> list[tuple[float, str]]:
         d = self.cfg.duration_s
         rng = self.rng
@@ -163,6 +175,7 @@ class Chaos:
                 "seed": cfg.seed,
                 "p_pause": cfg.p_pause,
                 "p_abandon": cfg.p_abandon,
+                "first_faults": self.first_faults(),
             },
         )
         faults = Injector(

@@ -121,25 +121,15 @@ def _actor(request: HttpRequest) -> dict:
 @require_POST
 @role_required(ADMIN)
 def credential_act(request: HttpRequest, name: str, action: str) -> HttpResponse:
-    if action not in ("rotate", "revoke", "quarantine", "release"):
+    if action not in ("rotate", "revoke"):
         raise Http404("no such action")
     try:
         if action == "rotate":
             executor, token = credentials.credential_rotate(name=name, **_actor(request))
             shown = {"who": executor.name, "what": "token", "secret": token}
             return _credentials_page(request, CredentialForm(), shown)
-        if action == "revoke":
-            done = credentials.credential_revoke(name=name, **_actor(request))
-            messages.success(request, f"{name}: token revoked." if done else "No token to revoke.")
-        else:
-            done = credentials.credential_quarantine(
-                name=name,
-                quarantined=action == "quarantine",
-                reason=request.POST.get("reason", ""),
-                **acting(request),
-            )
-            verb = "quarantined" if action == "quarantine" else "released"
-            messages.success(request, f"{name} {verb}." if done else "Nothing changed.")
+        done = credentials.credential_revoke(name=name, **_actor(request))
+        messages.success(request, f"{name}: token revoked." if done else "No token to revoke.")
     except NotFound:
         raise Http404("no such agent") from None
     except LeaseboardError as exc:
