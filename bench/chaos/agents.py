@@ -43,7 +43,7 @@ class AgentLog:
 def agent_process(cfg_path: str) -> int:
     import httpx
 
-    from leaseboard.client import (
+    from leaseboard_client import (
         Client,
         ClientTiming,
         LeaseError,
@@ -52,7 +52,7 @@ def agent_process(cfg_path: str) -> int:
         TransientError,
         WorkLeased,
     )
-    from leaseboard.domain.fencing import unverified_claims
+    from leaseboard_recipient.tokens import unverified_claims
 
     cfg = json.loads(Path(cfg_path).read_text())
     emit = AgentLog(cfg["log"])

@@ -22,7 +22,7 @@ from urllib.parse import urlparse
 
 import httpx
 
-from leaseboard.client import (
+from leaseboard_client import (
     Client,
     ClientTiming,
     Holding,

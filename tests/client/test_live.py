@@ -24,7 +24,7 @@ from urllib.parse import quote, urlsplit
 import httpx
 import pytest
 
-from leaseboard.client import (
+from leaseboard_client import (
     Client,
     ClientTiming,
     Holding,

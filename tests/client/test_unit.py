@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from leaseboard.client import (
+from leaseboard_client import (
     Client,
     ClientTiming,
     Holding,
@@ -510,7 +510,7 @@ def test_the_sdk_and_recipient_modules_import_no_django_at_module_level(package:
 
 def test_importing_the_sdk_loads_no_django_or_celery() -> None:
     code = (
-        "import sys, leaseboard.client, leaseboard.recipient; "
+        "import sys, leaseboard_client, leaseboard_recipient; "
         "bad = sorted({m.split('.')[0] for m in sys.modules} & {'django', 'celery'}); "
         "assert not bad, bad"
     )

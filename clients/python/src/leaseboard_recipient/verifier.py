@@ -15,16 +15,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from leaseboard.domain.fencing import (
+from leaseboard_recipient.guard import EpochGuard, GuardResult
+from leaseboard_recipient.online import OnlineAnswer
+from leaseboard_recipient.reporter import Refusal, Reporter
+from leaseboard_recipient.tokens import (
     FencingClaims,
     InvalidToken,
     public_keys_from_jwks,
     unverified_claims,
     verify_token,
 )
-from leaseboard.recipient.guard import EpochGuard, GuardResult
-from leaseboard.recipient.online import OnlineAnswer
-from leaseboard.recipient.reporter import Refusal, Reporter
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ Start with `Client(base_url, token)` and `with client.hold("work-key") as holdin
 
 from __future__ import annotations
 
-from leaseboard.client.api import (
+from leaseboard_client.api import (
     Admission,
     Client,
     EffectDecision,
@@ -13,7 +13,7 @@ from leaseboard.client.api import (
     Renewal,
     RenewResult,
 )
-from leaseboard.client.errors import (
+from leaseboard_client.errors import (
     ApprovalRequired,
     CapacityExhausted,
     Forbidden,
@@ -39,8 +39,8 @@ from leaseboard.client.errors import (
     WorkLeased,
     WorkNotAdmitted,
 )
-from leaseboard.client.holding import Holding, Renewer, process_renewer
-from leaseboard.client.timing import ClientTiming, TimingError, local_deadline
+from leaseboard_client.holding import Holding, Renewer, process_renewer
+from leaseboard_client.timing import ClientTiming, TimingError, local_deadline
 
 __all__ = [
     "Admission",

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from leaseboard.client.errors import (
+from leaseboard_client.errors import (
     TERMINAL_CODES,
     LeaseError,
     LeaseReleased,
@@ -23,7 +23,7 @@ from leaseboard.client.errors import (
 )
 
 if TYPE_CHECKING:
-    from leaseboard.client.api import Client, EffectDecision, Grant
+    from leaseboard_client.api import Client, EffectDecision, Grant
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """HTTP client for Leaseboard's v1 agent API (DESIGN §13); no Django import.
 
 Each call records the monotonic time its request was sent, because the local deadline
-is measured from send time. Errors become typed exceptions from `leaseboard.client.errors`.
+is measured from send time. Errors become typed exceptions from `leaseboard_client.errors`.
 """
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ from urllib.parse import quote
 
 import httpx
 
-from leaseboard.client.errors import (
+from leaseboard_client.errors import (
     LeaseError,
     ProtocolError,
     TransientError,
     error_for,
 )
-from leaseboard.client.holding import Holding, Renewer, process_renewer
-from leaseboard.client.timing import ClientTiming, TimingError
+from leaseboard_client.holding import Holding, Renewer, process_renewer
+from leaseboard_client.timing import ClientTiming, TimingError
 
 MAX_BATCH = 1000  # server limit for POST /api/v1/leases/renew
 
