@@ -232,7 +232,7 @@ def verify_token(
     return claims
 
 
-def jwks(public_keys: Mapping[str, bytes]) -> dict:
+def jwks(public_keys: Mapping[str, bytes]) -> dict[str, Any]:
     """A JSON Web Key Set (RFC 8037 OKP keys) publishing every verifying key, by kid."""
     return {
         "keys": [
@@ -249,7 +249,7 @@ def jwks(public_keys: Mapping[str, bytes]) -> dict:
     }
 
 
-def public_keys_from_jwks(doc: dict) -> dict[str, bytes]:
+def public_keys_from_jwks(doc: dict[str, Any]) -> dict[str, bytes]:
     """Parse a JWKS into {kid: raw public key}; keys of other types are skipped."""
     if not isinstance(doc, dict) or not isinstance(doc.get("keys"), list):
         raise ValueError("a JWKS is an object with a 'keys' list")
