@@ -152,7 +152,7 @@ class Standing:
             if certainty:
                 self.certainty = certainty
 
-    def _renew_failed(self, error: LeaseError, *, now: float) -> None:
+    def _renew_failed(self, error: LeaseError, *, now: float, quiet: bool = False) -> None:
         if error.code in TERMINAL_CODES:
             self._lose(error)
             return
@@ -161,6 +161,8 @@ class Standing:
             self.consecutive_failures += 1
             self.last_error = error
             self.next_renew_at = now + min(self.timing.retry_s, self.interval_s)
+        if quiet:
+            return
         log.warning(
             "renew of %s failed (%d in a row, %.3f s to local deadline): %s",
             self.lease_id,
@@ -232,4 +234,11 @@ def apply_failure(group: Sequence[Standing], error: LeaseError, now: float) -> N
             f"batch renew failed: {error}", status=error.status, problem=error.problem
         )
     for h in group:
-        h._renew_failed(error, now=now)
+        h._renew_failed(error, now=now, quiet=True)
+    # One line per failed request, not one per lease: a thousand holdings, one warning.
+    log.warning(
+        "batch renew of %d lease(s) failed (%.3f s to the nearest local deadline): %s",
+        len(group),
+        min(h.deadline for h in group) - now,
+        error,
+    )
