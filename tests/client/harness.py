@@ -6,19 +6,23 @@ The `live` fixture (conftest.py) puts them together for the sync and the async c
 
 from __future__ import annotations
 
+import asyncio
 import http.client
 import json
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote, urlsplit
 
 import httpx
 
 from leaseboard_client import AsyncClient, AsyncRenewer, Client, ClientTiming, Renewer
+
+T = TypeVar("T")
 
 TTL_MS = 3000  # renew_after_ms defaults to 1000, jeopardy_after_ms to 2000
 TIMING = ClientTiming(
@@ -273,3 +277,17 @@ def take_over(work_key: str, lease_id: str, new_holder: Any, approver: Any) -> i
             takeover_reason="taken over by an operator",
         )
     return new.epoch
+
+
+async def in_thread(fn: Callable[..., T], *args: Any) -> T:
+    """Run a Django ORM call off the event loop (and close that thread's connection)."""
+
+    def call() -> T:
+        from django.db import connection
+
+        try:
+            return fn(*args)
+        finally:
+            connection.close()
+
+    return await asyncio.to_thread(call)

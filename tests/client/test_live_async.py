@@ -8,8 +8,6 @@ Each test runs its event loop with `asyncio.run`; the database is read in a work
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from typing import Any, TypeVar
 
 import pytest
 
@@ -27,29 +25,13 @@ from tests.client.harness import (
     TTL_MS,
     Live,
     an_approver,
+    in_thread,
     lease_row,
     lost_recorder,
     take_over,
 )
 
 pytestmark = pytest.mark.postgres
-
-T = TypeVar("T")
-
-
-async def in_thread(fn: Callable[..., T], *args: Any) -> T:
-    """Run a Django ORM call off the event loop (and close that thread's connection)."""
-
-    def call() -> T:
-        from django.db import connection
-
-        try:
-            return fn(*args)
-        finally:
-            connection.close()
-
-    return await asyncio.to_thread(call)
-
 
 # -- 1,000 holdings in one event loop -------------------------------------------------------------
 
