@@ -202,6 +202,29 @@ def test_the_token_dies_with_the_lease_as_it_stood_when_proposed(
     assert outcomes(server)[0][1]["outcome"] == "failed"
 
 
+def test_the_lease_token_dies_with_the_grant_when_renewals_bring_no_new_one(
+    server: FakeServer, clock: FakeClock
+) -> None:
+    client = sync_client(server)
+    holding = client.hold("job-1")
+    granted_deadline = holding.deadline
+    clock.now += 5.0
+    server.fail_next.append(  # what the server answers: no token in a renewal
+        httpx.Response(
+            200,
+            json={"results": [{"lease_id": holding.lease_id, "ok": True, "expires_in_ms": 15_000}]},
+        )
+    )
+    client.renewer.tick()
+    assert holding.deadline > granted_deadline and holding.fencing_token == "tok-acquire"
+    clock.now = granted_deadline - 0.001
+    assert holding.headers()["X-Fencing-Token"] == "tok-acquire"
+    clock.now = granted_deadline
+    assert holding.active  # standing is fine ...
+    with pytest.raises(LocalJeopardy, match="lease token"):
+        holding.headers()  # ... but the token that proved it at the grant is dead
+
+
 def test_a_lost_outcome_report_never_masks_the_body(server: FakeServer) -> None:
     holding = sync_client(server).hold("job-1")
     with holding.effect("payment.refund", "invoice-7") as fx:

@@ -56,6 +56,8 @@ class Standing:
         self._deadline = timing.local_deadline(
             sent_at=grant.sent_at, expires_in_ms=grant.expires_in_ms
         )
+        # A token dies with the lease as it stood at issue: the lease token with the grant.
+        self._token_deadline = self._deadline
         self.last_ack_sent_at = grant.sent_at
         self.next_renew_at = grant.sent_at + self.interval_s
         self.certainty: str | None = "active"
@@ -116,7 +118,13 @@ class Standing:
         Raises, like every guarded call, without standing."""
         self.ensure()
         headers = {"X-Lease-Epoch": str(self.epoch), "X-Work-Key": self.work_key}
-        token = token or self._fencing_token
+        if token is None and self._fencing_token:
+            if self.clock() >= self._token_deadline:
+                raise LocalJeopardy(
+                    "the lease token died with the lease as it was granted (a renewal does "
+                    "not stretch it); send an effect's token"
+                )
+            token = self._fencing_token
         if token:
             headers["X-Fencing-Token"] = token
         return headers
@@ -149,6 +157,7 @@ class Standing:
             self.last_error = None
             if fencing_token:
                 self._fencing_token = fencing_token
+                self._token_deadline = deadline
             if certainty:
                 self.certainty = certainty
 
