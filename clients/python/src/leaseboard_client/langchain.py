@@ -133,9 +133,7 @@ def effect_tool(
             "payload": payload(args) if payload is not None else None,
         }
 
-    def refused(error: LeaseError) -> BaseException:
-        if isinstance(error, LeaseLost) and stop_on_loss:
-            return error
+    def refused(error: LeaseError) -> ToolException:
         return ToolException(refusal_message(error, work_key=holding.work_key))
 
     async def acall(tool_call_id: str, **args: Any) -> Any:
@@ -150,6 +148,8 @@ def effect_tool(
             ) as fx:
                 return await func(**args, **{EFFECT_PARAM: fx})
         except LeaseError as error:
+            if stop_on_loss and isinstance(error, LeaseLost):
+                raise  # guarded work stops at once: out of the tool, the graph, the run
             raise refused(error) from error
 
     def call(tool_call_id: str, **args: Any) -> Any:
@@ -164,6 +164,8 @@ def effect_tool(
             ) as fx:
                 return func(**args, **{EFFECT_PARAM: fx})
         except LeaseError as error:
+            if stop_on_loss and isinstance(error, LeaseLost):
+                raise  # guarded work stops at once: out of the tool, the graph, the run
             raise refused(error) from error
 
     return StructuredTool(
