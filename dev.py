@@ -30,6 +30,19 @@ def say(msg: str) -> None:
     print(f"[dev] {msg}", flush=True)
 
 
+SHIPPED = ROOT / "clients" / "python"  # leaseboard-client, installed by requirements.txt
+
+
+def shipped_digest() -> bytes:
+    """The leaseboard-client sources: requirements.txt installs a copy (not a link), so a
+    change under clients/python means installing it again."""
+    digest = hashlib.sha256()
+    for path in sorted(SHIPPED.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
+            digest.update(str(path.relative_to(SHIPPED)).encode() + b"\0" + path.read_bytes())
+    return digest.digest()
+
+
 def ensure_venv(requirements: str) -> None:
     if sys.version_info < (3, 11):  # noqa: UP036 - this script may be run by an older python3
         sys.exit("Leaseboard needs Python 3.11 or newer")
@@ -39,6 +52,7 @@ def ensure_venv(requirements: str) -> None:
     req = ROOT / requirements
     digest = hashlib.sha256(
         b"".join((ROOT / f).read_bytes() for f in ("requirements.txt", requirements))
+        + shipped_digest()
     ).hexdigest()
     stamp = VENV / f".installed-{req.stem}"
     if stamp.exists() and stamp.read_text() == digest:

@@ -116,7 +116,7 @@ def _guard_worker(args: tuple[str, int, float, str, str]) -> int:
     import psycopg
     import redis
 
-    from leaseboard.recipient.guard import PostgresEpochGuard, RedisEpochGuard, upsert_sql
+    from leaseboard_recipient.guard import PostgresEpochGuard, RedisEpochGuard, upsert_sql
 
     n, epoch = 0, 0
     keys = [f"bench-{wid}-{k}" for k in range(100)]
@@ -143,7 +143,7 @@ def _guard_worker(args: tuple[str, int, float, str, str]) -> int:
             guard_r.check_and_advance(keys[n % 100], epoch)
             n += 1
     else:
-        from leaseboard.recipient.guard import _LUA_CHECK_AND_ADVANCE
+        from leaseboard_recipient.guard import _LUA_CHECK_AND_ADVANCE
 
         client = redis.Redis.from_url(redis_url)
         sha = client.script_load(_LUA_CHECK_AND_ADVANCE)
@@ -158,7 +158,7 @@ def bench_guards(db_url: str, redis_url: str, seconds: int) -> list[Row]:
     import psycopg
     import redis
 
-    from leaseboard.recipient.guard import PostgresEpochGuard, schema_sql
+    from leaseboard_recipient.guard import PostgresEpochGuard, schema_sql
 
     PostgresEpochGuard(db_url).ensure_schema()
     with psycopg.connect(db_url, autocommit=True) as conn:

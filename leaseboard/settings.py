@@ -509,7 +509,7 @@ def _fencing_keks() -> tuple[str, tuple[str, ...]]:
 LEASEBOARD_FENCING_KEK, LEASEBOARD_FENCING_RETIRED_KEKS = _fencing_keks()
 # A rotated key is published at once but signs only after this delay, so recipients fetch
 # it before they meet a token signed by it. Default: twice the recipient verifier's
-# shortest JWKS refresh interval (30 s, leaseboard/recipient/verifier.py).
+# shortest JWKS refresh interval (30 s, leaseboard_recipient/verifier.py).
 LEASEBOARD_FENCING_KEY_PUBLISH_DELAY_MS = env_int(
     "LEASEBOARD_FENCING_KEY_PUBLISH_DELAY_MS", 60_000, minimum=0
 )

@@ -43,7 +43,7 @@ class AgentLog:
 def agent_process(cfg_path: str) -> int:
     import httpx
 
-    from leaseboard.client import (
+    from leaseboard_client import (
         Client,
         ClientTiming,
         LeaseError,
@@ -52,7 +52,7 @@ def agent_process(cfg_path: str) -> int:
         TransientError,
         WorkLeased,
     )
-    from leaseboard.domain.fencing import unverified_claims
+    from leaseboard_recipient.tokens import unverified_claims
 
     cfg = json.loads(Path(cfg_path).read_text())
     emit = AgentLog(cfg["log"])
@@ -118,7 +118,7 @@ def agent_process(cfg_path: str) -> int:
         def before_stopping(holding: Any) -> Any:
             """An effect authorized just before the holder stops: its token is in flight."""
             idem = f"{name}-pre-{uuid.uuid4().hex[:12]}"
-            dec = holding.effect("chaos.pay", holding.work_key, idempotency_key=idem)
+            dec = holding.propose("chaos.pay", holding.work_key, idempotency_key=idem)
             return dec if dec.authorized and dec.fencing_token else None
 
         def stall(holding: Any) -> None:
@@ -179,7 +179,7 @@ def agent_process(cfg_path: str) -> int:
             time.sleep(pause)
             idem = f"{name}-z-{uuid.uuid4().hex[:12]}"
             try:
-                holding.effect("chaos.pay", holding.work_key, idempotency_key=idem)
+                holding.propose("chaos.pay", holding.work_key, idempotency_key=idem)
                 emit(ev="zombie_sdk", result="allowed", key=holding.work_key)
             except LocalJeopardy:
                 emit(ev="zombie_sdk", result="refused", key=holding.work_key)
@@ -246,7 +246,7 @@ def agent_process(cfg_path: str) -> int:
                         stall(holding)
                         break
                     idem = f"{name}-{uuid.uuid4().hex[:16]}"
-                    dec = holding.effect("chaos.pay", key, idempotency_key=idem)
+                    dec = holding.propose("chaos.pay", key, idempotency_key=idem)
                     if not dec.authorized:
                         continue
                     result = send(holding.headers(dec), key, holding.epoch, idem, "normal")

@@ -10,7 +10,7 @@ CHAOS_RECIPIENT_ROLE: `main` (every agent's effects), or `late` / `late_notified
 recipients that never hear from a successor: only paused and stalled holders' late sends
 reach them, each on tables of its own). With CHAOS_NOTICE_SECRET_FILE (`late_notified`),
 POST /epochs takes Leaseboard's epoch-advance notices
-(`leaseboard.recipient.EpochNoticeReceiver`) and raises this recipient's marks.
+(`leaseboard_recipient.EpochNoticeReceiver`) and raises this recipient's marks.
 Both verify with the default configuration: effect tokens only, expired ones refused.
 
 Run under gunicorn: `gunicorn bench.chaos.recipient:application`.
@@ -25,13 +25,13 @@ import threading
 from http import HTTPStatus
 from typing import Any
 
-from leaseboard.recipient import (
+from leaseboard_recipient import (
     EpochNoticeReceiver,
     PostgresEpochGuard,
     TokenVerifier,
     decide_from_headers,
 )
-from leaseboard.recipient.verifier import problem_for
+from leaseboard_recipient.verifier import problem_for
 
 LEDGER = "chaos_ledger"
 MARKS = "chaos_epoch_marks"

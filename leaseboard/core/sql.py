@@ -16,7 +16,7 @@ from django.conf import settings
 from leaseboard.core.models.executors import Executor
 from leaseboard.core.models.leases import RENEWAL_SLOT, RENEWAL_WINDOW, Lease
 from leaseboard.domain.certainty import Certainty
-from leaseboard.recipient.guard import upsert_sql as recipient_guard_upsert_sql
+from leaseboard_recipient.guard import upsert_sql as recipient_guard_upsert_sql
 
 POSTGRESQL = "postgresql"
 SQLITE = "sqlite"

@@ -1,225 +1,48 @@
-"""Signed fencing tokens (Ed25519): the server signs a lease's standing, recipients verify offline.
+"""The server's side of fencing tokens: the format, and when a token it issues dies.
 
-Pure Python: imports `cryptography` only, never Django, Celery or Redis. Time is passed in
-(`now_ms`); nothing here reads a clock.
+The token format (claims, signing, verification, JWKS) is defined once, in
+`leaseboard_recipient.tokens`, which ships to recipients in the leaseboard-client
+distribution (clients/python); the server signs and checks with that same code.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import hashlib
-import json
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
-from typing import Any
-
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
-
-TOKEN_VERSION = 1
-# Far above any real token (~400 chars); stops a hostile header from costing us a big parse.
-MAX_TOKEN_CHARS = 4096
-SIGNATURE_BYTES = 64
-KEY_BYTES = 32
-
-INVALID_TOKEN_CODES = frozenset(
-    {"forged", "expired", "unknown_key", "wrong_work", "malformed", "stale_epoch", "no_effect"}
+from leaseboard_recipient.tokens import (
+    INVALID_TOKEN_CODES,
+    KEY_BYTES,
+    MAX_TOKEN_CHARS,
+    SIGNATURE_BYTES,
+    TOKEN_VERSION,
+    FencingClaims,
+    InvalidToken,
+    generate_private_key,
+    jwks,
+    key_id,
+    public_key_raw,
+    public_keys_from_jwks,
+    sign_token,
+    unverified_claims,
+    verify_token,
 )
 
-
-@dataclass(frozen=True)
-class FencingClaims:
-    work_key: str
-    epoch: int
-    lease_id: str
-    holder: str  # executor name
-    issued_at_ms: int
-    expires_at_ms: int
-    kid: str
-    effect_id: str | None = None  # set when the token authorizes one effect
-
-
-class InvalidToken(Exception):
-    """A token a recipient must refuse; `code` is stable and machine-readable.
-
-    Codes: forged, expired, unknown_key, wrong_work, malformed, stale_epoch (only when
-    `verify_token(min_epoch=...)` is used) and no_effect (a lease token, which names no
-    effect, offered where `verify_token(require_effect=True)` asks for an effect's).
-    """
-
-    def __init__(self, code: str, detail: str = "") -> None:
-        if code not in INVALID_TOKEN_CODES:
-            raise ValueError(f"unknown InvalidToken code {code!r}")
-        super().__init__(f"{code}: {detail}" if detail else code)
-        self.code = code
-        self.detail = detail or code
-
-
-def _b64e(raw: bytes) -> str:
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
-
-
-def _b64d(text: str) -> bytes:
-    # Strict and canonical: unused trailing bits would otherwise give one token many spellings.
-    try:
-        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-    except (binascii.Error, ValueError) as exc:
-        raise ValueError("not base64url") from exc
-    if not text or _b64e(raw) != text:
-        raise ValueError("not canonical base64url")
-    return raw
-
-
-def generate_private_key() -> bytes:
-    """A new raw 32-byte Ed25519 private key (seed)."""
-    key = Ed25519PrivateKey.generate()
-    return key.private_bytes(
-        serialization.Encoding.Raw,
-        serialization.PrivateFormat.Raw,
-        serialization.NoEncryption(),
-    )
-
-
-def public_key_raw(private_key_raw: bytes) -> bytes:
-    """The raw 32-byte public key for a raw private key."""
-    key = Ed25519PrivateKey.from_private_bytes(private_key_raw)
-    return key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-
-
-def key_id(public_key_raw: bytes) -> str:
-    """Short stable id of a public key: the first 16 hex digits of its SHA-256."""
-    if len(public_key_raw) != KEY_BYTES:
-        raise ValueError(f"an Ed25519 public key is {KEY_BYTES} bytes, got {len(public_key_raw)}")
-    return hashlib.sha256(public_key_raw).hexdigest()[:16]
-
-
-def _payload(claims: FencingClaims) -> dict[str, Any]:
-    body = asdict(claims)
-    if body["effect_id"] is None:
-        del body["effect_id"]  # keep lease tokens short; absence means "not effect-bound"
-    body["v"] = TOKEN_VERSION
-    return body
-
-
-def _check_claim_types(claims: FencingClaims) -> None:
-    for name in ("work_key", "lease_id", "holder", "kid"):
-        if not isinstance(getattr(claims, name), str) or not getattr(claims, name):
-            raise ValueError(f"{name} must be a non-empty string")
-    for name in ("epoch", "issued_at_ms", "expires_at_ms"):
-        value = getattr(claims, name)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise ValueError(f"{name} must be a non-negative integer")
-    if claims.expires_at_ms <= claims.issued_at_ms:
-        raise ValueError("expires_at_ms must be after issued_at_ms")
-    if claims.effect_id is not None and (
-        not isinstance(claims.effect_id, str) or not claims.effect_id
-    ):
-        raise ValueError("effect_id must be a non-empty string or None")
-
-
-def sign_token(claims: FencingClaims, *, private_key_raw: bytes) -> str:
-    """Compact token: base64url(JSON payload) + "." + base64url(Ed25519 signature).
-
-    The signature covers the encoded payload segment, so verification needs no JSON
-    canonicalisation. `claims.kid` must name the signing key: a mismatch would make every
-    token look forged, so it is refused here, where the wiring bug is.
-    """
-    _check_claim_types(claims)
-    own_kid = key_id(public_key_raw(private_key_raw))
-    if claims.kid != own_kid:
-        raise ValueError(f"claims.kid {claims.kid!r} does not match the signing key ({own_kid})")
-    payload = json.dumps(_payload(claims), sort_keys=True, separators=(",", ":")).encode()
-    segment = _b64e(payload)
-    signature = Ed25519PrivateKey.from_private_bytes(private_key_raw).sign(segment.encode("ascii"))
-    return f"{segment}.{_b64e(signature)}"
-
-
-def _parse(token: str) -> tuple[str, bytes, FencingClaims]:
-    """Split and decode without checking the signature; raises InvalidToken("malformed")."""
-    if not isinstance(token, str) or not token:
-        raise InvalidToken("malformed", "empty token")
-    if len(token) > MAX_TOKEN_CHARS:
-        raise InvalidToken("malformed", "token too long")
-    parts = token.split(".")
-    if len(parts) != 2:
-        raise InvalidToken("malformed", "expected two dot-separated parts")
-    segment, sig_text = parts
-    try:
-        payload_raw = _b64d(segment)
-        signature = _b64d(sig_text)
-    except ValueError:
-        raise InvalidToken("malformed", "parts are not base64url") from None
-    try:
-        body = json.loads(payload_raw)
-    except (UnicodeDecodeError, ValueError):
-        raise InvalidToken("malformed", "payload is not JSON") from None
-    if not isinstance(body, dict):
-        raise InvalidToken("malformed", "payload is not a JSON object")
-    if body.pop("v", None) != TOKEN_VERSION:
-        raise InvalidToken("malformed", f"unsupported token version (expected {TOKEN_VERSION})")
-    names = {f.name for f in fields(FencingClaims)}
-    if set(body) - names:
-        raise InvalidToken("malformed", f"unexpected claims: {sorted(set(body) - names)}")
-    try:
-        claims = FencingClaims(**body)
-        _check_claim_types(claims)
-    except (TypeError, ValueError) as exc:
-        raise InvalidToken("malformed", f"bad claims: {exc}") from None
-    return segment, signature, claims
-
-
-def unverified_claims(token: str) -> FencingClaims | None:
-    """The claims a token *says*, unverified; for refusal reports only, never for decisions."""
-    try:
-        return _parse(token)[2]
-    except InvalidToken:
-        return None
-
-
-def verify_token(
-    token: str,
-    *,
-    public_keys: Mapping[str, bytes],
-    now_ms: int,
-    work_key: str | None = None,
-    min_epoch: int | None = None,
-    require_effect: bool = False,
-) -> FencingClaims:
-    """Verify signature, expiry and (optionally) work key, epoch floor and that the token
-    authorizes one effect; return the claims.
-
-    Order matters: the signature is checked before any claim is trusted, so a forged token
-    is reported as forged even if it also claims to be expired or for another work item.
-    """
-    segment, signature, claims = _parse(token)
-    raw = public_keys.get(claims.kid)
-    if raw is None:
-        raise InvalidToken("unknown_key", f"no public key with kid {claims.kid!r}")
-    if len(signature) != SIGNATURE_BYTES:
-        raise InvalidToken("forged", "signature has the wrong length")
-    try:
-        Ed25519PublicKey.from_public_bytes(raw).verify(signature, segment.encode("ascii"))
-    except InvalidSignature:
-        raise InvalidToken("forged", "signature does not verify") from None
-    if now_ms >= claims.expires_at_ms:
-        raise InvalidToken(
-            "expired", f"expired {now_ms - claims.expires_at_ms} ms ago (epoch {claims.epoch})"
-        )
-    if work_key is not None and claims.work_key != work_key:
-        raise InvalidToken(
-            "wrong_work", f"token is for work item {claims.work_key!r}, not {work_key!r}"
-        )
-    if min_epoch is not None and claims.epoch < min_epoch:
-        raise InvalidToken("stale_epoch", f"epoch {claims.epoch} is below {min_epoch}")
-    if require_effect and claims.effect_id is None:
-        raise InvalidToken(
-            "no_effect",
-            f"a lease token (epoch {claims.epoch}) proves standing but authorizes no effect; "
-            "send the token of the effect's authorization",
-        )
-    return claims
+__all__ = [
+    "INVALID_TOKEN_CODES",
+    "KEY_BYTES",
+    "MAX_TOKEN_CHARS",
+    "SIGNATURE_BYTES",
+    "TOKEN_VERSION",
+    "FencingClaims",
+    "InvalidToken",
+    "generate_private_key",
+    "jwks",
+    "key_id",
+    "public_key_raw",
+    "public_keys_from_jwks",
+    "sign_token",
+    "token_expiry_ms",
+    "unverified_claims",
+    "verify_token",
+]
 
 
 def token_expiry_ms(*, lease_expires_at_ms: int, now_ms: int, max_ttl_ms: int) -> int:
@@ -227,41 +50,3 @@ def token_expiry_ms(*, lease_expires_at_ms: int, now_ms: int, max_ttl_ms: int) -
     issue, never later (a renewal does not stretch a token already issued), and never more
     than `max_ttl_ms` after issue."""
     return min(lease_expires_at_ms, now_ms + max_ttl_ms)
-
-
-def jwks(public_keys: Mapping[str, bytes]) -> dict:
-    """A JSON Web Key Set (RFC 8037 OKP keys) publishing every verifying key, by kid."""
-    return {
-        "keys": [
-            {
-                "kty": "OKP",
-                "crv": "Ed25519",
-                "alg": "EdDSA",
-                "use": "sig",
-                "kid": kid,
-                "x": _b64e(raw),
-            }
-            for kid, raw in sorted(public_keys.items())
-        ]
-    }
-
-
-def public_keys_from_jwks(doc: dict) -> dict[str, bytes]:
-    """Parse a JWKS into {kid: raw public key}; keys of other types are skipped."""
-    if not isinstance(doc, dict) or not isinstance(doc.get("keys"), list):
-        raise ValueError("a JWKS is an object with a 'keys' list")
-    keys: dict[str, bytes] = {}
-    for entry in doc["keys"]:
-        if not isinstance(entry, dict):
-            raise ValueError("each JWKS entry must be an object")
-        # Other key types may share the set (RFC 7517 §5): skip rather than refuse them.
-        if entry.get("kty") != "OKP" or entry.get("crv") != "Ed25519":
-            continue
-        kid, x = entry.get("kid"), entry.get("x")
-        if not isinstance(kid, str) or not kid or not isinstance(x, str):
-            raise ValueError("an Ed25519 JWK needs string 'kid' and 'x'")
-        raw = _b64d(x)
-        if len(raw) != KEY_BYTES:
-            raise ValueError(f"key {kid!r} is {len(raw)} bytes, expected {KEY_BYTES}")
-        keys[kid] = raw
-    return keys

@@ -18,9 +18,9 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from leaseboard.core.sql import epoch_mark_upsert
-from leaseboard.recipient import RecipientReporter, Refusal, TokenVerifier
-from leaseboard.recipient.guard import GuardResult
 from leaseboard.sandbox.models import EpochMark
+from leaseboard_recipient import RecipientReporter, Refusal, TokenVerifier
+from leaseboard_recipient.guard import GuardResult
 
 log = logging.getLogger(__name__)
 

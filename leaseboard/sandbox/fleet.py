@@ -22,7 +22,8 @@ from urllib.parse import urlparse
 
 import httpx
 
-from leaseboard.client import (
+from leaseboard_client import (
+    ApprovalRequired,
     Client,
     ClientTiming,
     Holding,
@@ -91,15 +92,16 @@ class Fleet:
     def charge(self, h: Holding, sandbox: httpx.Client, kind: str = "payment.charge") -> str:
         """Propose, pay through the sandbox, report the outcome. Returns what happened."""
         amount = random.randint(100, 50_000)
-        decision = h.effect(kind, "sandbox:acme", payload={"amount_cents": amount})
-        if not decision.authorized:
+        try:
+            with h.effect(kind, "sandbox:acme", payload={"amount_cents": amount}) as fx:
+                status = self.pay(sandbox, fx.headers(), amount, fx.idempotency_key or "")
+                if status not in (200, 201):
+                    fx.set_outcome("failed", f"sandbox answered {status}")
+        except ApprovalRequired:
             self.count("pending_approval")
-            return decision.decision
-        status = self.pay(sandbox, h.headers(decision), amount, decision.idempotency_key)
-        outcome = "applied" if status in (200, 201) else "failed"
-        h.report_outcome(decision.effect_id, outcome, f"sandbox answered {status}")
-        self.count(f"effect_{outcome}")
-        return outcome
+            return "pending_approval"
+        self.count(f"effect_{fx.outcome}")
+        return fx.outcome or "unknown"
 
     def wait(self, seconds: float) -> bool:
         """Sleep unless stopped; True if we should keep going."""
@@ -125,8 +127,8 @@ class Fleet:
                             if queue != "payments":
                                 kind = "ledger.post"
                             if kind == "ledger.post":
-                                posted = h.effect(kind, "ledger:main", payload={"step": step})
-                                h.report_outcome(posted.effect_id, "applied")
+                                with h.effect(kind, "ledger:main", payload={"step": step}):
+                                    pass  # the simulated ledger posts nothing for real
                                 self.count("effect_applied")
                             else:
                                 self.charge(h, sandbox, kind)
@@ -157,7 +159,7 @@ class Fleet:
                                 return
                             if late:
                                 try:
-                                    h.effect("payment.charge", "sandbox:acme")
+                                    h.propose("payment.charge", "sandbox:acme")
                                 except (InJeopardy, LocalJeopardy) as exc:
                                     self.count("refused_in_jeopardy")
                                     log.info("%s: effect refused in jeopardy (%s)", name, exc.code)
@@ -182,7 +184,7 @@ class Fleet:
                 try:
                     h = self.admit_and_hold(zombie, key, queue, renew=False)
                     self.count("leases")
-                    decision = h.effect("payment.charge", "sandbox:acme", payload={"n": n})
+                    decision = h.propose("payment.charge", "sandbox:acme", payload={"n": n})
                     stale = h.headers(decision)  # the effect's token, kept over the "GC pause"
                     paid = self.pay(sandbox, stale, 999, f"paid-{key}") in (200, 201)
                     h.report_outcome(decision.effect_id, "applied" if paid else "failed")
@@ -223,7 +225,7 @@ class Fleet:
                     h = self.admit_and_hold(c, self.key(name, n), queue)
                     self.count("leases")
                     h.checkpoint({"step": 0})
-                    decision = h.effect("payment.charge", "sandbox:acme", payload={"n": n})
+                    decision = h.propose("payment.charge", "sandbox:acme", payload={"n": n})
                     self.pay(sandbox, h.headers(decision), 1234, decision.idempotency_key)
                     if n % 2:
                         h.report_outcome(decision.effect_id, "unknown", "provider timed out")

@@ -1,6 +1,6 @@
 """The sandbox's own data: a ledger of every payment attempt and the epoch high-water marks.
 
-`EpochMark` has the columns `leaseboard.recipient.guard.check_in` expects (work_key,
+`EpochMark` has the columns `leaseboard_recipient.guard.check_in` expects (work_key,
 high_water, updated_at), so on PostgreSQL the guard's own statement runs against it.
 """
 

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 from django.db import IntegrityError, connection, transaction
 
-from leaseboard.recipient import Decision, decide_from_headers
 from leaseboard.sandbox.fence import verifier
 from leaseboard.sandbox.models import Payment
+from leaseboard_recipient import Decision, decide_from_headers
 
 
 @dataclass(frozen=True)

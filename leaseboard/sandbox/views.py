@@ -9,9 +9,9 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
-from leaseboard.recipient import problem_for
 from leaseboard.sandbox.models import Payment
 from leaseboard.sandbox.services import PaymentRequest, payment_attempt
+from leaseboard_recipient import problem_for
 
 MAX_BODY_BYTES = 16 * 1024
 

@@ -1,4 +1,5 @@
-"""Import layers and import cycles of `leaseboard/`, read from the source with `ast`.
+"""Import layers and import cycles of `leaseboard/` and of the packages it ships in
+`clients/python/src` (the leaseboard-client distribution), read from the source with `ast`.
 
 Every import counts wherever it is written: at module level, inside a function (a lazy
 import is still a dependency), and `importlib.import_module` / `import_string` / `include`
@@ -9,12 +10,15 @@ Layers, lowest first. A module may import modules of the layers in its row, neve
 
 | layer     | modules                                                 | may import              |
 |-----------|---------------------------------------------------------|-------------------------|
-| domain    | leaseboard.domain (pure: receives `now`, no framework)  | domain                  |
-| client    | leaseboard.client (agent SDK, any Python agent)         | client                  |
-| recipient | leaseboard.recipient (recipient-side guard)             | recipient, domain       |
+| tokens    | leaseboard_recipient.tokens (the fencing token format,  | tokens                  |
+|           | one definition for the server that signs and the        |                         |
+|           | recipients that verify)                                 |                         |
+| domain    | leaseboard.domain (pure: receives `now`, no framework)  | domain, tokens          |
+| client    | leaseboard_client (agent SDK, any Python agent)         | client                  |
+| recipient | leaseboard_recipient (recipient-side guard)             | recipient, tokens       |
 | settings  | leaseboard.settings (read it via django.conf.settings)  | settings, domain        |
-| core      | leaseboard.core: models, services, selectors, sql,      | core, domain, recipient |
-|           | signals, clock (core.sql runs the recipient guard's     |                         |
+| core      | leaseboard.core: models, services, selectors, sql,      | core, domain, tokens,   |
+|           | signals, clock (core.sql runs the recipient guard's     | recipient               |
 |           | own statement)                                          |                         |
 | workflow  | leaseboard.takeovers and leaseboard.policy (settings,   | + core                  |
 |           | config as code), except their HTTP modules              |                         |
@@ -26,13 +30,17 @@ Layers, lowest first. A module may import modules of the layers in its row, neve
 | entry     | leaseboard (package), .urls, .wsgi, .asgi               | everything              |
 
 ("+ x" means the row above plus x.) A module that fits no row fails the test: add it to the
-table. Third-party bans: domain imports no django, celery, kombu, redis, psycopg or httpx;
-client and recipient import no django, celery or kombu — except that
-`leaseboard.recipient.django_guard`, the optional Django adapter, imports Django inside its
-functions (so `import leaseboard.recipient` works without Django).
+table. The shipped packages (tokens, client, recipient) import nothing of `leaseboard`
+(they install without it). Third-party bans: domain and tokens import no django, celery,
+kombu, redis, psycopg or httpx; client and recipient import no django, celery or kombu —
+except that `leaseboard_recipient.django_guard`, the optional Django adapter, imports Django
+inside its functions (so `import leaseboard_recipient` works without Django). Optional
+extras stay optional: only `leaseboard_client.langchain` imports langchain_core, and the
+agent SDK never imports cryptography (the `[recipient]` extra).
 
 Cycles: no strongly connected component of more than one module, and none between
-packages (leaseboard.<package>, with leaseboard.celery counted in leaseboard.sweeps).
+packages (leaseboard.<package>, with leaseboard.celery counted in leaseboard.sweeps, and
+each shipped package whole).
 """
 
 from __future__ import annotations
@@ -46,12 +54,13 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2] / "leaseboard"
+REPO = Path(__file__).resolve().parents[2]
+SHIPPED = REPO / "clients" / "python" / "src"
+ROOTS = (REPO / "leaseboard", SHIPPED / "leaseboard_client", SHIPPED / "leaseboard_recipient")
+OWN = ("leaseboard", "leaseboard_client", "leaseboard_recipient")
 
 LAYER_OF_PACKAGE = {
     "domain": "domain",
-    "client": "client",
-    "recipient": "recipient",
     "settings": "settings",
     "core": "core",
     "takeovers": "workflow",
@@ -70,23 +79,31 @@ HTTP_MODULES = {"views", "forms", "urls", "templatetags"}
 
 _BELOW_WEB = {"sweeps", "workflow", "core", "domain"}
 MAY_IMPORT: dict[str, set[str]] = {
-    "domain": {"domain"},
+    "tokens": {"tokens"},
+    "domain": {"domain", "tokens"},
     "client": {"client"},
-    "recipient": {"recipient", "domain"},
-    "settings": {"settings", "domain"},
-    "core": {"core", "domain", "recipient"},
-    "workflow": {"workflow", "core", "domain", "recipient"},
-    "sweeps": {"sweeps", "workflow", "core", "domain", "recipient"},
-    "web": {"web", "client", "recipient"} | _BELOW_WEB,
-    "entry": set(LAYER_OF_PACKAGE.values()) | {"entry"},
+    "recipient": {"recipient", "tokens"},
+    "settings": {"settings", "domain", "tokens"},
+    "core": {"core", "domain", "tokens", "recipient"},
+    "workflow": {"workflow", "core", "domain", "tokens", "recipient"},
+    "sweeps": {"sweeps", "workflow", "core", "domain", "tokens", "recipient"},
+    "web": {"web", "client", "recipient", "tokens"} | _BELOW_WEB,
+    "entry": set(LAYER_OF_PACKAGE.values()) | {"entry", "client", "recipient", "tokens"},
 }
+_PURE = {"django", "celery", "kombu", "redis", "psycopg", "httpx"}
 FORBIDDEN_LIBRARIES = {
-    "domain": {"django", "celery", "kombu", "redis", "psycopg", "httpx"},
-    "client": {"django", "celery", "kombu"},
+    "tokens": _PURE,
+    "domain": _PURE,
+    "client": {"django", "celery", "kombu", "cryptography"},
     "recipient": {"django", "celery", "kombu"},
 }
+# Optional extras: (library) -> the only modules that may import it.
+EXTRA_ONLY = {
+    "langchain_core": {"leaseboard_client.langchain"},
+    "langgraph": set(),  # the example uses it; the SDK itself never does
+}
 # (module, library): allowed inside functions only.
-LAZY_LIBRARY_ALLOWED = {("leaseboard.recipient.django_guard", "django")}
+LAZY_LIBRARY_ALLOWED = {("leaseboard_recipient.django_guard", "django")}
 
 DYNAMIC_IMPORTERS = {"import_module", "import_string", "include"}
 
@@ -103,9 +120,14 @@ class Import:
         return f"{self.source}:{self.line} imports {self.target}"
 
 
-def module_names(root: Path) -> dict[str, Path]:
+def _own(name: str) -> bool:
+    return name.split(".")[0] in OWN
+
+
+def module_names(*roots: Path) -> dict[str, Path]:
     names = {}
-    for path in sorted(root.rglob("*.py")):
+    for path in sorted(p for root in roots for p in root.rglob("*.py")):
+        root = next(r for r in roots if r in path.parents)
         parts = list(path.relative_to(root.parent).with_suffix("").parts)
         if parts[-1] == "__init__":
             parts.pop()
@@ -135,7 +157,7 @@ class _Collector(ast.NodeVisitor):
         self.type_only = 0
 
     def _add(self, name: str, line: int) -> None:
-        if name == "leaseboard" or name.startswith("leaseboard."):
+        if _own(name):
             target = _resolve(name, self.modules)
             if target == self.module:
                 return
@@ -182,13 +204,13 @@ class _Collector(ast.NodeVisitor):
         if name in DYNAMIC_IMPORTERS and node.args:
             arg = node.args[0]
             if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
-                if arg.value.startswith("leaseboard."):
+                if _own(arg.value):
                     self._add(arg.value, node.lineno)
         self.generic_visit(node)
 
 
-def collect_imports(root: Path) -> tuple[dict[str, Path], list[Import]]:
-    modules = module_names(root)
+def collect_imports(*roots: Path) -> tuple[dict[str, Path], list[Import]]:
+    modules = module_names(*roots)
     imports: list[Import] = []
     for module, path in modules.items():
         collector = _Collector(module, path.name == "__init__.py", modules)
@@ -199,6 +221,10 @@ def collect_imports(root: Path) -> tuple[dict[str, Path], list[Import]]:
 
 def layer_of(module: str) -> str | None:
     parts = module.split(".")
+    if module == "leaseboard_recipient.tokens":
+        return "tokens"
+    if parts[0] in ("leaseboard_client", "leaseboard_recipient"):
+        return parts[0].removeprefix("leaseboard_")
     if parts == ["leaseboard"]:
         return "entry"
     if len(parts) > 2 and parts[2] in HTTP_MODULES:
@@ -208,8 +234,8 @@ def layer_of(module: str) -> str | None:
 
 def package_of(module: str) -> str:
     parts = module.split(".")
-    if len(parts) == 1:
-        return "leaseboard"
+    if len(parts) == 1 or parts[0] != "leaseboard":
+        return parts[0]
     return "leaseboard." + ("sweeps" if parts[1] == "celery" else parts[1])
 
 
@@ -219,10 +245,12 @@ def layer_violations(modules: Iterable[str], imports: Iterable[Import]) -> list[
         source = layer_of(imp.source)
         if source is None:
             continue
-        if imp.target.startswith("leaseboard"):
+        if _own(imp.target):
             target = layer_of(imp.target)
             if target not in MAY_IMPORT[source]:
                 problems.append(f"{imp} ({source} may not import {target})")
+        elif imp.target in EXTRA_ONLY and imp.source not in EXTRA_ONLY[imp.target]:
+            problems.append(f"{imp} (an optional extra: only {sorted(EXTRA_ONLY[imp.target])})")
         elif imp.target in FORBIDDEN_LIBRARIES.get(source, ()):
             if imp.in_function and (imp.source, imp.target) in LAZY_LIBRARY_ALLOWED:
                 continue
@@ -274,7 +302,7 @@ def strongly_connected(edges: dict[str, set[str]]) -> list[set[str]]:
 def runtime_edges(imports: Iterable[Import], unit=lambda module: module) -> dict[str, set[str]]:
     edges: dict[str, set[str]] = {}
     for imp in imports:
-        if imp.type_only or not imp.target.startswith("leaseboard"):
+        if imp.type_only or not _own(imp.target):
             continue
         source, target = unit(imp.source), unit(imp.target)
         if source != target:
@@ -287,7 +315,7 @@ def explain(component: set[str], imports: Iterable[Import], unit=lambda m: m) ->
         str(imp)
         for imp in imports
         if not imp.type_only
-        and imp.target.startswith("leaseboard")
+        and _own(imp.target)
         and unit(imp.source) in component
         and unit(imp.target) in component
         and unit(imp.source) != unit(imp.target)
@@ -297,7 +325,7 @@ def explain(component: set[str], imports: Iterable[Import], unit=lambda m: m) ->
 
 @pytest.fixture(scope="module")
 def tree() -> tuple[dict[str, Path], list[Import]]:
-    return collect_imports(ROOT)
+    return collect_imports(*ROOTS)
 
 
 # --- the real tree -------------------------------------------------------------------------
@@ -323,12 +351,12 @@ def test_no_import_cycle_between_packages(tree):
 # --- the checker itself, on a small tree it must fault --------------------------------------
 
 
-def write(root: Path, files: dict[str, str]) -> Path:
+def write(root: Path, files: dict[str, str]) -> list[Path]:
     for name, text in files.items():
         path = root / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
-    return root / "leaseboard"
+    return [root / name for name in OWN if (root / name).exists()]
 
 
 def test_the_checker_finds_upward_imports_lazy_ones_included(tmp_path):
@@ -350,13 +378,17 @@ def test_the_checker_finds_upward_imports_lazy_ones_included(tmp_path):
             "leaseboard/takeovers/views.py": "from leaseboard.dashboard import roles\n",
             "leaseboard/dashboard/__init__.py": "",
             "leaseboard/dashboard/roles.py": "",
-            "leaseboard/client/__init__.py": "from leaseboard.core import services\n",
-            "leaseboard/recipient/__init__.py": "import django\n",
-            "leaseboard/recipient/django_guard.py": "def g():\n    import django.http\n",
+            "leaseboard_client/__init__.py": "from leaseboard.core import services\n",
+            "leaseboard_client/agents.py": "import langchain_core.tools\n",
+            "leaseboard_client/langchain.py": "from langchain_core.tools import BaseTool\n",
+            "leaseboard_recipient/__init__.py": "import django\n",
+            "leaseboard_recipient/tokens.py": "from leaseboard_recipient import guard\n",
+            "leaseboard_recipient/guard.py": "",
+            "leaseboard_recipient/django_guard.py": "def g():\n    import django.http\n",
             "leaseboard/mystery.py": "",
         },
     )
-    modules, imports = collect_imports(root)
+    modules, imports = collect_imports(*root)
     problems = layer_violations(modules, imports)
     assert sorted(problems) == sorted(
         [
@@ -364,10 +396,15 @@ def test_the_checker_finds_upward_imports_lazy_ones_included(tmp_path):
             "leaseboard.domain.rules:2 imports django (domain imports no django)",
             "leaseboard.core.services:3 imports leaseboard.sweeps.tasks "
             "(core may not import sweeps)",
-            "leaseboard.client:1 imports leaseboard.core.services (client may not import core)",
-            "leaseboard.recipient:1 imports django (recipient imports no django)",
+            "leaseboard_client:1 imports leaseboard.core.services (client may not import core)",
+            "leaseboard_client.agents:1 imports langchain_core "
+            "(an optional extra: only ['leaseboard_client.langchain'])",
+            "leaseboard_recipient:1 imports django (recipient imports no django)",
+            "leaseboard_recipient.tokens:1 imports leaseboard_recipient.guard "
+            "(tokens may not import recipient)",
         ]
-    )  # sweeps -> takeovers, takeovers.views -> dashboard and the lazy django_guard pass
+    )  # sweeps -> takeovers, takeovers.views -> dashboard, the adapter's langchain_core and
+    # the lazy django_guard pass
 
 
 def test_the_checker_finds_cycles_but_not_type_only_ones(tmp_path):
@@ -379,11 +416,11 @@ def test_the_checker_finds_cycles_but_not_type_only_ones(tmp_path):
             "leaseboard/sweeps/services.py": "def f():\n    from leaseboard.sweeps import tasks\n",
             "leaseboard/sweeps/tasks.py": "from leaseboard.sweeps import notifications\n",
             "leaseboard/sweeps/notifications.py": "from leaseboard.sweeps.services import f\n",
-            "leaseboard/client/__init__.py": "",
-            "leaseboard/client/api.py": "from leaseboard.client import holding\n",
-            "leaseboard/client/holding.py": (
+            "leaseboard_client/__init__.py": "",
+            "leaseboard_client/api.py": "from leaseboard_client import holding\n",
+            "leaseboard_client/holding.py": (
                 "from typing import TYPE_CHECKING\n"
-                "if TYPE_CHECKING:\n    from leaseboard.client.api import Client\n"
+                "if TYPE_CHECKING:\n    from leaseboard_client.api import Client\n"
             ),
             "leaseboard/core/__init__.py": "",
             "leaseboard/core/a.py": "import leaseboard.dashboard.b\n",
@@ -393,7 +430,7 @@ def test_the_checker_finds_cycles_but_not_type_only_ones(tmp_path):
             "leaseboard/core/d.py": "from leaseboard.dashboard import c\n",
         },
     )
-    _, imports = collect_imports(root)
+    _, imports = collect_imports(*root)
     modules_cycles = strongly_connected(runtime_edges(imports))
     assert modules_cycles == [
         {"leaseboard.sweeps.services", "leaseboard.sweeps.tasks", "leaseboard.sweeps.notifications"}

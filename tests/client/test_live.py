@@ -2,268 +2,39 @@
 
 Between the SDK and the live server sits a tiny loopback HTTP proxy that can make renewals
 hang (it reads the request and never answers) or answer exactly one renewal with a real
-HTTP 503; everything else it forwards unchanged. The renewer is driven by hand
-(`Renewer(start_thread=False).tick()`), and time is moved in lockstep on both sides: the
-SDK's monotonic clock and the database clock seam (DESIGN §3) skip by the same amount, on
-top of real time, so nothing waits out a ttl for real.
+HTTP 503; everything else it forwards unchanged (tests/client/harness.py). The renewer is
+driven by hand (`Renewer(start_thread=False).tick()`), and time is moved in lockstep on
+both sides: the SDK's monotonic clock and the database clock seam (DESIGN §3) skip by the
+same amount, on top of real time, so nothing waits out a ttl for real. The asyncio client
+meets the same server in test_live_async.py.
 """
 
 from __future__ import annotations
 
-import http.client
-import json
-import threading
-import time
-import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import quote, urlsplit
 
-import httpx
 import pytest
 
-from leaseboard.client import (
+from leaseboard_client import (
     Client,
-    ClientTiming,
-    Holding,
-    LeaseError,
     LeaseExpired,
     LeaseRevoked,
     LocalJeopardy,
-    Renewer,
     StaleEpoch,
     TransientError,
     process_renewer,
 )
+from tests.client.harness import (
+    TIMING,
+    TTL_MS,
+    Live,
+    an_approver,
+    lease_row,
+    lost_recorder,
+    take_over,
+)
 
 pytestmark = pytest.mark.postgres
-
-TTL_MS = 3000  # renew_after_ms defaults to 1000, jeopardy_after_ms to 2000
-TIMING = ClientTiming(
-    request_timeout_s=0.4, renew_interval_s=1.0, safety_margin_s=1.0, drift_rate=0.01
-)
-HOP_BY_HOP = {
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-    "host",
-    "content-length",
-}
-
-
-# -- the proxy between the SDK and the live server --------------------------------------------
-
-
-@dataclass(frozen=True)
-class Seen:
-    method: str
-    path: str
-    body: Any
-    action: str  # forwarded | hung | 503
-
-
-class Proxy:
-    """Loopback HTTP proxy to `upstream`; renew requests can be hung or failed with a 503."""
-
-    def __init__(self, upstream: str) -> None:
-        parts = urlsplit(upstream)
-        self.upstream = (parts.hostname or "127.0.0.1", parts.port or 80)
-        self.hang_renewals = False
-        self.fail_renewals = 0  # how many renew requests still to answer with a 503
-        self.seen: list[Seen] = []
-        self._lock = threading.Lock()
-        self._release = threading.Event()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-        self._thread.start()
-
-    @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def renewals(self, action: str | None = None) -> list[Seen]:
-        with self._lock:
-            return [
-                s
-                for s in self.seen
-                if s.path.endswith("/renew") and (action is None or s.action == action)
-            ]
-
-    def requests_to(self, path: str) -> list[Seen]:
-        with self._lock:
-            return [s for s in self.seen if s.path == path]
-
-    def close(self) -> None:
-        self._release.set()  # let hung handlers finish; their clients gave up long ago
-        self._server.shutdown()
-        self._server.server_close()
-
-    def _decide(self, method: str, path: str, body: Any) -> str:
-        with self._lock:
-            action = "forwarded"
-            if path.endswith("/renew"):
-                if self.hang_renewals:
-                    action = "hung"
-                elif self.fail_renewals > 0:
-                    self.fail_renewals -= 1
-                    action = "503"
-            self.seen.append(Seen(method, path, body, action))
-            return action
-
-    def _forward(self, method: str, path: str, headers: dict[str, str], body: bytes) -> tuple:
-        conn = http.client.HTTPConnection(*self.upstream, timeout=10)
-        try:
-            conn.request(method, path, body=body or None, headers=headers)
-            response = conn.getresponse()
-            return response.status, response.reason, response.getheaders(), response.read()
-        finally:
-            conn.close()
-
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        proxy = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def do_GET(self) -> None:
-                self._handle()
-
-            def do_POST(self) -> None:
-                self._handle()
-
-            def _answer(self, status: int, reason: str, headers: list, data: bytes) -> None:
-                self.send_response(status, reason)
-                for name, value in headers:
-                    if name.lower() not in HOP_BY_HOP | {"server", "date"}:
-                        self.send_header(name, value)
-                self.send_header("Content-Length", str(len(data)))
-                self.send_header("Connection", "close")
-                self.end_headers()
-                self.wfile.write(data)
-
-            def _handle(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                action = proxy._decide(self.command, self.path, json.loads(raw) if raw else None)
-                if action == "hung":
-                    # Accepted and read, never answered: only the client's timeout ends it.
-                    proxy._release.wait()
-                    self.close_connection = True
-                    return
-                if action == "503":
-                    # What a load balancer in front of a restarting web node answers.
-                    body = b"<html><body><h1>503 Service Unavailable</h1></body></html>"
-                    self._answer(503, "Service Unavailable", [("Content-Type", "text/html")], body)
-                    return
-                headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
-                self._answer(*proxy._forward(self.command, self.path, headers, raw))
-
-        return Handler
-
-
-# -- clocks and helpers -------------------------------------------------------------------------
-
-
-class LockstepClock:
-    """The SDK's monotonic clock; `skip` moves it and the database clock by the same amount."""
-
-    def __init__(self, db_clock: Any) -> None:
-        self.db_clock = db_clock
-        self.skipped_s = 0.0
-
-    def __call__(self) -> float:
-        return time.monotonic() + self.skipped_s
-
-    def skip(self, seconds: float) -> None:
-        ms = round(seconds * 1000)
-        self.db_clock.advance(ms)
-        self.skipped_s += ms / 1000
-
-
-@dataclass
-class Live:
-    url: str
-    proxy: Proxy
-    clock: LockstepClock
-    renewer: Renewer
-    token: str
-    clients: list[Client]
-
-    def client(self, token: str | None = None) -> Client:
-        """An SDK client that talks to the live server through the proxy."""
-        client = Client(
-            self.proxy.url,
-            token or self.token,
-            timing=TIMING,
-            clock=self.clock,
-            renewer=self.renewer,
-        )
-        self.clients.append(client)
-        return client
-
-    def server_view(self, key: str) -> dict[str, Any]:
-        """What the live server says about a work item, asked directly (not via the proxy)."""
-        response = httpx.get(
-            f"{self.url}/api/v1/work-items/{quote(key, safe='')}",
-            headers={"Authorization": f"Bearer {self.token}"},
-            timeout=10,
-        )
-        assert response.status_code == 200, response.text
-        return response.json()
-
-    def admitted(self, prefix: str) -> str:
-        """A work item admitted with a short ttl (set up directly, with a patient client)."""
-        key = f"{prefix}-{uuid.uuid4().hex[:8]}"
-        with Client(self.url, self.token, renewer=self.renewer) as setup:
-            assert setup.admit(key, policy={"ttl_ms": TTL_MS}).admission == "admitted"
-        return key
-
-
-@pytest.fixture
-def live(live_server, agent, db_clock) -> Iterator[Live]:  # type: ignore[no-untyped-def]
-    _, token = agent()
-    # Warm the server up so the SDK's short request timeout measures steady-state latency.
-    httpx.get(f"{live_server.url}/api/v1/fencing/keys", timeout=30).raise_for_status()
-    clock = LockstepClock(db_clock)
-    proxy = Proxy(live_server.url)
-    state = Live(
-        url=live_server.url,
-        proxy=proxy,
-        clock=clock,
-        renewer=Renewer(clock=clock, start_thread=False),
-        token=token,
-        clients=[],
-    )
-    try:
-        yield state
-    finally:
-        for client in state.clients:
-            client.close()
-        proxy.close()
-
-
-def lost_recorder() -> tuple[list[tuple[Holding, LeaseError]], Any]:
-    calls: list[tuple[Holding, LeaseError]] = []
-    return calls, lambda holding, error: calls.append((holding, error))
-
-
-def lease_row(lease_id: str) -> Any:
-    from leaseboard.core.models import Lease
-
-    return Lease.objects.get(id=lease_id)
 
 
 # -- 1. hung renewals: local jeopardy before the server expires the lease ------------------
@@ -329,7 +100,7 @@ def test_hung_renewals_put_the_sdk_in_jeopardy_before_the_server_expires_the_lea
 
     # Every guarded call refuses locally, before any request leaves the process.
     with pytest.raises(LocalJeopardy):
-        holding.effect("payment.capture", "invoice-1")
+        holding.propose("payment.capture", "invoice-1")
     with pytest.raises(LocalJeopardy):
         holding.headers()
     with pytest.raises(LocalJeopardy), holding.guard():
@@ -356,7 +127,7 @@ def test_hung_renewals_put_the_sdk_in_jeopardy_before_the_server_expires_the_lea
     assert [(h, e.code) for h, e in lost] == [(holding, "lease_expired")]
     assert live.renewer.holdings() == []
     with pytest.raises(LeaseExpired):
-        holding.effect("payment.capture", "invoice-1")
+        holding.propose("payment.capture", "invoice-1")
     holding.release()  # already lost: no release request
     assert live.proxy.requests_to(f"/api/v1/leases/{holding.lease_id}/release") == []
 
@@ -397,7 +168,7 @@ def test_one_503_on_a_renewal_does_not_end_the_lease(live: Live) -> None:
 
         # Guarded calls work: the server authorizes an effect under this epoch.
         assert holding.active
-        decision = holding.effect("payment.capture", "invoice-2")
+        decision = holding.propose("payment.capture", "invoice-2")
         assert decision.authorized and decision.fencing_token
         headers = holding.headers(decision)
         assert headers["X-Lease-Epoch"] == str(holding.epoch)
@@ -410,45 +181,6 @@ def test_one_503_on_a_renewal_does_not_end_the_lease(live: Live) -> None:
 
 
 # -- 3. lease_revoked stops it at once ---------------------------------------------------------
-
-
-def an_approver() -> Any:
-    """An approver to revoke with, made before the hold starts (its real time counts)."""
-    from django.contrib.auth import get_user_model
-    from django.contrib.auth.models import Group
-
-    from leaseboard.core.authority import Actor
-    from tests.builders import ensure_role_groups
-
-    ensure_role_groups()
-    user = get_user_model().objects.create(username=f"approver-{uuid.uuid4().hex[:8]}")
-    user.groups.add(Group.objects.get(name="approver"))
-    return Actor.human(user)
-
-
-def take_over(work_key: str, lease_id: str, new_holder: Any, approver: Any) -> int:
-    """Revoke the lease and grant the work to `new_holder` in one transaction (a takeover)."""
-    from django.db import transaction
-
-    from leaseboard.core.clock import db_now_ms
-    from leaseboard.core.models import Lease, WorkItem
-    from leaseboard.core.services.leases import lease_grant_locked, lease_revoke_locked
-
-    with transaction.atomic():
-        now = db_now_ms()
-        item = WorkItem.objects.select_for_update().select_related("queue").get(key=work_key)
-        lease = Lease.objects.select_for_update().get(id=lease_id)
-        lease_revoke_locked(
-            lease=lease, actor=approver, now_ms=now, reason="taken over by an operator"
-        )
-        new = lease_grant_locked(
-            item=item,
-            holder=new_holder,
-            now_ms=now,
-            grant_kind=Lease.GrantKind.TAKEOVER,
-            takeover_reason="taken over by an operator",
-        )
-    return new.epoch
 
 
 def test_lease_revoked_on_renew_ends_the_holding_at_once(live: Live, agent) -> None:  # type: ignore[no-untyped-def]
@@ -477,7 +209,7 @@ def test_lease_revoked_on_renew_ends_the_holding_at_once(live: Live, agent) -> N
         with pytest.raises(LeaseRevoked):
             holding.ensure()
         with pytest.raises(LeaseRevoked):
-            holding.effect("payment.capture", "invoice-3")
+            holding.propose("payment.capture", "invoice-3")
         with pytest.raises(LeaseRevoked):
             holding.headers()
         with pytest.raises(LeaseRevoked):
@@ -514,7 +246,7 @@ def test_after_a_takeover_an_old_epoch_effect_is_refused_before_any_renewal(
         assert holding.active  # nothing has told this process yet
 
         with pytest.raises(StaleEpoch):
-            holding.effect("payment.capture", "invoice-4")
+            holding.propose("payment.capture", "invoice-4")
         assert isinstance(holding.lost, StaleEpoch)
         assert [(h, e.code) for h, e in lost] == [(holding, "stale_epoch")]
         with pytest.raises(StaleEpoch):

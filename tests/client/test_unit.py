@@ -5,19 +5,13 @@ and a fake monotonic clock.
 
 from __future__ import annotations
 
-import ast
-import json
-import subprocess
-import sys
 import threading
-import uuid
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from leaseboard.client import (
+from leaseboard_client import (
     Client,
     ClientTiming,
     Holding,
@@ -34,101 +28,7 @@ from leaseboard.client import (
     WorkLeased,
     local_deadline,
 )
-
-TIMING = ClientTiming(
-    request_timeout_s=1.0, renew_interval_s=5.0, safety_margin_s=1.0, drift_rate=0.01
-)
-
-
-class FakeClock:
-    def __init__(self, start: float = 1000.0) -> None:
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
-
-
-class FakeServer:
-    """Just enough of the v1 API for SDK logic; `latency_s` advances the clock per request."""
-
-    def __init__(self, clock: FakeClock, *, ttl_ms: int = 15_000) -> None:
-        self.clock = clock
-        self.ttl_ms = ttl_ms
-        self.renew_after_ms = ttl_ms // 3
-        self.latency_s = 0.0
-        self.requests: list[tuple[str, str, Any]] = []
-        self.fail_next: list[httpx.Response | Exception] = []
-        self.lease_codes: dict[str, str] = {}  # lease_id -> refusal code on renew
-        self.epochs: dict[str, int] = {}
-        self.raw_paths: list[str] = []
-
-    def __call__(self, request: httpx.Request) -> httpx.Response:
-        body = json.loads(request.content) if request.content else None
-        self.requests.append((request.method, request.url.path, body))
-        self.raw_paths.append(request.url.raw_path.decode())
-        self.clock.now += self.latency_s  # the answer arrives later than the request left
-        if self.fail_next:
-            failure = self.fail_next.pop(0)
-            if isinstance(failure, Exception):
-                raise failure
-            return failure
-        path = request.url.path
-        if path.endswith("/lease"):
-            key = path.split("/")[-2]
-            self.epochs[key] = self.epochs.get(key, 0) + 1
-            return httpx.Response(
-                201,
-                json={
-                    "lease_id": str(uuid.uuid4()),
-                    "work_key": key,
-                    "epoch": self.epochs[key],
-                    "ttl_ms": body.get("ttl_ms") or self.ttl_ms,
-                    "renew_after_ms": self.renew_after_ms,
-                    "expires_in_ms": body.get("ttl_ms") or self.ttl_ms,
-                    "fencing_token": "tok-acquire",
-                    "checkpoint": {"step": 3},
-                },
-            )
-        if path == "/api/v1/leases/renew":
-            results = []
-            for item in body["leases"]:
-                code = self.lease_codes.get(item["lease_id"])
-                if code:
-                    results.append({"lease_id": item["lease_id"], "ok": False, "code": code})
-                else:
-                    results.append(
-                        {
-                            "lease_id": item["lease_id"],
-                            "ok": True,
-                            "expires_in_ms": self.ttl_ms,
-                            "epoch": item["epoch"],
-                            "fencing_token": "tok-renewed",
-                        }
-                    )
-            return httpx.Response(200, json={"results": results})
-        if path.endswith("/renew"):
-            return httpx.Response(
-                200,
-                json={
-                    "lease_id": path.split("/")[-2],
-                    "epoch": body["epoch"],
-                    "certainty": "active",
-                    "expires_in_ms": self.ttl_ms,
-                    "fencing_token": "tok-renewed",
-                },
-            )
-        if path.endswith("/release") or path.endswith("/outcome"):
-            return httpx.Response(200, json={})
-        if path == "/api/v1/effects":
-            if body["kind"] == "wire":
-                return httpx.Response(202, json={"effect_id": "e2", "decision": "pending_approval"})
-            return httpx.Response(
-                201, json={"effect_id": "e1", "decision": "authorized", "fencing_token": "tok-e1"}
-            )
-        return httpx.Response(404, json={"code": "not_found", "title": "No such path"})
-
-    def count(self, path: str) -> int:
-        return sum(1 for _, p, _ in self.requests if p == path)
+from tests.client.fakes import TIMING, FakeClock, FakeServer
 
 
 @pytest.fixture
@@ -261,7 +161,7 @@ def test_past_the_local_deadline_guarded_calls_raise_before_any_request(
     clock.now = holding.deadline
     sent_before = len(server.requests)
     with pytest.raises(LocalJeopardy):
-        holding.effect("charge", "acct-9")
+        holding.propose("charge", "acct-9")
     with pytest.raises(LocalJeopardy):
         holding.headers()
     with pytest.raises(LocalJeopardy):
@@ -333,7 +233,7 @@ def test_an_authoritative_renew_refusal_ends_the_holding_at_once(
     assert renewer.holdings() == [other] and other.active
     sent_before = len(server.requests)
     with pytest.raises(error):
-        holding.effect("charge", "acct-9")  # well before the local deadline
+        holding.propose("charge", "acct-9")  # well before the local deadline
     with pytest.raises(error):
         holding.headers()
     assert len(server.requests) == sent_before
@@ -357,7 +257,7 @@ def test_an_authoritative_effect_refusal_ends_the_holding(
         )
     )
     with pytest.raises(StaleEpoch) as caught:
-        holding.effect("charge", "acct-9")
+        holding.propose("charge", "acct-9")
     assert caught.value.current_epoch == 2 and caught.value.your_epoch == 1
     assert holding.lost is caught.value and renewer.holdings() == []
 
@@ -368,7 +268,7 @@ def test_in_jeopardy_from_the_server_refuses_the_effect_but_keeps_the_holding(
     holding = make_client(server, renewer).hold("job-1")
     server.fail_next.append(httpx.Response(409, json={"code": "in_jeopardy"}))
     with pytest.raises(InJeopardy):
-        holding.effect("charge", "acct-9")
+        holding.propose("charge", "acct-9")
     assert holding.lost is None and renewer.holdings() == [holding]
 
 
@@ -444,7 +344,7 @@ def test_effects_attach_epoch_and_token_to_outgoing_calls(
 ) -> None:
     holding = make_client(server, renewer).hold("job-1")
     assert holding.checkpoint_data == {"step": 3}
-    effect = holding.effect("charge", "acct-9", payload={"cents": 100}, idempotency_key="k1")
+    effect = holding.propose("charge", "acct-9", payload={"cents": 100}, idempotency_key="k1")
     assert effect.authorized and effect.effect_id == "e1"
     assert holding.headers(effect) == {
         "X-Lease-Epoch": "1",
@@ -454,7 +354,7 @@ def test_effects_attach_epoch_and_token_to_outgoing_calls(
     assert holding.headers()["X-Fencing-Token"] == "tok-acquire"
     sent = server.requests[-1][2]
     assert sent["idempotency_key"] == "k1" and sent["epoch"] == 1 and sent["payload"]
-    pending = holding.effect("wire", "acct-9")
+    pending = holding.propose("wire", "acct-9")
     assert pending.decision == "pending_approval" and not pending.authorized
     holding.report_outcome(effect.effect_id, "applied", "ok")
     assert server.requests[-1][1] == "/api/v1/effects/e1/outcome"
@@ -489,29 +389,3 @@ def test_work_keys_are_quoted_into_paths(server: FakeServer, renewer: Renewer) -
     assert server.raw_paths[-1] == "/api/v1/work-items/tenant%2Fjob%201/lease"
     assert server.requests[-1][2] == {"ttl_ms": 12_000}
     assert grant.ttl_ms == 12_000
-
-
-def _module_level_imports(path: Path) -> set[str]:
-    names: set[str] = set()
-    for node in ast.parse(path.read_text()).body:  # top level only: lazy imports are fine
-        if isinstance(node, ast.Import):
-            names |= {alias.name.split(".")[0] for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            names.add(node.module.split(".")[0])
-    return names
-
-
-@pytest.mark.parametrize("package", ["client", "recipient"])
-def test_the_sdk_and_recipient_modules_import_no_django_at_module_level(package: str) -> None:
-    root = Path(__file__).resolve().parents[2] / "leaseboard" / package
-    for path in sorted(root.glob("*.py")):
-        assert not _module_level_imports(path) & {"django", "celery"}, path
-
-
-def test_importing_the_sdk_loads_no_django_or_celery() -> None:
-    code = (
-        "import sys, leaseboard.client, leaseboard.recipient; "
-        "bad = sorted({m.split('.')[0] for m in sys.modules} & {'django', 'celery'}); "
-        "assert not bad, bad"
-    )
-    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from leaseboard.recipient import (
+from leaseboard_recipient import (
     EpochGuard,
     InMemoryEpochGuard,
     PostgresEpochGuard,

@@ -11,21 +11,21 @@ import uuid
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
 
-from leaseboard.domain.fencing import (
-    FencingClaims,
-    generate_private_key,
-    jwks,
-    key_id,
-    public_key_raw,
-    sign_token,
-)
-from leaseboard.recipient import (
+from leaseboard_recipient import (
     FencingMiddleware,
     InMemoryEpochGuard,
     MemoryReporter,
     RecipientReporter,
     Refusal,
     TokenVerifier,
+)
+from leaseboard_recipient.tokens import (
+    FencingClaims,
+    generate_private_key,
+    jwks,
+    key_id,
+    public_key_raw,
+    sign_token,
 )
 
 KEY = generate_private_key()
@@ -251,7 +251,7 @@ def test_the_django_decorator_refuses_a_stale_epoch() -> None:
     from django.http import HttpResponse
     from django.test import RequestFactory
 
-    from leaseboard.recipient.django_guard import fenced
+    from leaseboard_recipient.django_guard import fenced
 
     verifier, reporter = make_verifier()
 
@@ -303,7 +303,7 @@ def test_a_paused_holders_token_is_refused_by_time_where_the_successor_was_never
 
 
 def test_the_online_check_refuses_a_superseded_epoch_and_fails_closed() -> None:
-    from leaseboard.recipient import OnlineAnswer
+    from leaseboard_recipient import OnlineAnswer
 
     answers: list[Any] = [OnlineAnswer(valid=False, current_epoch=9, code="stale_epoch")]
 
@@ -327,7 +327,7 @@ def test_an_epoch_notice_raises_the_mark_only_when_signed_with_the_secret() -> N
     import hashlib
     import hmac
 
-    from leaseboard.recipient import EpochNoticeReceiver
+    from leaseboard_recipient import EpochNoticeReceiver
 
     guard = InMemoryEpochGuard()
     receiver = EpochNoticeReceiver(secret="whsec_x", guard=guard, clock_s=lambda: 1_000.0)

@@ -18,8 +18,8 @@ from leaseboard.core.services import leases as ls
 from leaseboard.core.services.fencing import fencing_public_keys
 from leaseboard.domain import fencing
 from leaseboard.domain.errors import LockDelay
-from leaseboard.recipient import InMemoryEpochGuard, MemoryReporter, TokenVerifier
 from leaseboard.takeovers import services as takeovers
+from leaseboard_recipient import InMemoryEpochGuard, MemoryReporter, TokenVerifier
 from tests.builders import admit, make_user, request_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.usefixtures("fast_passwords")]

@@ -20,8 +20,8 @@ from leaseboard.core.services import effects as fx
 from leaseboard.core.services import leases as ls
 from leaseboard.core.services.fencing import fencing_public_keys
 from leaseboard.core.services.recipients import recipient_webhook_clear, recipient_webhook_set
-from leaseboard.recipient import EpochNoticeReceiver, InMemoryEpochGuard, TokenVerifier
 from leaseboard.sweeps import notifications, tasks
+from leaseboard_recipient import EpochNoticeReceiver, InMemoryEpochGuard, TokenVerifier
 from tests.builders import admit, make_user
 
 pytestmark = [pytest.mark.postgres, pytest.mark.usefixtures("fast_passwords")]

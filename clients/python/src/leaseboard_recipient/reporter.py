@@ -13,7 +13,7 @@ import threading
 import urllib.error
 import urllib.request
 from dataclasses import asdict, dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ class Refusal:
     token: str | None = None
     detail: str = ""
 
-    def body(self) -> dict:
+    def body(self) -> dict[str, Any]:
         data = asdict(self)
         if data["token"] is not None:
             data["token"] = data["token"][:TOKEN_REPORT_CHARS]

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from http import HTTPStatus
 from typing import Any
 
-from leaseboard.recipient.guard import EpochGuard
+from leaseboard_recipient.guard import EpochGuard
 
 SIGNATURE_HEADER = "X-Leaseboard-Signature"
 MAX_BODY_BYTES = 256 * 1024  # a batch of up to 500 notices

@@ -37,6 +37,20 @@ class LeaseError(Exception):
     def your_epoch(self) -> int | None:
         return self.problem.get("your_epoch")
 
+    @property
+    def retry_after_s(self) -> float | None:
+        """When to try again, where the server said (`lock_delay`, `rate_limited`)."""
+        value = self.problem.get("retry_after_ms")
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return None
+        return max(0.0, value / 1000)
+
+    @property
+    def effect_id(self) -> str | None:
+        """The effect a refusal is about (a refused or pending proposal is still recorded)."""
+        value = self.problem.get("effect_id")
+        return str(value) if value is not None else None
+
 
 class TransientError(LeaseError):
     """Network failure, timeout or 5xx: the outcome is unknown, retrying may succeed."""
@@ -107,11 +121,20 @@ class PolicyDenied(LeaseError):
 
 
 class ApprovalRequired(LeaseError):
+    """The effect waits for an approver (202 pending_approval): it must not happen yet.
+    Propose again with the same idempotency key to learn the decision."""
+
     code = "approval_required"
 
 
 class TakeoverConflict(LeaseError):
     code = "takeover_conflict"
+
+
+class IdempotencyConflict(LeaseError):
+    """The idempotency key was used for another effect (lease, kind, target or payload)."""
+
+    code = "idempotency_conflict"
 
 
 class NotFound(LeaseError):
@@ -154,6 +177,7 @@ ERRORS_BY_CODE: dict[str, type[LeaseError]] = {
         PolicyDenied,
         ApprovalRequired,
         TakeoverConflict,
+        IdempotencyConflict,
         NotFound,
         ValidationError,
         Unauthenticated,

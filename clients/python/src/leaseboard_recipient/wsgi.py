@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from leaseboard.recipient.verifier import Decision, TokenVerifier, problem_for
+from leaseboard_recipient.verifier import Decision, TokenVerifier, problem_for
 
 TOKEN_HEADER = "X-Fencing-Token"
 EPOCH_HEADER = "X-Lease-Epoch"

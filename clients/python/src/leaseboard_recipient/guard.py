@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+T = TypeVar("T")
 
 DEFAULT_TABLE = "leaseboard_epoch_guard"
 DEFAULT_REDIS_PREFIX = "leaseboard:epoch:"
@@ -137,7 +140,7 @@ class PostgresEpochGuard:
 
         return self._run(read)
 
-    def _run(self, fn: Any) -> Any:
+    def _run(self, fn: Callable[[Any], T]) -> T:
         if self._shared is None:
             conn = self._connection()
             # One transaction so the refused-path SELECT sees the row the upsert locked.

@@ -1,6 +1,6 @@
 """Django forms of the recipient fence: a view decorator and a middleware.
 
-Django is imported inside functions only, so `leaseboard.recipient` imports without it.
+Django is imported inside functions only, so `leaseboard_recipient` imports without it.
 `@fenced(verifier, in_transaction=True)` is the safe form: check and write commit together.
 """
 
@@ -10,8 +10,8 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from leaseboard.recipient.verifier import Decision, TokenVerifier, problem_for
-from leaseboard.recipient.wsgi import MUTATING_METHODS, decide_from_headers
+from leaseboard_recipient.verifier import Decision, TokenVerifier, problem_for
+from leaseboard_recipient.wsgi import MUTATING_METHODS, decide_from_headers
 
 VerifierSource = TokenVerifier | Callable[[], TokenVerifier]
 

@@ -1,11 +1,11 @@
 """Recipient-side fencing: verify Leaseboard's signed tokens and refuse stale epochs.
 
-No Django import at module level; `leaseboard.recipient.django_guard` holds the Django forms.
+No Django import at module level; `leaseboard_recipient.django_guard` holds the Django forms.
 """
 
 from __future__ import annotations
 
-from leaseboard.recipient.guard import (
+from leaseboard_recipient.guard import (
     DEFAULT_TABLE,
     EpochGuard,
     GuardResult,
@@ -15,11 +15,11 @@ from leaseboard.recipient.guard import (
     check_in,
     schema_sql,
 )
-from leaseboard.recipient.notices import EpochNoticeReceiver, signature_valid
-from leaseboard.recipient.online import OnlineAnswer, OnlineChecker
-from leaseboard.recipient.reporter import MemoryReporter, RecipientReporter, Refusal, Reporter
-from leaseboard.recipient.verifier import Decision, TokenVerifier, fetch_jwks, problem_for
-from leaseboard.recipient.wsgi import FencingMiddleware, decide_from_headers
+from leaseboard_recipient.notices import EpochNoticeReceiver, signature_valid
+from leaseboard_recipient.online import OnlineAnswer, OnlineChecker
+from leaseboard_recipient.reporter import MemoryReporter, RecipientReporter, Refusal, Reporter
+from leaseboard_recipient.verifier import Decision, TokenVerifier, fetch_jwks, problem_for
+from leaseboard_recipient.wsgi import FencingMiddleware, decide_from_headers
 
 __all__ = [
     "DEFAULT_TABLE",

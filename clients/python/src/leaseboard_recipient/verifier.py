@@ -15,16 +15,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from leaseboard.domain.fencing import (
+from leaseboard_recipient.guard import EpochGuard, GuardResult
+from leaseboard_recipient.online import OnlineAnswer
+from leaseboard_recipient.reporter import Refusal, Reporter
+from leaseboard_recipient.tokens import (
     FencingClaims,
     InvalidToken,
     public_keys_from_jwks,
     unverified_claims,
     verify_token,
 )
-from leaseboard.recipient.guard import EpochGuard, GuardResult
-from leaseboard.recipient.online import OnlineAnswer
-from leaseboard.recipient.reporter import Refusal, Reporter
 
 log = logging.getLogger(__name__)
 
@@ -51,14 +51,17 @@ class Decision:
     detail: str = ""
 
 
-def fetch_jwks(url: str, *, timeout_s: float = 5.0, bearer: str | None = None) -> dict:
+def fetch_jwks(url: str, *, timeout_s: float = 5.0, bearer: str | None = None) -> dict[str, Any]:
     """GET a JWKS document with the standard library (recipients need no HTTP package)."""
     headers = {"Accept": "application/json"}
     if bearer:
         headers["Authorization"] = f"Bearer {bearer}"
     request = urllib.request.Request(url, headers=headers)
     with urllib.request.urlopen(request, timeout=timeout_s) as response:
-        return json.loads(response.read())
+        doc = json.loads(response.read())
+    if not isinstance(doc, dict):
+        raise ValueError(f"{url} did not answer a JSON object")
+    return doc
 
 
 class TokenVerifier:
@@ -89,7 +92,7 @@ class TokenVerifier:
         clock_ms: Callable[[], int] = wall_clock_ms,
         leeway_ms: int = 0,
         min_refresh_interval_s: float = 30.0,
-        fetch: Callable[[str], dict] | None = None,
+        fetch: Callable[[str], dict[str, Any]] | None = None,
         monotonic: Callable[[], float] = time.monotonic,
         accept_lease_tokens: bool = False,
         online: Callable[[str], OnlineAnswer] | None = None,
@@ -310,7 +313,7 @@ class TokenVerifier:
         return decision
 
 
-def problem_for(decision: Decision) -> tuple[int, dict]:
+def problem_for(decision: Decision) -> tuple[int, dict[str, Any]]:
     """HTTP status and problem-details body (RFC 9457) for a refused decision."""
     code = decision.code or "malformed"
     if code == "unavailable":

@@ -1,0 +1,211 @@
+"""The sync HTTP client for Leaseboard's v1 agent API (DESIGN §13).
+
+Requests and answers are built and parsed in leaseboard_client.protocol (shared with the
+asyncio client); this module only moves them with httpx and records when each was sent.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import httpx
+
+from leaseboard_client import protocol
+from leaseboard_client.errors import LeaseError, LockDelay, TransientError
+from leaseboard_client.holding import Holding, Renewer, process_renewer
+from leaseboard_client.protocol import (
+    Admission,
+    Call,
+    EffectDecision,
+    Grant,
+    Renewal,
+    RenewResult,
+)
+from leaseboard_client.timing import ClientTiming, TimingError
+from leaseboard_client.version import USER_AGENT
+
+__all__ = ["Admission", "Client", "EffectDecision", "Grant", "RenewResult", "Renewal"]
+
+
+def lock_delay_wait(error: LockDelay, *, waited_s: float, wait_s: float) -> float | None:
+    """How long to wait before acquiring again, or None once the budget `wait_s` is spent."""
+    retry = error.retry_after_s
+    if retry is None or waited_s + retry > wait_s:
+        return None
+    return retry
+
+
+class Client:
+    """One executor's connection to Leaseboard: base_url + bearer token.
+
+    `transport` accepts any httpx transport (e.g. `httpx.WSGITransport(app=django_app)` or
+    `httpx.MockTransport`), so the SDK can be tested in-process without a live server.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str,
+        *,
+        timing: ClientTiming | None = None,
+        transport: httpx.BaseTransport | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        renewer: Renewer | None = None,
+    ) -> None:
+        # Validate before any lease exists: a bad timing must not be found mid-holding.
+        self.timing = (timing or ClientTiming()).validate()
+        self.clock = clock
+        self._renewer = renewer
+        self._http = httpx.Client(
+            base_url=base_url.rstrip("/"),
+            headers={
+                "Authorization": f"Bearer {token}",
+                "User-Agent": USER_AGENT,
+                **protocol.HEADERS,
+            },
+            timeout=self.timing.request_timeout_s,
+            transport=transport,
+        )
+
+    @property
+    def renewer(self) -> Renewer:
+        if self._renewer is None:
+            self._renewer = process_renewer()
+        return self._renewer
+
+    # -- transport -------------------------------------------------------------------------
+
+    def _call(self, call: Call) -> tuple[dict[str, Any], float]:
+        """The answer's JSON object and the monotonic time the request was sent."""
+        sent_at = self.clock()
+        try:
+            response = self._http.request(call.method, call.path, json=call.body)
+        except httpx.TimeoutException as exc:
+            raise TransientError(f"{call.method} {call.path} timed out", code="timeout") from exc
+        except httpx.TransportError as exc:
+            raise TransientError(f"{call.method} {call.path}: {exc}", code="network") from exc
+        return protocol.answer(call, response.status_code, response.content), sent_at
+
+    # -- API -------------------------------------------------------------------------------
+
+    def admit(
+        self,
+        key: str,
+        queue: str = "default",
+        *,
+        title: str | None = None,
+        scope: Any = None,
+        policy: Mapping[str, Any] | None = None,
+    ) -> Admission:
+        data, _ = self._call(protocol.admit(key, queue, title=title, scope=scope, policy=policy))
+        return protocol.admission(data)
+
+    def work_item(self, key: str) -> dict[str, Any]:
+        return self._call(protocol.work_item(key))[0]
+
+    def acquire(self, work_key: str, ttl_ms: int | None = None) -> Grant:
+        data, sent_at = self._call(protocol.acquire(work_key, ttl_ms))
+        return protocol.grant(data, work_key=work_key, sent_at=sent_at)
+
+    def renew(self, lease_id: str, epoch: int) -> Renewal:
+        data, sent_at = self._call(protocol.renew(lease_id, epoch))
+        return protocol.renewal(data, lease_id=lease_id, epoch=epoch, sent_at=sent_at)
+
+    def renew_many(
+        self, leases: Iterable[tuple[str, int] | Mapping[str, Any]]
+    ) -> list[RenewResult]:
+        """Batch renew (POST /api/v1/leases/renew), chunked at the server's limit.
+
+        A failed item is a result with `ok=False` and a typed `error`; a failed request
+        raises (TransientError for network/5xx).
+        """
+        results: list[RenewResult] = []
+        for call in protocol.renew_batches(leases):
+            data, sent_at = self._call(call)
+            results.extend(protocol.renew_results(data, sent_at=sent_at))
+        return results
+
+    def release(self, lease_id: str, epoch: int) -> None:
+        self._call(protocol.release(lease_id, epoch))
+
+    def checkpoint(self, lease_id: str, epoch: int, data: Any) -> int:
+        return protocol.checkpoint_seq(self._call(protocol.checkpoint(lease_id, epoch, data))[0])
+
+    def propose_effect(
+        self,
+        lease_id: str,
+        epoch: int,
+        kind: str,
+        target: str,
+        *,
+        idempotency_key: str | None = None,
+        payload: Any = None,
+    ) -> EffectDecision:
+        """Record an effect before attempting it; retry with the same idempotency_key."""
+        call, key = protocol.propose(
+            lease_id, epoch, kind, target, idempotency_key=idempotency_key, payload=payload
+        )
+        return protocol.decision(self._call(call)[0], idempotency_key=key)
+
+    def report_outcome(self, effect_id: str, outcome: str, detail: str | None = None) -> None:
+        self._call(protocol.outcome(effect_id, outcome, detail))
+
+    def fencing_keys(self) -> dict[str, Any]:
+        return self._call(protocol.fencing_keys())[0]
+
+    # -- holding ---------------------------------------------------------------------------
+
+    def hold(
+        self,
+        work_key: str,
+        *,
+        ttl_ms: int | None = None,
+        on_lost: Callable[[Holding, LeaseError], object] | None = None,
+        renew: bool = True,
+        wait_s: float = 0.0,
+    ) -> Holding:
+        """Acquire and keep renewing in the process-wide renewer; usable as a context manager.
+
+        `wait_s`: how long to wait out a lock delay (the server says when: `retry_after_ms`)
+        before raising LockDelay. The lease's timing is checked against this client's before
+        work starts; a lease we could not keep alive is released at once and TimingError
+        raised.
+        """
+        if ttl_ms is not None:
+            self.timing.validate_lease(ttl_ms=ttl_ms, renew_after_ms=None)
+        waited = 0.0
+        while True:
+            try:
+                grant = self.acquire(work_key, ttl_ms=ttl_ms)
+                break
+            except LockDelay as exc:
+                pause = lock_delay_wait(exc, waited_s=waited, wait_s=wait_s)
+                if pause is None:
+                    raise
+                time.sleep(pause)
+                waited += pause
+        try:
+            self.timing.validate_lease(ttl_ms=grant.ttl_ms, renew_after_ms=grant.renew_after_ms)
+        except TimingError:
+            try:
+                self.release(grant.lease_id, grant.epoch)
+            except LeaseError:
+                pass  # the lease expires by itself; the timing error is what the caller needs
+            raise
+        holding = Holding(self, grant, on_lost=on_lost)
+        if renew:
+            self.renewer.register(holding)
+        return holding
+
+    def close(self) -> None:
+        if self._renewer is not None:
+            self._renewer.forget_client(self)
+        self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,405 @@
+"""The asyncio SDK without a server: one renewer per event loop batching every holding,
+local jeopardy measured from send time, transient versus authoritative failures,
+cancellation, and lock delays — through httpx.MockTransport and a fake monotonic clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+import httpx
+import pytest
+
+from leaseboard_client import (
+    AsyncClient,
+    AsyncHolding,
+    AsyncRenewer,
+    Client,
+    ClientTiming,
+    LeaseError,
+    LeaseLost,
+    LeaseRevoked,
+    LocalJeopardy,
+    LockDelay,
+    NotHolder,
+    Renewer,
+    StaleEpoch,
+    TransientError,
+)
+from leaseboard_client.aio import loop_renewer
+from tests.client.fakes import TIMING, FakeClock, FakeServer
+
+T = TypeVar("T")
+
+
+def run(coro: Coroutine[Any, Any, T]) -> T:
+    return asyncio.run(coro)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def server(clock: FakeClock) -> FakeServer:
+    return FakeServer(clock)
+
+
+def make_client(
+    server: FakeServer, renewer: AsyncRenewer | None, timing: ClientTiming = TIMING
+) -> AsyncClient:
+    return AsyncClient(
+        "http://leaseboard.test",
+        "agent-token",
+        timing=timing,
+        transport=httpx.MockTransport(server),
+        clock=server.clock,
+        renewer=renewer,
+    )
+
+
+def hand_driven(clock: FakeClock) -> AsyncRenewer:
+    return AsyncRenewer(clock=clock, start_task=False)
+
+
+# -- holding, renewing, releasing ----------------------------------------------------------------
+
+
+def test_async_with_hold_acquires_renews_in_one_batch_and_releases_on_exit(
+    server: FakeServer, clock: FakeClock
+) -> None:
+    renewer = hand_driven(clock)
+
+    async def scenario() -> AsyncHolding:
+        async with make_client(server, renewer) as client:
+            async with client.hold("job-1") as holding:
+                assert renewer.holdings() == [holding]
+                assert holding.epoch == 1 and holding.checkpoint_data == {"step": 3}
+                assert holding.active and holding.interval_s == 5.0
+                clock.now += 5.0
+                sent = clock.now
+                assert await renewer.tick() == pytest.approx(sent + 5.0)
+                assert holding.deadline == pytest.approx(sent + 15.0 * 0.99 - 1.0)
+                assert holding.last_ack_sent_at == sent
+            return holding
+
+    holding = run(scenario())
+    assert [p for _, p, _ in server.requests] == [
+        "/api/v1/work-items/job-1/lease",
+        "/api/v1/leases/renew",
+        f"/api/v1/leases/{holding.lease_id}/release",
+    ]
+    assert renewer.holdings() == [] and renewer.requests == 1
+    assert holding.released and not holding.active
+
+
+def test_an_awaited_hold_is_a_holding_and_the_deadline_counts_from_the_acquires_send_time(
+    server: FakeServer, clock: FakeClock
+) -> None:
+    server.latency_s = 4.0  # the answer takes 4 s to come back
+    sent = clock.now
+
+    async def scenario() -> None:
+        async with make_client(server, hand_driven(clock)) as client:
+            holding = await client.hold("job-1")
+            assert clock.now == sent + 4.0
+            assert holding.deadline == pytest.approx(sent + 15.0 * 0.99 - 1.0)
+            await holding.release()
+            await holding.release()  # idempotent: one release request
+
+    run(scenario())
+    assert sum(p.endswith("/release") for _, p, _ in server.requests) == 1
+
+
+def test_a_thousand_holdings_in_one_loop_renew_in_one_request_per_tick(
+    server: FakeServer, clock: FakeClock
+) -> None:
+    renewer = hand_driven(clock)
+
+    async def scenario() -> list[AsyncHolding]:
+        async with make_client(server, renewer) as client:
+            holdings = list(await asyncio.gather(*(client.hold(f"job-{i}") for i in range(1000))))
+            end = clock.now + 30.0
+            while (wake := await renewer.tick()) is not None and wake <= end:
+                clock.now = max(clock.now, wake)
+            return holdings
+
+    holdings = run(scenario())
+    batches = [b for _, p, b in server.requests if p == "/api/v1/leases/renew"]
+    # 30 s at a 5 s interval: six requests, each carrying every lease.
+    assert len(batches) == renewer.requests == 6
+    assert all(len(b["leases"]) == 1000 for b in batches)
+    assert all(h.active and h.consecutive_failures == 0 for h in holdings)
+
+
+def test_a_hung_server_puts_every_holding_in_local_jeopardy_before_the_server_lets_go(
+    server: FakeServer, clock: FakeClock
+) -> None:
+    renewer = hand_driven(clock)
+    lost: list[tuple[AsyncHolding, LeaseError]] = []
+
+    def hang(request: httpx.Request) -> httpx.Response:
+        clock.now += TIMING.request_timeout_s  # the request hangs until the client gives up
+        raise httpx.ReadTimeout("no answer", request=request)
+
+    async def scenario() -> list[AsyncHolding]:
+        async with make_client(server, renewer) as client:
+            holdings = list(
+                await asyncio.gather(
+                    *(
+                        client.hold(f"job-{i}", on_lost=lambda h, e: lost.append((h, e)))
+                        for i in range(1000)
+                    )
+                )
+            )
+            clock.now += 5.0
+            await renewer.tick()  # healthy: everything renewed
+            last_ack = clock.now
+            server.fail_next.extend([hang] * 100)  # type: ignore[list-item]
+            detected = None
+            while detected is None:
+                clock.now += 0.5
+                await renewer.tick()
+                if any(h.in_jeopardy for h in holdings):
+                    detected = clock.now
+            # Every holding fell into jeopardy in the same instant, at the deadline measured
+            # from the send time of the last acknowledged renewal, before the server's expiry.
+            assert all(h.in_jeopardy and h.lost is None for h in holdings)
+            assert all(h.last_ack_sent_at == last_ack for h in holdings)
+            for h in holdings:
+                assert h.deadline == pytest.approx(last_ack + 15.0 * 0.99 - 1.0)
+                assert h.deadline < server.expires_at[h.lease_id]
+                assert isinstance(h.last_error, TransientError) and h.consecutive_failures > 1
+            assert detected < min(server.expires_at.values())
+            sent = len(server.requests)
+            for h in holdings[:10]:
+                with pytest.raises(LocalJeopardy):
+                    await h.propose("charge", "acct-9")
+                with pytest.raises(LocalJeopardy):
+                    async with h.effect("charge", "acct-9"):
+                        pytest.fail("an effect ran in local jeopardy")
+            assert len(server.requests) == sent  # refused before any request
+            return holdings
+
+    run(scenario())
+    assert lost == []  # transient failures never abdicate; jeopardy is not loss
+
+
+@pytest.mark.parametrize(
+    ("code", "error"),
+    [
+        ("lease_revoked", LeaseRevoked),
+        ("stale_epoch", StaleEpoch),
+        ("not_holder", NotHolder),
+        ("lease_expired", LeaseLost),
+    ],
+)
+def test_an_authoritative_refusal_ends_an_async_holding_at_once_and_a_transient_one_does_not(
+    server: FakeServer, clock: FakeClock, code: str, error: type
+) -> None:
+    renewer = hand_driven(clock)
+    lost: list[tuple[AsyncHolding, LeaseError]] = []
+
+    async def scenario() -> None:
+        async with make_client(server, renewer) as client:
+            holding = await client.hold("job-1", on_lost=lambda h, e: lost.append((h, e)))
+            other = await client.hold("job-2")
+            clock.now += 5.0
+            server.fail_next.append(httpx.Response(503, text="restarting"))
+            await renewer.tick()
+            assert holding.active and holding.consecutive_failures == 1 and not lost
+            server.lease_codes[holding.lease_id] = code
+            clock.now = holding.next_renew_at
+            await renewer.tick()
+            assert len(lost) == 1 and lost[0][0] is holding and isinstance(lost[0][1], error)
+            assert isinstance(holding.lost, error) and holding.remaining_s() > 5
+            assert renewer.holdings() == [other] and other.active
+            sent = len(server.requests)
+            with pytest.raises(error):
+                await holding.propose("charge", "acct-9")
+            with pytest.raises(error):
+                holding.headers()
+            with pytest.raises(error):
+                await holding.checkpoint({"step": 1})
+            await holding.release()  # the lease is gone: nothing to release
+            assert len(server.requests) == sent
+
+    run(scenario())
+
+
+# -- one renewer task per loop, and cancellation -------------------------------------------------
+
+
+def test_the_loop_renewer_task_renews_by_itself_and_ends_when_nothing_is_held() -> None:
+    clock = FakeClock()
+    server = FakeServer(clock, ttl_ms=900)
+    server.renew_after_ms = 200
+
+    async def scenario() -> None:
+        seen = asyncio.Event()
+
+        def handler(request: httpx.Request) -> httpx.Response:
+            if request.url.path == "/api/v1/leases/renew":
+                seen.set()
+            return server(request)
+
+        timing = ClientTiming(request_timeout_s=0.1, renew_interval_s=0.2, safety_margin_s=0.1)
+        async with AsyncClient(
+            "http://leaseboard.test",
+            "t",
+            timing=timing,
+            transport=httpx.MockTransport(handler),
+        ) as client:
+            assert client.renewer is loop_renewer() and not loop_renewer().running
+            async with client.hold("job-1"), client.hold("job-2"):
+                assert loop_renewer().running
+                await asyncio.wait_for(seen.wait(), 5)
+            for _ in range(3):
+                await asyncio.sleep(0)
+            assert not loop_renewer().running and loop_renewer().holdings() == []
+
+    run(scenario())
+    batches = [b for _, p, b in server.requests if p == "/api/v1/leases/renew"]
+    assert batches and len(batches[0]["leases"]) == 2
+
+
+def test_each_event_loop_has_its_own_renewer() -> None:
+    async def mine() -> AsyncRenewer:
+        return loop_renewer()
+
+    first, second = run(mine()), run(mine())
+    assert first is not second
+
+
+def test_a_task_cancelled_while_holding_stops_renewing_and_releases(
+    server: FakeServer, clock: FakeClock
+) -> None:
+    renewer = hand_driven(clock)
+
+    async def scenario() -> AsyncHolding:
+        entered = asyncio.Event()
+        holder: list[AsyncHolding] = []
+
+        async def work(client: AsyncClient) -> None:
+            async with client.hold("job-1") as holding:
+                holder.append(holding)
+                entered.set()
+                await asyncio.sleep(3600)
+
+        async with make_client(server, renewer) as client:
+            task = asyncio.create_task(work(client))
+            await entered.wait()
+            assert renewer.holdings() == holder
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        return holder[0]
+
+    holding = run(scenario())
+    assert renewer.holdings() == [] and holding.released
+    assert server.requests[-1][1] == f"/api/v1/leases/{holding.lease_id}/release"
+
+
+def test_a_second_cancellation_does_not_stop_the_release(
+    server: FakeServer, clock: FakeClock
+) -> None:
+    renewer = hand_driven(clock)
+
+    async def slow_release(request: httpx.Request) -> httpx.Response:
+        await asyncio.sleep(0.05)
+        return httpx.Response(200, json={})
+
+    async def scenario() -> tuple[AsyncHolding, list[str]]:
+        async with make_client(server, renewer) as client:
+            holding = await client.hold("job-1")
+            server.fail_next.append(slow_release)  # type: ignore[arg-type]
+            task = asyncio.create_task(holding.release())
+            await asyncio.sleep(0.01)  # the release is on the wire
+            assert renewer.holdings() == []  # left the renewer before anything was awaited
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            await asyncio.sleep(0.1)  # the shielded release finishes on its own
+            return holding, [p for _, p, _ in server.requests]
+
+    holding, paths = run(scenario())
+    assert paths[-1] == f"/api/v1/leases/{holding.lease_id}/release"
+    assert holding.released
+
+
+def test_a_cancelled_acquire_leaves_nothing_registered(
+    server: FakeServer, clock: FakeClock
+) -> None:
+    async def hung(request: httpx.Request) -> httpx.Response:
+        await asyncio.sleep(3600)
+        raise AssertionError("unreachable")
+
+    async def scenario() -> AsyncRenewer:
+        renewer = loop_renewer()
+        async with make_client(server, None) as client:
+            server.fail_next.append(hung)  # type: ignore[arg-type]
+            task = asyncio.create_task(client.hold("job-1").__aenter__())
+            await asyncio.sleep(0.01)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        return renewer
+
+    renewer = run(scenario())
+    # Whatever the server granted expires by itself; nothing in this process renews it.
+    assert renewer.holdings() == [] and not renewer.running
+
+
+# -- lock delays ---------------------------------------------------------------------------------
+
+
+def lock_delay(retry_after_ms: int) -> httpx.Response:
+    return httpx.Response(
+        409, json={"code": "lock_delay", "detail": "fenced", "retry_after_ms": retry_after_ms}
+    )
+
+
+def test_hold_waits_out_a_lock_delay_within_its_budget_sync_and_async(
+    server: FakeServer, clock: FakeClock
+) -> None:
+    server.fail_next.append(lock_delay(30))
+    sync = Client(
+        "http://leaseboard.test",
+        "t",
+        timing=TIMING,
+        transport=httpx.MockTransport(server),
+        clock=clock,
+        renewer=Renewer(clock=clock, start_thread=False),
+    )
+    with sync.hold("job-1", wait_s=1.0) as holding:
+        assert holding.epoch == 1
+    server.fail_next.append(lock_delay(30))
+
+    async def scenario() -> None:
+        async with make_client(server, hand_driven(clock)) as client:
+            async with client.hold("job-2", wait_s=1.0) as holding:
+                assert holding.epoch == 1
+
+    run(scenario())
+    acquires = [p for _, p, _ in server.requests if p.endswith("/lease")]
+    assert (
+        acquires == ["/api/v1/work-items/job-1/lease"] * 2 + ["/api/v1/work-items/job-2/lease"] * 2
+    )
+
+
+def test_a_lock_delay_past_the_budget_is_raised_with_its_retry_after(
+    server: FakeServer, clock: FakeClock
+) -> None:
+    server.fail_next.append(lock_delay(4_000))
+
+    async def scenario() -> None:
+        async with make_client(server, hand_driven(clock)) as client:
+            with pytest.raises(LockDelay) as caught:
+                await client.hold("job-1", wait_s=1.0)
+            assert caught.value.retry_after_s == 4.0
+
+    run(scenario())
+    assert sum(p.endswith("/lease") for _, p, _ in server.requests) == 1
