@@ -97,7 +97,10 @@ def test_a_refund_after_the_lease_is_revoked_is_refused_stops_the_agent_and_show
             revoked = await in_thread(
                 client.post,
                 f"/leases/{holding.lease_id}/revoke",
-                {"reason": "the customer disputes every refund"},
+                {
+                    "reason_category": "customer",
+                    "reason_text": "the customer disputes every refund",
+                },
             )
             assert revoked.status_code == 302, revoked.content
 
