@@ -196,7 +196,9 @@ RULES: dict[Act, Rule] = {
         {P.ADMIN}, deny={P.REQUESTER}, why="an admin other than the one who proposed it"
     ),
     Act.MANAGE_USERS: _rule({P.ADMIN}, why="only an admin changes people and roles"),
-    Act.MANAGE_CREDENTIALS: _rule({P.ADMIN}, why="only an admin manages agent credentials"),
+    Act.MANAGE_CREDENTIALS: _rule(
+        {P.ADMIN}, why="only an admin manages agent and recipient credentials"
+    ),
     Act.MANAGE_WEBHOOKS: _rule({P.ADMIN}, why="only an admin changes notification targets"),
 }
 

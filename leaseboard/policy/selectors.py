@@ -9,13 +9,13 @@ from django.contrib.auth import get_user_model
 from django.db.models import Count, Q
 
 from leaseboard.core.authority import BREAK_GLASS_PERMISSION
-from leaseboard.core.models import AuditEntry, EffectRule, Executor, Queue
+from leaseboard.core.models import AuditEntry, EffectRule, Executor, Queue, Recipient
 from leaseboard.core.models.leases import LIVE_STATES
 from leaseboard.domain.authority import Role
 from leaseboard.policy.models import PolicyChange
 from leaseboard.policy.services.queues import notify_shown, queue_snapshot
 
-CONFIG_ACTIONS = ("queue.", "policy.", "user.", "agent.", "config.")
+CONFIG_ACTIONS = ("queue.", "policy.", "user.", "agent.", "recipient.", "config.")
 HISTORY_PAGE = 50
 
 
@@ -100,6 +100,20 @@ def credentials_list() -> list[Executor]:
         .order_by("name")
         .annotate(n_live=Count("leases", filter=Q(leases__state__in=LIVE_STATES)))
     )
+
+
+def recipients_list() -> list[Recipient]:
+    """Recipients by name. Neither secret leaves the database: only whether there is a
+    token and a webhook (the webhook's URL is shown, it is not a secret)."""
+    return list(
+        Recipient.objects.order_by("name").only(
+            "id", "name", "is_active", "token_hash", "webhook_url", "created_at"
+        )
+    )
+
+
+def recipient_name(pk: int) -> str | None:
+    return Recipient.objects.filter(pk=pk).values_list("name", flat=True).first()
 
 
 def changes_list() -> list[PolicyChange]:

@@ -26,7 +26,15 @@ RECIPIENT_TOKEN_PREFIX = "lbr_"
 WEBHOOK_SECRET_PREFIX = "whsec_"
 
 
-def _audit(action: str, recipient: Recipient, actor_name: str, **after: object) -> None:
+def _audit(
+    action: str,
+    recipient: Recipient,
+    actor_name: str,
+    before: dict[str, object] | None,
+    after: dict[str, object],
+) -> None:
+    """One audit row, before -> after (before is None for a creation), named by the
+    recipient's name on both sides."""
     audit_record(
         at_ms=db_now_ms(),
         actor_name=actor_name,
@@ -34,6 +42,7 @@ def _audit(action: str, recipient: Recipient, actor_name: str, **after: object) 
         action=action,
         object_type="recipient",
         object_id=str(recipient.id),
+        before=None if before is None else {"name": recipient.name, **before},
         after={"name": recipient.name, **after},
     )
 
@@ -53,8 +62,8 @@ def recipient_create(*, name: str, actor_name: str = "cli") -> tuple[Recipient, 
         with transaction.atomic():
             recipient = Recipient.objects.create(name=name, token_hash=hash_token(token))
     except IntegrityError:
-        raise ValidationFailed(f"a recipient named {name!r} already exists") from None
-    _audit("recipient.create", recipient, actor_name, has_token=True)
+        raise ValidationFailed(f"a recipient named {name!r} already exists", param="name") from None
+    _audit("recipient.create", recipient, actor_name, None, {"has_token": True})
     return recipient, token
 
 
@@ -73,7 +82,7 @@ def recipient_token_rotate(*, name: str, actor_name: str = "cli") -> tuple[Recip
     token = _new_token()
     recipient.token_hash = hash_token(token)
     recipient.save(update_fields=["token_hash"])
-    _audit("recipient.token_rotate", recipient, actor_name, had_token=had, has_token=True)
+    _audit("recipient.token_rotate", recipient, actor_name, {"has_token": had}, {"has_token": True})
     return recipient, token
 
 
@@ -85,7 +94,9 @@ def recipient_token_revoke(*, name: str, actor_name: str = "cli") -> bool:
         return False
     recipient.token_hash = None
     recipient.save(update_fields=["token_hash"])
-    _audit("recipient.token_revoke", recipient, actor_name, has_token=False)
+    _audit(
+        "recipient.token_revoke", recipient, actor_name, {"has_token": True}, {"has_token": False}
+    )
     return True
 
 
@@ -93,7 +104,9 @@ def webhook_url_checked(url: str) -> str:
     url = (url or "").strip()
     parsed = urlparse(url)
     if parsed.scheme not in ("http", "https") or not parsed.netloc or len(url) > 500:
-        raise ValidationFailed("a webhook URL is http(s)://host/… of at most 500 characters")
+        raise ValidationFailed(
+            "a webhook URL is http(s)://host/… of at most 500 characters", param="url"
+        )
     return url
 
 
@@ -107,7 +120,13 @@ def recipient_webhook_set(*, name: str, url: str, actor_name: str = "cli") -> st
     before = recipient.webhook_url
     recipient.webhook_url, recipient.webhook_secret = url, secret
     recipient.save(update_fields=["webhook_url", "webhook_secret"])
-    _audit("recipient.webhook_set", recipient, actor_name, webhook_url=url, was=before)
+    _audit(
+        "recipient.webhook_set",
+        recipient,
+        actor_name,
+        {"webhook_url": before},
+        {"webhook_url": url},
+    )
     return secret
 
 
@@ -119,7 +138,13 @@ def recipient_webhook_clear(*, name: str, actor_name: str = "cli") -> bool:
     before = recipient.webhook_url
     recipient.webhook_url, recipient.webhook_secret = "", ""
     recipient.save(update_fields=["webhook_url", "webhook_secret"])
-    _audit("recipient.webhook_clear", recipient, actor_name, webhook_url="", was=before)
+    _audit(
+        "recipient.webhook_clear",
+        recipient,
+        actor_name,
+        {"webhook_url": before},
+        {"webhook_url": ""},
+    )
     return True
 
 
