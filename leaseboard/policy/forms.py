@@ -198,6 +198,10 @@ class CredentialForm(forms.Form):
     name = forms.CharField(max_length=150, label="Agent name")
 
 
+class RecipientForm(forms.Form):
+    name = forms.CharField(max_length=100, label="Recipient name")
+
+
 class DecisionNoteForm(forms.Form):
     note = forms.CharField(required=False, max_length=1000)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from leaseboard.policy.views import people, policy, queues
+from leaseboard.policy.views import credentials, people, policy, queues
 
 app_name = "policy"
 
@@ -25,6 +25,8 @@ urlpatterns = [
     path("people/", people.people_page, name="people"),
     path("people/<str:username>/", people.person_update, name="person"),
     path("people/<str:username>/password", people.person_password, name="person_password"),
-    path("credentials/", people.credentials_page, name="credentials"),
-    path("credentials/<str:name>/<str:action>", people.credential_act, name="credential_act"),
+    path("credentials/", credentials.credentials_page, name="credentials"),
+    path("credentials/<str:name>/<str:action>", credentials.credential_act, name="credential_act"),
+    path("recipients/new", credentials.recipient_new, name="recipient_new"),
+    path("recipients/<int:pk>/<str:action>", credentials.recipient_act, name="recipient_act"),
 ]

@@ -1,6 +1,5 @@
-"""Settings pages for people (roles, break glass, sign-in, passwords) and agent
-credentials (create, rotate, revoke, quarantine). A new password or token is shown once,
-on the page that answers the POST, and never again."""
+"""Settings pages for people (roles, break glass, sign-in, passwords). A new password is
+shown once, on the page that answers the POST, and never again."""
 
 from __future__ import annotations
 
@@ -11,8 +10,8 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from leaseboard.domain.errors import LeaseboardError, NotFound
 from leaseboard.policy import selectors
-from leaseboard.policy.forms import CredentialForm, PersonForm, PersonRolesForm, errors_to_form
-from leaseboard.policy.services import credentials, people
+from leaseboard.policy.forms import PersonForm, PersonRolesForm, errors_to_form
+from leaseboard.policy.services import people
 from leaseboard.policy.services.common import SettingsInvalid
 from leaseboard.web.pages import render_page
 from leaseboard.web.refusals import refuse, refused_for_form
@@ -84,54 +83,3 @@ def person_password(request: HttpRequest, username: str) -> HttpResponse:
     return _people_page(
         request, PersonForm(), {"who": username, "what": "password", "secret": password}
     )
-
-
-# -- credentials -----------------------------------------------------------------------
-
-
-def _credentials_page(
-    request: HttpRequest, form: CredentialForm, shown: dict | None = None
-) -> HttpResponse:
-    context = {"agents": selectors.credentials_list(), "form": form, "shown": shown}
-    return render_page(request, "policy/credentials.html", context)
-
-
-@require_http_methods(["GET", "POST"])
-@role_required(ADMIN)
-def credentials_page(request: HttpRequest) -> HttpResponse:
-    form = CredentialForm(request.POST or None)
-    if request.method == "POST" and form.is_valid():
-        name = form.cleaned_data["name"]
-        try:
-            executor, token = credentials.credential_create(name=name, **_actor(request))
-        except LeaseboardError as exc:
-            form.add_error(
-                "name" if exc.code == "validation_error" else None, refused_for_form(exc)
-            )
-        else:
-            shown = {"who": executor.name, "what": "token", "secret": token}
-            return _credentials_page(request, CredentialForm(), shown)
-    return _credentials_page(request, form)
-
-
-def _actor(request: HttpRequest) -> dict:
-    return {"actor": acting(request)["actor"]}
-
-
-@require_POST
-@role_required(ADMIN)
-def credential_act(request: HttpRequest, name: str, action: str) -> HttpResponse:
-    if action not in ("rotate", "revoke"):
-        raise Http404("no such action")
-    try:
-        if action == "rotate":
-            executor, token = credentials.credential_rotate(name=name, **_actor(request))
-            shown = {"who": executor.name, "what": "token", "secret": token}
-            return _credentials_page(request, CredentialForm(), shown)
-        done = credentials.credential_revoke(name=name, **_actor(request))
-        messages.success(request, f"{name}: token revoked." if done else "No token to revoke.")
-    except NotFound:
-        raise Http404("no such agent") from None
-    except LeaseboardError as exc:
-        refuse(request, exc, prefix=f"{name}: ")
-    return redirect("policy:credentials")

@@ -1,0 +1,147 @@
+"""The settings page for credentials: agents (create, rotate, revoke; quarantine is on the
+agent's page) and recipients (create, rotate, revoke, and the epoch-notice webhook set or
+cleared). A new token or signing secret is shown once, on the page that answers the POST,
+and never again; a refusal of bad input is said at the field it is about."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.views.decorators.http import require_http_methods, require_POST
+
+from leaseboard.domain.errors import LeaseboardError, NotFound, ValidationFailed
+from leaseboard.policy import selectors
+from leaseboard.policy.forms import CredentialForm, RecipientForm
+from leaseboard.policy.services import credentials
+from leaseboard.web.pages import render_page
+from leaseboard.web.refusals import refusal_text, refuse, refused_for_form
+from leaseboard.web.roles import ADMIN, acting, role_required
+
+RECIPIENT_ACTIONS = ("rotate", "revoke", "webhook", "webhook-clear")
+
+
+def _credentials_page(
+    request: HttpRequest,
+    *,
+    form: CredentialForm | None = None,
+    recipient_form: RecipientForm | None = None,
+    shown: dict | None = None,
+    webhook_error: dict | None = None,
+) -> HttpResponse:
+    context: dict[str, Any] = {
+        "agents": selectors.credentials_list(),
+        "recipients": selectors.recipients_list(),
+        "form": form or CredentialForm(),
+        "recipient_form": recipient_form or RecipientForm(prefix="recipient"),
+        "shown": shown,
+        "webhook_error": webhook_error,
+    }
+    return render_page(request, "policy/credentials.html", context)
+
+
+def _actor(request: HttpRequest) -> dict:
+    return {"actor": acting(request)["actor"]}
+
+
+def _form_error(form: Any, field: str, exc: LeaseboardError) -> None:
+    """Bad input under its field; any other refusal above the form (403 for who you are)."""
+    form.add_error(field if exc.code == "validation_error" else None, refused_for_form(exc))
+
+
+@require_http_methods(["GET", "POST"])
+@role_required(ADMIN)
+def credentials_page(request: HttpRequest) -> HttpResponse:
+    form = CredentialForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        name = form.cleaned_data["name"]
+        try:
+            executor, token = credentials.credential_create(name=name, **_actor(request))
+        except LeaseboardError as exc:
+            _form_error(form, "name", exc)
+        else:
+            shown = {"who": executor.name, "what": "token", "secret": token}
+            return _credentials_page(request, shown=shown)
+    return _credentials_page(request, form=form)
+
+
+@require_POST
+@role_required(ADMIN)
+def credential_act(request: HttpRequest, name: str, action: str) -> HttpResponse:
+    if action not in ("rotate", "revoke"):
+        raise Http404("no such action")
+    try:
+        if action == "rotate":
+            executor, token = credentials.credential_rotate(name=name, **_actor(request))
+            shown = {"who": executor.name, "what": "token", "secret": token}
+            return _credentials_page(request, shown=shown)
+        done = credentials.credential_revoke(name=name, **_actor(request))
+        messages.success(request, f"{name}: token revoked." if done else "No token to revoke.")
+    except NotFound:
+        raise Http404("no such agent") from None
+    except LeaseboardError as exc:
+        refuse(request, exc, prefix=f"{name}: ")
+    return redirect("policy:credentials")
+
+
+# -- recipients -------------------------------------------------------------------------
+
+
+@require_POST
+@role_required(ADMIN)
+def recipient_new(request: HttpRequest) -> HttpResponse:
+    form = RecipientForm(request.POST, prefix="recipient")
+    if form.is_valid():
+        try:
+            recipient, token = credentials.recipient_credential_create(
+                name=form.cleaned_data["name"], **_actor(request)
+            )
+        except LeaseboardError as exc:
+            _form_error(form, "name", exc)
+        else:
+            shown = {"who": recipient.name, "what": "token", "secret": token}
+            return _credentials_page(request, shown=shown)
+    return _credentials_page(request, recipient_form=form)
+
+
+@require_POST
+@role_required(ADMIN)
+def recipient_act(request: HttpRequest, pk: int, action: str) -> HttpResponse:
+    if action not in RECIPIENT_ACTIONS:
+        raise Http404("no such action")
+    name = selectors.recipient_name(pk)
+    if name is None:
+        raise Http404("no such recipient")
+    try:
+        if action == "rotate":
+            recipient, token = credentials.recipient_credential_rotate(name=name, **_actor(request))
+            shown = {"who": recipient.name, "what": "token", "secret": token}
+            return _credentials_page(request, shown=shown)
+        if action == "webhook":
+            return _webhook_set(request, pk, name)
+        if action == "revoke":
+            done = credentials.recipient_credential_revoke(name=name, **_actor(request))
+            messages.success(request, f"{name}: token revoked." if done else "No token to revoke.")
+        else:
+            done = credentials.recipient_webhook_clear(name=name, **_actor(request))
+            messages.success(request, f"{name}: webhook cleared." if done else "No webhook set.")
+    except NotFound:
+        raise Http404("no such recipient") from None
+    except LeaseboardError as exc:
+        refuse(request, exc, prefix=f"{name}: ")
+    return redirect("policy:credentials")
+
+
+def _webhook_set(request: HttpRequest, pk: int, name: str) -> HttpResponse:
+    """Set the webhook; a URL the service refuses is said under that recipient's field, the
+    typed URL kept there to be corrected."""
+    url = request.POST.get("url", "")
+    try:
+        secret = credentials.recipient_webhook_set(name=name, url=url, **_actor(request))
+    except ValidationFailed as exc:
+        error = {"pk": pk, "url": url, "message": refusal_text(exc)}
+        return _credentials_page(request, webhook_error=error)
+    shown = {"who": name, "what": "webhook signing secret", "secret": secret}
+    return _credentials_page(request, shown=shown)
