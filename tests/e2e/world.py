@@ -107,7 +107,49 @@ def build_world(agent) -> World:  # type: ignore[no-untyped-def]
     )
     w.ids["break_glass"] = bg.id
     w.keys = {"live": "refund-003", "jeopardy": "deploy-7", "expired": "deploy-8"}
+    _settings_world(users["admin"])
     return w
+
+
+def _settings_world(admin) -> None:  # type: ignore[no-untyped-def]
+    """What makes the settings pages long and wide: a recipient with a long webhook URL
+    and one without, a queue's notification webhook, a rule with a long condition, and a
+    rule change (four-eyes) another admin proposed, waiting for this one."""
+    from django.test import override_settings
+
+    from leaseboard.core.authority import Actor
+    from leaseboard.core.services.recipients import recipient_create, recipient_webhook_set
+    from leaseboard.domain.policy import RuleSpec
+    from leaseboard.policy.services import queues, rules
+
+    recipient_create(name="ledger-service")
+    recipient_webhook_set(
+        name="ledger-service",
+        url="https://ledger.internal.example.com/hooks/leaseboard/epoch-advance"
+        "?tenant=acme-payments-eu-west-1&signature-version=2",
+    )
+    recipient_create(name="records-archive-with-a-rather-long-name")
+    ada, adam = Actor.human(admin), Actor.human(make_user("adam", "admin"))
+    hook = "https://hooks.example.com/services/T0000000/B0000000/XXXXXXXXXXXXXXXXXXXXXXXX"
+    queues.queue_notify_update(name="payments", notify={"webhooks": [{"url": hook}]}, actor=ada)
+    long_rule = RuleSpec(
+        "large-cross-border-payments",
+        "payment.*",
+        when="payload.amount_cents > 50000 && payload.currency != 'EUR' "
+        "&& !evidence.has_checkpoint",
+        decision="require_approval",
+    )
+    rules.rule_set_change(
+        queue_name="payments", rules=[long_rule], default="require_approval", actor=ada
+    )
+    with override_settings(LEASEBOARD_POLICY_FOUR_EYES=True):
+        rules.rule_set_change(
+            queue_name="payments",
+            rules=[long_rule, RuleSpec("no-wipes", "db.wipe", decision="deny")],
+            default="require_approval",
+            actor=adam,
+            summary="deny database wipes in payments",
+        )
 
 
 def pages_for(role: str, w: World) -> list[tuple[str, str]]:
@@ -137,7 +179,10 @@ def pages_for(role: str, w: World) -> list[tuple[str, str]]:
         "admin": [
             ("settings", "/settings/"),
             ("settings-queue", "/settings/queues/payments/"),
+            ("settings-queue-new", "/settings/queues/new"),
+            ("settings-notify", "/settings/queues/payments/notify"),
             ("settings-rule", "/settings/queues/payments/rules/new"),
+            ("settings-rule-edit", "/settings/queues/payments/rules/large-cross-border-payments/"),
             ("settings-explain", "/settings/explain"),
             ("settings-changes", "/settings/changes/"),
             ("settings-history", "/settings/history/"),
