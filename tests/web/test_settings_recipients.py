@@ -59,7 +59,7 @@ def test_a_recipient_is_created_its_token_shown_once_then_rotated_and_revoked(ad
     page = admin_client.get(PAGE).content.decode()
     assert token not in page and "lbr_" not in page
     row = re.search(r'<tr id="recipient-\d+" data-name="ledger">.*?</tr>', page, re.S)
-    assert row and ">active<" in row.group(0) and "none set" in row.group(0)
+    assert row and ">active<" in row.group(0) and "no webhook set" in row.group(0)
 
     r = post(admin_client, _act("ledger", "rotate"))
     rotated = shown_secret(r.content.decode())
