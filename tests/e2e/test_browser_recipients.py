@@ -88,3 +88,65 @@ def test_an_admin_creates_a_recipient_sees_its_token_once_rotates_and_revokes_it
         "recipient.token_rotate",
         "recipient.token_revoke",
     ]
+
+
+def test_settings_answers_at_390_px_fit_and_pass_axe(live_server, browser, settings, agent):
+    """What only a POST shows — an explanation's steps, field errors on the queue, rule
+    and credential forms, a webhook secret shown once — fits a phone and passes axe."""
+    from leaseboard.core.models import Queue
+    from leaseboard.core.services.recipients import recipient_create
+    from tests.builders import effect_rules, make_user
+    from tests.e2e.a11y import axe_violations, describe
+
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    make_user("ada", "admin")
+    queue = Queue.objects.create(name="payments")
+    effect_rules(queue, ("payment.send", "require_approval"))
+    recipient_create(name="ledger")
+    base = live_server.url
+    page = sign_in(browser, base, "ada", PHONE)
+    problems: list[str] = []
+
+    def check(name: str) -> None:
+        shot(page, f"recipients-390-{name}")
+        found = axe_violations(page)
+        if found:
+            problems.append(f"{name}:\n{describe(found)}")
+        if _sideways(page) > 0:
+            problems.append(f"{name} scrolls sideways by {_sideways(page)} px")
+
+    page.goto(f"{base}/settings/explain")
+    page.select_option("select[name='queue']", "payments")
+    page.fill("input[name='kind']", "payment.send")
+    page.fill("input[name='target']", "invoice-" + "9" * 60)
+    page.fill("textarea[name='payload']", '{"amount_cents": 60000, "memo": "' + "x" * 120 + '"}')
+    page.click("#explain-form button[type=submit]")
+    assert page.locator("#steps tbody tr").count() == 1
+    page.click("#explanation details summary")  # the facts, with the long target in them
+    check("explain-result")
+
+    page.goto(f"{base}/settings/queues/payments/")
+    page.fill("input[name='capacity']", "-3")
+    page.fill("textarea[name='windows']", "someday 25:00-26:00")
+    page.click("#queue-form button[type=submit]")
+    assert page.locator("#queue-form .field-error").count() >= 1
+    check("queue-errors")
+
+    page.goto(f"{base}/settings/queues/payments/rules/new")
+    page.fill("input[name='name']", "r" * 80)
+    page.fill("textarea[name='when']", "payload.amount_cents >")
+    page.click("#rule-form button[type=submit]")
+    assert page.locator("#rule-form .field-error").count() >= 1
+    check("rule-errors")
+
+    page.goto(f"{base}/settings/credentials/")
+    page.fill("#recipient-form input[name='recipient-name']", "ledger")
+    page.click("#recipient-form button[type=submit]")
+    assert "already exists" in page.locator("#recipient-form .field-error").inner_text()
+    page.locator("tr[data-name='ledger'] input[name='url']").fill(
+        "https://ledger.example.com/" + "very-long-path-segment" * 8
+    )
+    page.locator("tr[data-name='ledger'] .webhook-form button[type=submit]").click()
+    assert page.locator("#secret-once").inner_text().startswith("whsec_")
+    check("webhook-secret")
+    assert not problems, "\n\n".join(problems)
