@@ -23,12 +23,15 @@ from leaseboard.domain.authority import (
     decide,
 )
 from leaseboard.domain.certainty import LIVE, Certainty, LeaseTimes, state_at
-from leaseboard.domain.errors import ERRORS_BY_CODE, LeaseboardError
+from leaseboard.domain.errors import ERRORS_BY_CODE, Forbidden, LeaseboardError
 
 if TYPE_CHECKING:
-    from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+    from django.contrib.auth.models import AnonymousUser
+    from django.contrib.auth.models import User as AuthUser
 
-    User = AbstractBaseUser | AnonymousUser
+    # What `request.user` is: a user of the project's user model (Django's own), signed in
+    # or not, or the anonymous user.
+    User = AuthUser | AnonymousUser
 
 BREAK_GLASS_PERMISSION = "takeovers.break_glass"
 RECIPIENT_KIND = "recipient"  # an Actor's kind when a recipient credential speaks
@@ -41,7 +44,7 @@ def user_roles(user: User) -> frozenset[Role]:
         return frozenset()
     if getattr(user, "is_superuser", False):
         return frozenset(Role)
-    names = user.groups.filter(name__in=list(Role)).values_list("name", flat=True)  # type: ignore[union-attr]
+    names = user.groups.filter(name__in=list(Role)).values_list("name", flat=True)
     return frozenset(Role(name) for name in names)
 
 
@@ -89,6 +92,15 @@ class Actor:
             roles=user_roles(user),
             break_glass=bool(user.is_active and user.has_perm(BREAK_GLASS_PERMISSION)),
         )
+
+    @property
+    def human_user_id(self) -> int:
+        """The signed-in user a record names as its author (who requested, approved,
+        snoozed…). The acts that write such records allow only humans, so `authorize` has
+        already refused anyone else; an actor without a user is refused here too."""
+        if self.user_id is None:
+            raise Forbidden(f"{self.name!r} is not a signed-in person")
+        return self.user_id
 
     @property
     def is_agent(self) -> bool:

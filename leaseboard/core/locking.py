@@ -14,7 +14,10 @@ from leaseboard.domain.errors import NotFound
 def work_item_locked_by(*, key: str | None = None, item_id: int | None = None) -> WorkItem:
     """Lock a work item (only its own row) by key or id."""
     qs = WorkItem.objects.select_for_update(no_key=True, of=("self",)).select_related("queue")
-    item = qs.filter(key=key).first() if key is not None else qs.filter(id=item_id).first()
+    if key is not None:
+        item = qs.filter(key=key).first()
+    else:
+        item = qs.filter(id=item_id).first() if item_id is not None else None
     if item is None:
         raise NotFound(f"no work item {key!r}" if key is not None else "no such work item")
     return item

@@ -8,6 +8,7 @@ expiry and then sends a stale payment the sandbox refuses, and crashes that leav
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import random
@@ -252,7 +253,7 @@ class Fleet:
         ]
         for i, name in enumerate(steady):
             queue = "ledger-sync" if i % 2 == 0 else "payments"
-            jobs.append((name, lambda n=name, q=queue: self.steady(n, q)))
+            jobs.append((name, functools.partial(self.steady, name, queue)))
         return jobs
 
     def start(self) -> None:

@@ -93,7 +93,7 @@ def bars(
     slot = plot_w / n
     shapes = []
     for i, label in enumerate(labels):
-        base = PAD_TOP + plot_h
+        base: float = PAD_TOP + plot_h
         inner = max(slot - 2, 1) / (1 if stacked else max(len(series), 1))
         for k, s in enumerate(series):
             v = s.values[i]

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection, transaction
+from django.db.models import Field
 
 from leaseboard.core.authority import Actor, authorize
 from leaseboard.core.clock import db_now_ms
@@ -35,11 +36,17 @@ _FIELDS = (
 )
 
 
+def _column_field(name: str) -> Field[Any, Any]:
+    field = Alert._meta.get_field(name)
+    assert isinstance(field, Field), name  # _FIELDS names columns, not relations
+    return field
+
+
 def alerts_open(alerts: list[Alert]) -> list[int]:
     """Insert alerts, skipping any whose dedupe_key exists. Returns the ids opened now."""
     if not alerts:
         return []
-    fields = [Alert._meta.get_field(name) for name in _FIELDS]
+    fields = [_column_field(name) for name in _FIELDS]
     columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
     row = "(" + ", ".join(["%s"] * len(fields)) + ")"
     opened: list[int] = []
@@ -280,7 +287,7 @@ def alerts_snooze_groups(
             executor_id=agent_id,
             kind=kind,
             until_ms=now + minutes * 60_000,
-            snoozed_by_id=actor.user_id,
+            snoozed_by_id=actor.human_user_id,
             note=note,
             created_at_ms=now,
         )

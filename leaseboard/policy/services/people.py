@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser, Group, Permission
@@ -19,6 +19,9 @@ from leaseboard.domain.authority import Act, Role
 from leaseboard.domain.errors import NotFound
 from leaseboard.policy.services.common import SettingsInvalid, audited
 
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User  # the project's user model (Django's own)
+
 ROLE_NAMES = tuple(role.value for role in Role)
 _APP, _CODENAME = BREAK_GLASS_PERMISSION.split(".")
 
@@ -27,7 +30,7 @@ def _break_glass_perm() -> Permission:
     return Permission.objects.get(codename=_CODENAME, content_type__app_label=_APP)
 
 
-def person_snapshot(user: Any) -> dict[str, Any]:
+def person_snapshot(user: User) -> dict[str, Any]:
     return {
         "username": user.get_username(),
         "roles": sorted(user.groups.filter(name__in=ROLE_NAMES).values_list("name", flat=True)),

@@ -55,7 +55,7 @@ def _intervention_open(
         reason_category=req.reason_category,
         reason_text=req.reason_text,
         requested_by_id=req.requested_by_id,
-        approved_by_id=actor.user_id,
+        approved_by_id=actor.human_user_id,
         requested_at_ms=req.requested_at_ms,
         decided_at_ms=now,
         break_glass=req.break_glass,

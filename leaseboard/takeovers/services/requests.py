@@ -72,7 +72,7 @@ def request_locked(
         target_lease=live,
         target_epoch=item.epoch,
         target_holder=live.holder if live else None,
-        requested_by_id=actor.user_id,
+        requested_by_id=actor.human_user_id,
         requester_role=audit_role(act, actor),
         grantee=grantee,
         reason_category=reason_category,
@@ -159,7 +159,7 @@ def takeover_bulk_request(
         raise ValidationFailed(f"at most {BULK_MAX_ITEMS} work items per bulk request")
     now = db_now_ms()
     bulk = BulkTakeover(
-        requested_by_id=actor.user_id,
+        requested_by_id=actor.human_user_id,
         idempotency_key=key,
         reason_category=reason_category,
         reason_text=text,

@@ -35,7 +35,9 @@ class Renewal:
     expires_in_ms: int
 
 
-def _renew_fast(pairs: list[tuple[uuid.UUID, int]], executor_id: int) -> dict[uuid.UUID, tuple]:
+def _renew_fast(
+    pairs: list[tuple[uuid.UUID, int]], executor_id: int
+) -> dict[uuid.UUID, tuple[int, int]]:
     params: list[Any] = []
     for lease_id, epoch in pairs:
         params.extend([Lease._meta.pk.get_db_prep_value(lease_id, connection), epoch])
@@ -43,7 +45,7 @@ def _renew_fast(pairs: list[tuple[uuid.UUID, int]], executor_id: int) -> dict[uu
     with connection.cursor() as cursor:
         cursor.execute(sql.lease_renew(connection.vendor, len(pairs)), params)
         rows = cursor.fetchall()
-    out = {}
+    out: dict[uuid.UUID, tuple[int, int]] = {}
     for raw_id, epoch, expires_in in rows:
         lease_id = raw_id if isinstance(raw_id, uuid.UUID) else uuid.UUID(str(raw_id))
         out[lease_id] = (int(epoch), int(expires_in))
