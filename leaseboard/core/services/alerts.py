@@ -205,6 +205,33 @@ def _group_name(agent_id: int | None, kind: str) -> str:
     return f"{agent_id or 0}:{kind}"
 
 
+def _group_audited(
+    action: str,
+    group: tuple[int | None, str],
+    *,
+    actor: Actor,
+    now: int,
+    note: str,
+    before: dict[str, Any],
+    after: dict[str, Any],
+    request_id: str,
+) -> None:
+    """One audit entry for an act on a group of alerts (an agent's alerts of one kind):
+    acknowledging and snoozing are both ACKNOWLEDGE_ALERT."""
+    audit_act(
+        act=Act.ACKNOWLEDGE_ALERT,
+        actor=actor,
+        action=action,
+        object_type="alert_group",
+        object_id=_group_name(*group),
+        at_ms=now,
+        reason=note,
+        before=before,
+        after=after,
+        request_id=request_id,
+    )
+
+
 def _note_checked(note: str) -> str:
     note = (note or "").strip()
     if not note:
@@ -248,14 +275,12 @@ def alerts_acknowledge_groups(
             acknowledged_at_ms=now, acknowledged_by_id=actor.user_id, acknowledge_note=note
         )
         total += len(ids)
-        audit_act(
-            act=Act.ACKNOWLEDGE_ALERT,
+        _group_audited(
+            "alert.acknowledge_group",
+            (agent_id, kind),
             actor=actor,
-            action="alert.acknowledge_group",
-            object_type="alert_group",
-            object_id=_group_name(agent_id, kind),
-            at_ms=now,
-            reason=note,
+            now=now,
+            note=note,
             before={"acknowledged": 0, "open": len(ids)},
             after={"acknowledged": len(ids), "upto_id": upto_id, "alert_ids": ids[:100]},
             request_id=request_id,
@@ -292,14 +317,12 @@ def alerts_snooze_groups(
             created_at_ms=now,
         )
         snoozes.append(snooze)
-        audit_act(
-            act=Act.ACKNOWLEDGE_ALERT,
+        _group_audited(
+            "alert.snooze_group",
+            (agent_id, kind),
             actor=actor,
-            action="alert.snooze_group",
-            object_type="alert_group",
-            object_id=_group_name(agent_id, kind),
-            at_ms=now,
-            reason=note,
+            now=now,
+            note=note,
             before={},
             after={"until_ms": snooze.until_ms, "minutes": minutes},
             request_id=request_id,

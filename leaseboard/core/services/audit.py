@@ -106,6 +106,31 @@ def audit_act(
     )
 
 
+def audit_admin(
+    action: str,
+    object_type: str,
+    object_id: object,
+    *,
+    actor_name: str,
+    reason: str = "",
+    before: dict[str, Any] | None = None,
+    after: dict[str, Any] | None = None,
+) -> AuditEntry:
+    """Record an administrator's act from outside a signed-in session (a management
+    command, named by `actor_name`), dated by the database clock now."""
+    return audit_record(
+        at_ms=db_now_ms(),
+        actor_name=actor_name,
+        actor_role="admin",
+        action=action,
+        object_type=object_type,
+        object_id=str(object_id),
+        reason=reason,
+        before=before,
+        after=after,
+    )
+
+
 @dataclass
 class ChainWalk:
     """Feed entries in seq order; collects one problem line per break found."""

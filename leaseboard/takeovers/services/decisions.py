@@ -98,6 +98,12 @@ def _last_agent(item: WorkItem, granted: Lease) -> Executor | None:
     return last.holder if last else None
 
 
+def _decided(req: TakeoverRequest, *, now: int, by: int | None, note: str) -> None:
+    """Date, sign and note the decision whose status the caller has set on the request."""
+    req.decided_at_ms, req.decided_by_id, req.decision_note = now, by, note[:1000]
+    req.save(update_fields=["status", "decided_at_ms", "decided_by", "decision_note"])
+
+
 def _approve_locked(
     *, req: TakeoverRequest, item: WorkItem, actor: Actor, note: str, request_id: str, now: int
 ) -> Intervention:
@@ -117,10 +123,7 @@ def _approve_locked(
         revoked = lease_revoke_locked(lease=live, actor=actor, now_ms=now, reason=reason)
     lease = _grant(req=req, item=item, now=now, by=executor_id_of(actor))
     req.status = TakeoverRequest.Status.APPROVED
-    req.decided_at_ms = now
-    req.decided_by_id = actor.user_id
-    req.decision_note = note[:1000]
-    req.save(update_fields=["status", "decided_at_ms", "decided_by", "decision_note"])
+    _decided(req, now=now, by=actor.user_id, note=note)
     iv = _intervention_open(req=req, item=item, revoked=revoked, lease=lease, actor=actor, now=now)
     timeline(
         iv,
@@ -214,10 +217,8 @@ def _approve_or_refuse(
             None,
         )
     # The refusal is committed (the request leaves the queue), then raised.
-    req.decided_at_ms = now
-    req.decided_by_id = actor.user_id if req.status == TakeoverRequest.Status.CONFLICT else None
-    req.decision_note = refusal.detail[:1000]
-    req.save(update_fields=["status", "decided_at_ms", "decided_by", "decision_note"])
+    by = actor.user_id if req.status == TakeoverRequest.Status.CONFLICT else None
+    _decided(req, now=now, by=by, note=refusal.detail)
     audited(
         act=Act.APPROVE_TAKEOVER,
         actor=actor,
@@ -258,10 +259,7 @@ def takeover_reject(
     now = db_now_ms()
     authorize(Act.REJECT_TAKEOVER, actor, requester_user_id=req.requested_by_id)
     req.status = TakeoverRequest.Status.REJECTED
-    req.decided_at_ms = now
-    req.decided_by_id = actor.user_id
-    req.decision_note = note[:1000]
-    req.save(update_fields=["status", "decided_at_ms", "decided_by", "decision_note"])
+    _decided(req, now=now, by=actor.user_id, note=note)
     audited(
         act=Act.REJECT_TAKEOVER,
         actor=actor,
