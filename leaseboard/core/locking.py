@@ -7,7 +7,7 @@ from typing import Any
 
 from django.db.models import Model
 
-from leaseboard.core.models import WorkItem
+from leaseboard.core.models import Lease, WorkItem
 from leaseboard.domain.errors import NotFound
 
 
@@ -30,3 +30,17 @@ def work_item_locked(model: type[Model], pk: Any, *, what: str) -> WorkItem:
     if peek is None:
         raise NotFound(f"no {what} {pk}")
     return work_item_locked_by(item_id=peek["work_item_id"])
+
+
+def lease_locked(lease_id: Any, *, related: tuple[str, ...] = ("work_item", "holder")) -> Lease:
+    """Lock one lease (only its own row) by id, reading `related` along; NotFound if none.
+    Where the work item must be locked too, lock it first (`work_item_locked`)."""
+    lease = (
+        Lease.objects.select_for_update(no_key=True, of=("self",))
+        .select_related(*related)
+        .filter(id=lease_id)
+        .first()
+    )
+    if lease is None:
+        raise NotFound(f"no lease {lease_id}")
+    return lease

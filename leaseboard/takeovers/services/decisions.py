@@ -5,6 +5,8 @@ inject a failure at any of them."""
 
 from __future__ import annotations
 
+from typing import Unpack
+
 from django.db import transaction
 
 from leaseboard.core.authority import Actor, authorize
@@ -30,7 +32,7 @@ from leaseboard.takeovers.services._common import (
     standing_max_ms,
     timeline,
 )
-from leaseboard.takeovers.services.requests import request_locked
+from leaseboard.takeovers.services.requests import TakeoverAsk, request_locked
 
 
 def _intervention_open(
@@ -276,32 +278,18 @@ def takeover_reject(
 
 
 @transaction.atomic(durable=True)
-def takeover_break_glass(
-    *,
-    work_key: str,
-    actor: Actor,
-    reason_category: str,
-    reason_text: str,
-    standing_ms: int | None = None,
-    grantee_agent: str | None = None,
-    request_id: str = "",
-) -> Intervention:
+def takeover_break_glass(**ask: Unpack[TakeoverAsk]) -> Intervention:
     """Take over at once, without an approver; the intervention is flagged for review."""
-    req = request_locked(
-        work_key=work_key,
-        actor=actor,
-        reason_category=reason_category,
-        reason_text=reason_text,
-        standing_ms=standing_ms,
-        grantee_agent=grantee_agent,
-        request_id=request_id,
-        now=db_now_ms(),
-        break_glass=True,
-    )
+    req = request_locked(now=db_now_ms(), break_glass=True, **ask)
     item = work_item_locked_by(item_id=req.work_item_id)  # already ours; re-read for the grant
     now = db_now_ms()  # read after the locks, so the grant is dated after any wait
     return _approve_locked(
-        req=req, item=item, actor=actor, note="break-glass", request_id=request_id, now=now
+        req=req,
+        item=item,
+        actor=ask["actor"],
+        note="break-glass",
+        request_id=ask.get("request_id", ""),
+        now=now,
     )
 
 

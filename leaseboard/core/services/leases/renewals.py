@@ -14,6 +14,7 @@ from django.db import connection, transaction
 from leaseboard.core import sql
 from leaseboard.core.authority import Actor, authorize
 from leaseboard.core.clock import db_now_ms
+from leaseboard.core.locking import lease_locked
 from leaseboard.core.models import Alert, Executor, Lease, LeaseEvent
 from leaseboard.core.models.leases import RENEWAL_SLOT, RENEWAL_WINDOW
 from leaseboard.core.services.alerts import alerts_resolve
@@ -55,14 +56,7 @@ def _renew_fast(
 @transaction.atomic(durable=True)
 def _renew_slow(*, lease_id: uuid.UUID, executor: Executor, epoch: int) -> Renewal:
     """Explain a refused renew, or renew a lease the sweep had moved to jeopardy."""
-    lease = (
-        Lease.objects.select_for_update(no_key=True, of=("self",))
-        .select_related("work_item", "holder")
-        .filter(id=lease_id)
-        .first()
-    )
-    if lease is None:
-        raise NotFound(f"no lease {lease_id}")
+    lease = lease_locked(lease_id)
     now = db_now_ms()
     authorize(
         Act.RENEW,
