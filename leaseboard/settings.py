@@ -387,46 +387,69 @@ except TimingPolicyError as exc:
 AUDIT_KEY_MIN_CHARS = 32
 
 
-def _audit_keys() -> tuple[str, tuple[str, ...]]:
-    env_key = os.environ.get("LEASEBOARD_AUDIT_KEY", "").strip()
-    key_file = os.environ.get("LEASEBOARD_AUDIT_KEY_FILE", "").strip()
-    retired = [k for k in env_str("LEASEBOARD_AUDIT_RETIRED_KEYS", "").replace(",", " ").split()]
+def env_keys(
+    name: str,
+    *,
+    retired_name: str,
+    generated: Path | None,
+    what: str,
+    min_chars: int,
+    missing: str,
+) -> tuple[str, tuple[str, ...]]:
+    """A secret key kept outside the database, and its retired predecessors: from `name`,
+    or the first line of the file named by `name`_FILE (later lines: retired keys), plus
+    `retired_name` (space- or comma-separated). Without either: a key generated once into
+    the file `generated` where one may be (DEBUG, tests, embedded SQLite), else `missing`
+    is the start-up error. Every key is `what`, at least `min_chars` long."""
+    env_key = os.environ.get(name, "").strip()
+    key_file = os.environ.get(f"{name}_FILE", "").strip()
+    retired = env_str(retired_name, "").replace(",", " ").split()
     if env_key and key_file:
-        raise ImproperlyConfigured(
-            "set LEASEBOARD_AUDIT_KEY or LEASEBOARD_AUDIT_KEY_FILE, not both"
-        )
+        raise ImproperlyConfigured(f"set {name} or {name}_FILE, not both")
     if key_file:
         try:
             lines = Path(key_file).read_text().splitlines()
         except OSError as exc:
             raise ImproperlyConfigured(
-                f"LEASEBOARD_AUDIT_KEY_FILE={key_file!r} cannot be read: {exc.strerror}"
+                f"{name}_FILE={key_file!r} cannot be read: {exc.strerror}"
             ) from None
         keys = [line.strip() for line in lines if line.strip() and not line.startswith("#")]
         if not keys:
-            raise ImproperlyConfigured(f"LEASEBOARD_AUDIT_KEY_FILE={key_file!r} holds no key")
+            raise ImproperlyConfigured(f"{name}_FILE={key_file!r} holds no key")
         current, retired = keys[0], keys[1:] + retired
-        source = "LEASEBOARD_AUDIT_KEY_FILE"
+        source = f"{name}_FILE"
     elif env_key:
-        current, source = env_key, "LEASEBOARD_AUDIT_KEY"
-    elif DEBUG or TESTING or DATABASES["default"]["ENGINE"].endswith("sqlite3"):
-        path = DATA_DIR / "audit-key"
-        if not path.exists():
-            path.write_text(secrets.token_urlsafe(32) + "\n")
-            path.chmod(0o600)
-        current, source = path.read_text().split()[0], str(path)
+        current, source = env_key, name
+    elif generated is not None:
+        if not generated.exists():
+            generated.write_text(secrets.token_urlsafe(32) + "\n")
+            generated.chmod(0o600)
+        current, source = generated.read_text().split()[0], str(generated)
     else:
-        raise ImproperlyConfigured(
+        raise ImproperlyConfigured(missing)
+    for key in (current, *retired):
+        if len(key) < min_chars:
+            raise ImproperlyConfigured(f"{source}: {what} is at least {min_chars} characters")
+    return current, tuple(retired)
+
+
+# Where a secret key may be generated into DATA_DIR rather than required.
+KEYS_MAY_BE_GENERATED = DEBUG or TESTING or DATABASES["default"]["ENGINE"].endswith("sqlite3")
+
+
+def _audit_keys() -> tuple[str, tuple[str, ...]]:
+    return env_keys(
+        "LEASEBOARD_AUDIT_KEY",
+        retired_name="LEASEBOARD_AUDIT_RETIRED_KEYS",
+        generated=DATA_DIR / "audit-key" if KEYS_MAY_BE_GENERATED else None,
+        what="an audit key",
+        min_chars=AUDIT_KEY_MIN_CHARS,
+        missing=(
             "LEASEBOARD_AUDIT_KEY (or LEASEBOARD_AUDIT_KEY_FILE) is required with DEBUG off "
             "on PostgreSQL: the audit log's MAC key must live outside the database "
             "(generate one with: python -c 'import secrets; print(secrets.token_urlsafe(32))')"
-        )
-    for key in (current, *retired):
-        if len(key) < AUDIT_KEY_MIN_CHARS:
-            raise ImproperlyConfigured(
-                f"{source}: an audit key is at least {AUDIT_KEY_MIN_CHARS} characters"
-            )
-    return current, tuple(retired)
+        ),
+    )
 
 
 LEASEBOARD_AUDIT_KEY, LEASEBOARD_AUDIT_RETIRED_KEYS = _audit_keys()
@@ -464,46 +487,19 @@ def _fencing_keks() -> tuple[str, tuple[str, ...]]:
             "LEASEBOARD_FENCING_KEY_DIR is not used: fencing private keys are kept in the "
             "database, sealed with LEASEBOARD_FENCING_KEK; unset it and set that instead"
         )
-    env_kek = os.environ.get("LEASEBOARD_FENCING_KEK", "").strip()
-    kek_file = os.environ.get("LEASEBOARD_FENCING_KEK_FILE", "").strip()
-    retired = env_str("LEASEBOARD_FENCING_RETIRED_KEKS", "").replace(",", " ").split()
-    if env_kek and kek_file:
-        raise ImproperlyConfigured(
-            "set LEASEBOARD_FENCING_KEK or LEASEBOARD_FENCING_KEK_FILE, not both"
-        )
-    if kek_file:
-        try:
-            lines = Path(kek_file).read_text().splitlines()
-        except OSError as exc:
-            raise ImproperlyConfigured(
-                f"LEASEBOARD_FENCING_KEK_FILE={kek_file!r} cannot be read: {exc.strerror}"
-            ) from None
-        keks = [line.strip() for line in lines if line.strip() and not line.startswith("#")]
-        if not keks:
-            raise ImproperlyConfigured(f"LEASEBOARD_FENCING_KEK_FILE={kek_file!r} holds no key")
-        current, retired = keks[0], keks[1:] + retired
-        source = "LEASEBOARD_FENCING_KEK_FILE"
-    elif env_kek:
-        current, source = env_kek, "LEASEBOARD_FENCING_KEK"
-    elif DEBUG or TESTING or DATABASES["default"]["ENGINE"].endswith("sqlite3"):
-        path = DATA_DIR / "fencing-kek"
-        if not path.exists():
-            path.write_text(secrets.token_urlsafe(32) + "\n")
-            path.chmod(0o600)
-        current, source = path.read_text().split()[0], str(path)
-    else:
-        raise ImproperlyConfigured(
+    return env_keys(
+        "LEASEBOARD_FENCING_KEK",
+        retired_name="LEASEBOARD_FENCING_RETIRED_KEKS",
+        generated=DATA_DIR / "fencing-kek" if KEYS_MAY_BE_GENERATED else None,
+        what="a key-encryption key",
+        min_chars=FENCING_KEK_MIN_CHARS,
+        missing=(
             "LEASEBOARD_FENCING_KEK (or LEASEBOARD_FENCING_KEK_FILE) is required with DEBUG "
             "off on PostgreSQL: fencing private keys are sealed with it, so it must live "
             "outside the database (generate one with: "
             "python -c 'import secrets; print(secrets.token_urlsafe(32))')"
-        )
-    for kek in (current, *retired):
-        if len(kek) < FENCING_KEK_MIN_CHARS:
-            raise ImproperlyConfigured(
-                f"{source}: a key-encryption key is at least {FENCING_KEK_MIN_CHARS} characters"
-            )
-    return current, tuple(retired)
+        ),
+    )
 
 
 LEASEBOARD_FENCING_KEK, LEASEBOARD_FENCING_RETIRED_KEKS = _fencing_keks()

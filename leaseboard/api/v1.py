@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from django.http import Http404, HttpRequest
@@ -96,7 +97,7 @@ def _validation_error(request: HttpRequest, exc: ValidationError):  # type: igno
     )
 
 
-def _param(loc: list[str]) -> str:
+def _param(loc: Sequence[str]) -> str:
     """The request field an error is about: ninja's loc without its (body|path, name) head."""
     parts = list(loc)
     if parts[:1] in (["body"], ["path"], ["query"]):
@@ -154,7 +155,7 @@ def _speaker(request: HttpRequest) -> Actor:
     tags=WORK,
     openapi_extra=problems(400, 401, 404, 409),
 )
-def admit(request: HttpRequest, body: s.WorkItemIn) -> tuple[int, dict[str, Any]]:
+def admit(request: HttpRequest, body: s.WorkItemIn) -> Status[dict[str, Any]]:
     """Admit a work item (201), or answer an existing key's state (200). A full queue
     rejects (`admission: rejected`, `code: capacity_exhausted`) or queues it (`waiting`)."""
     item, created = work_admit(

@@ -9,7 +9,7 @@ module only gathers the facts the table is asked about. Nothing here writes.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict, Unpack
 
 from leaseboard.core.models import Effect, Executor, Lease, Recipient
 from leaseboard.domain.authority import (
@@ -23,12 +23,15 @@ from leaseboard.domain.authority import (
     decide,
 )
 from leaseboard.domain.certainty import LIVE, Certainty, LeaseTimes, state_at
-from leaseboard.domain.errors import ERRORS_BY_CODE, LeaseboardError
+from leaseboard.domain.errors import ERRORS_BY_CODE, Forbidden, LeaseboardError
 
 if TYPE_CHECKING:
-    from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+    from django.contrib.auth.models import AnonymousUser
+    from django.contrib.auth.models import User as AuthUser
 
-    User = AbstractBaseUser | AnonymousUser
+    # What `request.user` is: a user of the project's user model (Django's own), signed in
+    # or not, or the anonymous user.
+    User = AuthUser | AnonymousUser
 
 BREAK_GLASS_PERMISSION = "takeovers.break_glass"
 RECIPIENT_KIND = "recipient"  # an Actor's kind when a recipient credential speaks
@@ -41,7 +44,7 @@ def user_roles(user: User) -> frozenset[Role]:
         return frozenset()
     if getattr(user, "is_superuser", False):
         return frozenset(Role)
-    names = user.groups.filter(name__in=list(Role)).values_list("name", flat=True)  # type: ignore[union-attr]
+    names = user.groups.filter(name__in=list(Role)).values_list("name", flat=True)
     return frozenset(Role(name) for name in names)
 
 
@@ -91,6 +94,15 @@ class Actor:
         )
 
     @property
+    def human_user_id(self) -> int:
+        """The signed-in user a record names as its author (who requested, approved,
+        snoozed…). The acts that write such records allow only humans, so `authorize` has
+        already refused anyone else; an actor without a user is refused here too."""
+        if self.user_id is None:
+            raise Forbidden(f"{self.name!r} is not a signed-in person")
+        return self.user_id
+
+    @property
     def is_agent(self) -> bool:
         return self.kind == Executor.Kind.AGENT
 
@@ -130,18 +142,24 @@ def certainty_of(lease: Lease | None, now_ms: int | None) -> Certainty | None:
     return state_at(times, now_ms)
 
 
-def _parties(
-    actor: Actor,
-    *,
-    act: Act,
-    lease: Lease | None,
-    effect: Effect | None,
-    successor: Lease | None,
-    epoch: int | None,
-    current_epoch: int | None,
-    requester_user_id: int | None,
-    now_ms: int | None,
-) -> frozenset[Party]:
+class About(TypedDict, total=False):
+    """What an act is about, as far as the table asks: `lease` is the lease the act is
+    about (for a decision on an effect, the effect's lease); `current_epoch` is the work
+    item's epoch read under its lock; `now_ms` the database clock read after the locks."""
+
+    now_ms: int | None
+    lease: Lease | None
+    epoch: int | None
+    current_epoch: int | None
+    effect: Effect | None
+    successor: Lease | None
+    requester_user_id: int | None
+
+
+def _parties(actor: Actor, act: Act, about: About) -> frozenset[Party]:
+    lease, effect, successor = about.get("lease"), about.get("effect"), about.get("successor")
+    epoch, current_epoch = about.get("epoch"), about.get("current_epoch")
+    requester_user_id = about.get("requester_user_id")
     if actor.is_recipient:
         return frozenset({Party.RECIPIENT})  # never a holder, a role or a proposer
     parties: set[Party] = {Party.AGENT if actor.is_agent else Party.HUMAN}
@@ -156,7 +174,7 @@ def _parties(
             actor.is_holder_of(successor)
             and successor is not None
             and effect is not None
-            and certainty_of(successor, now_ms) in LIVE
+            and certainty_of(successor, about.get("now_ms")) in LIVE
             and successor.epoch == current_epoch
             and successor.epoch > effect.epoch
         ):
@@ -176,32 +194,11 @@ def _parties(
     return frozenset(parties)
 
 
-def verdict(
-    act: Act,
-    actor: Actor,
-    *,
-    now_ms: int | None = None,
-    lease: Lease | None = None,
-    epoch: int | None = None,
-    current_epoch: int | None = None,
-    effect: Effect | None = None,
-    successor: Lease | None = None,
-    requester_user_id: int | None = None,
-) -> Verdict:
-    """The table's answer for this actor, object and moment. `lease` is the lease the act
-    is about (for a decision on an effect, the effect's lease); `current_epoch` is the
-    work item's epoch read under its lock."""
-    parties = _parties(
-        actor,
-        act=act,
-        lease=lease,
-        effect=effect,
-        successor=successor,
-        epoch=epoch,
-        current_epoch=current_epoch,
-        requester_user_id=requester_user_id,
-        now_ms=now_ms,
-    )
+def verdict(act: Act, actor: Actor, **about: Unpack[About]) -> Verdict:
+    """The table's answer for this actor, object (`About`) and moment."""
+    parties = _parties(actor, act, about)
+    lease, effect, epoch = about.get("lease"), about.get("effect"), about.get("epoch")
+    current_epoch = about.get("current_epoch")
     rule = RULES[act]
     matches = True
     if rule.epoch is not Epoch.NONE:
@@ -209,9 +206,8 @@ def verdict(
         matches = lease is not None and presented == lease.epoch
         if rule.epoch is Epoch.CURRENT:
             matches = matches and presented == current_epoch
-    return decide(
-        act, parties=parties, certainty=certainty_of(lease, now_ms), epoch_matches=matches
-    )
+    certainty = certainty_of(lease, about.get("now_ms"))
+    return decide(act, parties=parties, certainty=certainty, epoch_matches=matches)
 
 
 def refusal(
@@ -241,32 +237,16 @@ def refusal(
     return cls(detail, **fields)
 
 
-def authorize(
-    act: Act,
-    actor: Actor,
-    *,
-    now_ms: int | None = None,
-    lease: Lease | None = None,
-    epoch: int | None = None,
-    current_epoch: int | None = None,
-    effect: Effect | None = None,
-    successor: Lease | None = None,
-    requester_user_id: int | None = None,
-) -> None:
+def authorize(act: Act, actor: Actor, **about: Unpack[About]) -> None:
     """Raise the refusal unless the table allows the act."""
-    v = verdict(
-        act,
-        actor,
-        now_ms=now_ms,
-        lease=lease,
-        epoch=epoch,
-        current_epoch=current_epoch,
-        effect=effect,
-        successor=successor,
-        requester_user_id=requester_user_id,
-    )
+    v = verdict(act, actor, **about)
     if not v.allowed:
-        raise refusal(v, lease=lease, epoch=epoch, current_epoch=current_epoch)
+        raise refusal(
+            v,
+            lease=about.get("lease"),
+            epoch=about.get("epoch"),
+            current_epoch=about.get("current_epoch"),
+        )
 
 
 def authorize_who(act: Act, actor: Actor) -> None:

@@ -7,10 +7,16 @@ this process agrees on the shifted time.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from django.db import connection
 from django.db.models import BigIntegerField, Func
 
 from leaseboard.core import sql
+
+if TYPE_CHECKING:
+    from django.db.backends.base.base import BaseDatabaseWrapper
+    from django.db.models.sql.compiler import SQLCompiler
 
 
 def now_ms_sql(vendor: str | None = None) -> str:
@@ -31,5 +37,7 @@ class DbNowMs(Func):
 
     output_field = BigIntegerField()
 
-    def as_sql(self, compiler, connection, **extra_context):  # type: ignore[override]
+    def as_sql(  # type: ignore[override]
+        self, compiler: SQLCompiler, connection: BaseDatabaseWrapper, **extra_context: Any
+    ) -> tuple[str, list[Any]]:
         return now_ms_sql(connection.vendor), []

@@ -7,14 +7,17 @@ from typing import Any
 
 from django.db.models import Model
 
-from leaseboard.core.models import WorkItem
+from leaseboard.core.models import Lease, WorkItem
 from leaseboard.domain.errors import NotFound
 
 
 def work_item_locked_by(*, key: str | None = None, item_id: int | None = None) -> WorkItem:
     """Lock a work item (only its own row) by key or id."""
     qs = WorkItem.objects.select_for_update(no_key=True, of=("self",)).select_related("queue")
-    item = qs.filter(key=key).first() if key is not None else qs.filter(id=item_id).first()
+    if key is not None:
+        item = qs.filter(key=key).first()
+    else:
+        item = qs.filter(id=item_id).first() if item_id is not None else None
     if item is None:
         raise NotFound(f"no work item {key!r}" if key is not None else "no such work item")
     return item
@@ -27,3 +30,17 @@ def work_item_locked(model: type[Model], pk: Any, *, what: str) -> WorkItem:
     if peek is None:
         raise NotFound(f"no {what} {pk}")
     return work_item_locked_by(item_id=peek["work_item_id"])
+
+
+def lease_locked(lease_id: Any, *, related: tuple[str, ...] = ("work_item", "holder")) -> Lease:
+    """Lock one lease (only its own row) by id, reading `related` along; NotFound if none.
+    Where the work item must be locked too, lock it first (`work_item_locked`)."""
+    lease = (
+        Lease.objects.select_for_update(no_key=True, of=("self",))
+        .select_related(*related)
+        .filter(id=lease_id)
+        .first()
+    )
+    if lease is None:
+        raise NotFound(f"no lease {lease_id}")
+    return lease

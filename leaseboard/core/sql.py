@@ -121,7 +121,7 @@ def lease_versions_unchanged(vendor: str, n_rows: int) -> str:
             ["(%s::uuid, %s, %s::bigint, %s::bigint, %s::bigint, %s::bigint)"] * n_rows
         )
         versions = f"(VALUES {rows}) AS v(id, state, epoch, renewed, expires, due)"
-        columns = ("v.id", "v.state", "v.epoch", "v.renewed", "v.expires", "v.due")
+        columns: tuple[str, ...] = ("v.id", "v.state", "v.epoch", "v.renewed", "v.expires", "v.due")
     elif vendor == SQLITE:
         rows = ", ".join(["(%s, %s, %s, %s, %s, %s)"] * n_rows)
         versions = f"(VALUES {rows}) AS v"  # columns column1 … column6

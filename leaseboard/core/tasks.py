@@ -12,7 +12,10 @@ from leaseboard.core.services.audit import audit_checkpoint as audit_checkpoint_
 log = logging.getLogger(__name__)
 
 
-@shared_task(name="leaseboard.core.tasks.audit_checkpoint", acks_late=False, ignore_result=True)
+# Celery ships no type information: its decorator is untyped.
+@shared_task(  # type: ignore[untyped-decorator]
+    name="leaseboard.core.tasks.audit_checkpoint", acks_late=False, ignore_result=True
+)
 def audit_checkpoint() -> str:
     """Sign the audit chain's head into the checkpoint store; a broken chain is never
     signed and is logged as an error on every tick until someone looks."""

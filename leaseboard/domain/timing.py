@@ -3,6 +3,7 @@ every duration obeys wherever it comes from (settings, a queue, an admitted work
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 # Durations are stored in 32-bit integer columns on every database (PostgreSQL refuses a
@@ -84,7 +85,7 @@ class TimingPolicy:
                 f"got {self.request_timeout_ms}",
             )
 
-    def with_overrides(self, overrides: dict[str, int | None]) -> TimingPolicy:
+    def with_overrides(self, overrides: Mapping[str, int | None]) -> TimingPolicy:
         """A policy with per-queue or per-item overrides; derived fields re-defaulted from ttl."""
         unknown = set(overrides) - set(TIMING_PARAMS)
         if unknown:

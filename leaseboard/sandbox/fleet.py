@@ -8,6 +8,7 @@ expiry and then sends a stale payment the sandbox refuses, and crashes that leav
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import random
@@ -15,7 +16,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
@@ -111,66 +112,67 @@ class Fleet:
         c.admit(key, queue, title=f"simulated {queue} job")
         return c.hold(key, **kw)
 
+    def jobs(self, name: str) -> Iterator[tuple[Client, httpx.Client, int]]:
+        """Agent `name`'s client, the sandbox's HTTP client and a job number, until stopped."""
+        c = self.client(name)
+        with httpx.Client(base_url=self.base_url, timeout=2.0) as sandbox:
+            for n in itertools.count(1):
+                if self.stop.is_set():
+                    return
+                yield c, sandbox, n
+
     # -- behaviours ------------------------------------------------------------------------
 
     def steady(self, name: str, queue: str) -> None:
-        c = self.client(name)
-        with httpx.Client(base_url=self.base_url, timeout=2.0) as sandbox:
-            for n in itertools.count(1):
-                if self.stop.is_set():
+        for c, sandbox, n in self.jobs(name):
+            try:
+                with self.admit_and_hold(c, self.key(name, n), queue) as h:
+                    self.count("leases")
+                    for step in range(random.randint(3, 6)):
+                        kind = "payment.refund" if random.random() < 0.15 else "payment.charge"
+                        if queue != "payments":
+                            kind = "ledger.post"
+                        if kind == "ledger.post":
+                            with h.effect(kind, "ledger:main", payload={"step": step}):
+                                pass  # the simulated ledger posts nothing for real
+                            self.count("effect_applied")
+                        else:
+                            self.charge(h, sandbox, kind)
+                        h.checkpoint({"step": step, "at": time.time()})
+                        self.count("checkpoints")
+                        if not self.wait(random.uniform(0.8, 2.0)):
+                            return
+            except LeaseError as exc:
+                self.count(f"steady_{exc.code or type(exc).__name__}")
+                if not self.wait(1.0):
                     return
-                try:
-                    with self.admit_and_hold(c, self.key(name, n), queue) as h:
-                        self.count("leases")
-                        for step in range(random.randint(3, 6)):
-                            kind = "payment.refund" if random.random() < 0.15 else "payment.charge"
-                            if queue != "payments":
-                                kind = "ledger.post"
-                            if kind == "ledger.post":
-                                with h.effect(kind, "ledger:main", payload={"step": step}):
-                                    pass  # the simulated ledger posts nothing for real
-                                self.count("effect_applied")
-                            else:
-                                self.charge(h, sandbox, kind)
-                            h.checkpoint({"step": step, "at": time.time()})
-                            self.count("checkpoints")
-                            if not self.wait(random.uniform(0.8, 2.0)):
-                                return
-                except LeaseError as exc:
-                    self.count(f"steady_{exc.code or type(exc).__name__}")
-                    if not self.wait(1.0):
-                        return
 
     def slow(self, name: str, queue: str = "payments") -> None:
         """Renews by hand, sometimes too late: server-side jeopardy, refused effect, recovery."""
-        c = self.client(name)
-        with httpx.Client(base_url=self.base_url, timeout=2.0) as sandbox:
-            for n in itertools.count(1):
-                if self.stop.is_set():
+        for c, sandbox, n in self.jobs(name):
+            try:
+                with self.admit_and_hold(c, self.key(name, n), queue, renew=False) as h:
+                    self.count("leases")
+                    gap = h.ttl_ms / 1000
+                    for rnd in range(6):
+                        late = rnd % 3 == 2
+                        # Late: past jeopardy_after (2/3 ttl), before the ttl runs out.
+                        if not self.wait(gap * (0.8 if late else 0.3)):
+                            return
+                        if late:
+                            try:
+                                h.propose("payment.charge", "sandbox:acme")
+                            except (InJeopardy, LocalJeopardy) as exc:
+                                self.count("refused_in_jeopardy")
+                                log.info("%s: effect refused in jeopardy (%s)", name, exc.code)
+                        h.renew_now()
+                        self.count("recovered" if late else "renewals")
+                        if not late:
+                            self.charge(h, sandbox)
+            except LeaseError as exc:
+                self.count(f"slow_{exc.code or type(exc).__name__}")
+                if not self.wait(1.0):
                     return
-                try:
-                    with self.admit_and_hold(c, self.key(name, n), queue, renew=False) as h:
-                        self.count("leases")
-                        gap = h.ttl_ms / 1000
-                        for rnd in range(6):
-                            late = rnd % 3 == 2
-                            # Late: past jeopardy_after (2/3 ttl), before the ttl runs out.
-                            if not self.wait(gap * (0.8 if late else 0.3)):
-                                return
-                            if late:
-                                try:
-                                    h.propose("payment.charge", "sandbox:acme")
-                                except (InJeopardy, LocalJeopardy) as exc:
-                                    self.count("refused_in_jeopardy")
-                                    log.info("%s: effect refused in jeopardy (%s)", name, exc.code)
-                            h.renew_now()
-                            self.count("recovered" if late else "renewals")
-                            if not late:
-                                self.charge(h, sandbox)
-                except LeaseError as exc:
-                    self.count(f"slow_{exc.code or type(exc).__name__}")
-                    if not self.wait(1.0):
-                        return
 
     def pause(self, zombie_name: str, successor_name: str, queue: str = "payments") -> None:
         """A holder stalls past expiry; a successor takes over; the stale payment (a replay
@@ -252,7 +254,7 @@ class Fleet:
         ]
         for i, name in enumerate(steady):
             queue = "ledger-sync" if i % 2 == 0 else "payments"
-            jobs.append((name, lambda n=name, q=queue: self.steady(n, q)))
+            jobs.append((name, functools.partial(self.steady, name, queue)))
         return jobs
 
     def start(self) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from django.db import IntegrityError, connection, transaction
 
@@ -37,7 +38,7 @@ def payment_attempt(*, header: Callable[[str], str | None], request: PaymentRequ
     with connection.cursor() as cursor:
         decision = decide_from_headers(verifier(), header, cursor=cursor)
     claims = decision.claims
-    common = {
+    common: dict[str, Any] = {
         "work_key": (decision.work_key or "")[:200],
         "epoch": decision.epoch,
         "high_water": decision.high_water,

@@ -50,7 +50,7 @@ def alert_payload(alert: Alert) -> dict[str, Any]:
         "kind": alert.kind,
         "message": alert.message,
         "lease_id": str(alert.lease_id) if alert.lease_id else None,
-        "work_key": alert.work_item.key if alert.work_item_id else None,
+        "work_key": alert.work_item.key if alert.work_item_id else None,  # type: ignore[union-attr]
         "epoch": alert.epoch,
         "due_at_ms": alert.due_at_ms,
         "opened_at_ms": alert.opened_at_ms,
@@ -97,7 +97,7 @@ def alerts_with_targets(alert_ids: list[int]) -> list[int]:
 
 
 def _config(alert: Alert) -> dict[str, Any]:
-    notify = alert.work_item.queue.notify if alert.work_item_id else None
+    notify = alert.work_item.queue.notify if alert.work_item_id else None  # type: ignore[union-attr]
     return notify_targets(notify, alert.kind)
 
 
@@ -141,7 +141,7 @@ def webhook_deliver(*, delivery_id: int) -> float | None:
     if delivery is None or delivery.status != NotificationDelivery.Status.PENDING:
         return None
     alert = delivery.alert
-    hook = next(
+    hook: dict[str, Any] = next(
         (h for h in _config(alert).get("webhooks", []) if h.get("url") == delivery.target), {}
     )
     secret = hook.get("secret") or settings.LEASEBOARD_WEBHOOK_SECRET

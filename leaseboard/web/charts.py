@@ -71,6 +71,35 @@ def _x_ticks(labels: list[str], slot: float, every: int) -> list[dict[str, Any]]
     return [{"x": round(PAD_LEFT + i * slot + slot / 2, 1), "label": labels[i]} for i in shown]
 
 
+def _chart(
+    title: str,
+    summary: str,
+    labels: list[str],
+    series: list[Series],
+    *,
+    size: tuple[int, int],
+    scale: tuple[float, float],
+    max_x_labels: int,
+    **drawn: Any,
+) -> Chart:
+    """The chart with its axes: y ticks on the scale (top, step), at most about
+    `max_x_labels` labels under the slots; `drawn` is what the plot holds."""
+    width, height = size
+    slot = (width - PAD_LEFT - PAD_RIGHT) / max(len(labels), 1)
+    every = max(1, -(-max(len(labels), 1) // max_x_labels))
+    return Chart(
+        title=title,
+        summary=summary,
+        width=width,
+        height=height,
+        labels=labels,
+        series=series,
+        y_ticks=_ticks(scale[0], scale[1], height - PAD_TOP - PAD_BOTTOM),
+        x_ticks=_x_ticks(labels, slot, every),
+        **drawn,
+    )
+
+
 def bars(
     title: str,
     summary: str,
@@ -93,7 +122,7 @@ def bars(
     slot = plot_w / n
     shapes = []
     for i, label in enumerate(labels):
-        base = PAD_TOP + plot_h
+        base: float = PAD_TOP + plot_h
         inner = max(slot - 2, 1) / (1 if stacked else max(len(series), 1))
         for k, s in enumerate(series):
             v = s.values[i]
@@ -113,17 +142,15 @@ def bars(
                 )
             if stacked:
                 base = y
-    every = max(1, -(-n // max_x_labels))
-    return Chart(
-        title=title,
-        summary=summary,
-        width=width,
-        height=height,
-        labels=labels,
-        series=series,
+    return _chart(
+        title,
+        summary,
+        labels,
+        series,
+        size=(width, height),
+        scale=(top, step),
+        max_x_labels=max_x_labels,
         shapes=shapes,
-        y_ticks=_ticks(top, step, plot_h),
-        x_ticks=_x_ticks(labels, slot, every),
         unit=unit,
     )
 
@@ -149,16 +176,14 @@ def line(
         for i, v in enumerate(values)
     ]
     path = " ".join(f"{'M' if i == 0 else 'L'}{x:.1f},{y:.1f}" for i, (x, y) in enumerate(points))
-    every = max(1, -(-n // max_x_labels))
-    return Chart(
-        title=title,
-        summary=summary,
-        width=width,
-        height=height,
-        labels=labels,
-        series=[Series(name, values)],
-        y_ticks=_ticks(top, step, plot_h),
-        x_ticks=_x_ticks(labels, slot, every),
+    return _chart(
+        title,
+        summary,
+        labels,
+        [Series(name, values)],
+        size=(width, height),
+        scale=(top, step),
+        max_x_labels=max_x_labels,
         line=path,
     )
 

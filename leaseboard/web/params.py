@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.http import HttpRequest
+
 
 def int_param(raw: Any, default: int = -1) -> int:
     """An integer parameter, or `default` (which the service then refuses) when missing or
@@ -12,3 +14,12 @@ def int_param(raw: Any, default: int = -1) -> int:
         return int(raw)
     except (TypeError, ValueError):
         return default
+
+
+def reason_posted(request: HttpRequest) -> dict[str, Any]:
+    """The reason a form posts with an act (its category and text), as the services'
+    keyword arguments; the service checks them."""
+    return {
+        "reason_category": request.POST.get("reason_category", ""),
+        "reason_text": request.POST.get("reason_text", ""),
+    }

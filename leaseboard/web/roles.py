@@ -10,16 +10,19 @@ import re
 import uuid
 from collections.abc import Callable
 from functools import wraps
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBase
 
 from leaseboard.core.authority import Actor
 from leaseboard.core.authority import user_roles as core_user_roles
 from leaseboard.domain.authority import Role
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User  # the project's user model (Django's own)
 
 OPERATOR = Role.OPERATOR.value
 APPROVER = Role.APPROVER.value
@@ -56,13 +59,22 @@ def request_id(request: HttpRequest) -> str:
     return rid
 
 
+def signed_in_user(request: HttpRequest) -> User:
+    """The signed-in user of a view behind `role_required`, which has sent anyone else to
+    sign in (refused here too, should a view forget it)."""
+    user = request.user
+    if not user.is_authenticated:
+        raise PermissionDenied("sign in first")
+    return user
+
+
 def acting(request: HttpRequest) -> dict[str, Any]:
     """Who acts (roles read from the database, never from the form) and the request id:
     the keyword arguments every service write takes."""
     return {"actor": Actor.human(request.user), "request_id": request_id(request)}
 
 
-View = Callable[..., HttpResponse]
+View = Callable[..., HttpResponseBase]
 
 
 def role_required(*roles: str) -> Callable[[View], View]:
@@ -73,7 +85,7 @@ def role_required(*roles: str) -> Callable[[View], View]:
 
     def decorator(view: View) -> View:
         @wraps(view)
-        def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
             if not request.user.is_authenticated:
                 if request.headers.get("HX-Request"):
                     # A polled fragment after the session ended: send the page to sign-in.

@@ -117,12 +117,12 @@ class AuditEntry(models.Model):
             raise ValueError("a keyed audit entry needs its key")
         return entry_mac(key, self.body())
 
-    def save(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def save(self, *args: Any, **kwargs: Any) -> None:
         if not self._state.adding:
             raise ValueError("audit entries are append-only")
         super().save(*args, **kwargs)
 
-    def delete(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
         raise ValueError("audit entries are append-only")
 
 

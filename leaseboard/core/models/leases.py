@@ -243,7 +243,7 @@ class FencingKeyring:
         sealed = self._aead[self.current_id].encrypt(nonce, private_key, _aad(kid))
         return SEAL_VERSION + nonce + sealed, self.current_id
 
-    def open(self, sealed: bytes, *, kid: str, kek_id: str) -> bytes:
+    def open(self, sealed: bytes | memoryview, *, kid: str, kek_id: str) -> bytes:
         aead = self._aead.get(kek_id)
         if aead is None:
             raise FencingKeyUnavailable(

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection, transaction
+from django.db.models import Field
 
 from leaseboard.core.authority import Actor, authorize
 from leaseboard.core.clock import db_now_ms
@@ -35,11 +36,17 @@ _FIELDS = (
 )
 
 
+def _column_field(name: str) -> Field[Any, Any]:
+    field = Alert._meta.get_field(name)
+    assert isinstance(field, Field), name  # _FIELDS names columns, not relations
+    return field
+
+
 def alerts_open(alerts: list[Alert]) -> list[int]:
     """Insert alerts, skipping any whose dedupe_key exists. Returns the ids opened now."""
     if not alerts:
         return []
-    fields = [Alert._meta.get_field(name) for name in _FIELDS]
+    fields = [_column_field(name) for name in _FIELDS]
     columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
     row = "(" + ", ".join(["%s"] * len(fields)) + ")"
     opened: list[int] = []
@@ -198,6 +205,33 @@ def _group_name(agent_id: int | None, kind: str) -> str:
     return f"{agent_id or 0}:{kind}"
 
 
+def _group_audited(
+    action: str,
+    group: tuple[int | None, str],
+    *,
+    actor: Actor,
+    now: int,
+    note: str,
+    before: dict[str, Any],
+    after: dict[str, Any],
+    request_id: str,
+) -> None:
+    """One audit entry for an act on a group of alerts (an agent's alerts of one kind):
+    acknowledging and snoozing are both ACKNOWLEDGE_ALERT."""
+    audit_act(
+        act=Act.ACKNOWLEDGE_ALERT,
+        actor=actor,
+        action=action,
+        object_type="alert_group",
+        object_id=_group_name(*group),
+        at_ms=now,
+        reason=note,
+        before=before,
+        after=after,
+        request_id=request_id,
+    )
+
+
 def _note_checked(note: str) -> str:
     note = (note or "").strip()
     if not note:
@@ -241,14 +275,12 @@ def alerts_acknowledge_groups(
             acknowledged_at_ms=now, acknowledged_by_id=actor.user_id, acknowledge_note=note
         )
         total += len(ids)
-        audit_act(
-            act=Act.ACKNOWLEDGE_ALERT,
+        _group_audited(
+            "alert.acknowledge_group",
+            (agent_id, kind),
             actor=actor,
-            action="alert.acknowledge_group",
-            object_type="alert_group",
-            object_id=_group_name(agent_id, kind),
-            at_ms=now,
-            reason=note,
+            now=now,
+            note=note,
             before={"acknowledged": 0, "open": len(ids)},
             after={"acknowledged": len(ids), "upto_id": upto_id, "alert_ids": ids[:100]},
             request_id=request_id,
@@ -280,19 +312,17 @@ def alerts_snooze_groups(
             executor_id=agent_id,
             kind=kind,
             until_ms=now + minutes * 60_000,
-            snoozed_by_id=actor.user_id,
+            snoozed_by_id=actor.human_user_id,
             note=note,
             created_at_ms=now,
         )
         snoozes.append(snooze)
-        audit_act(
-            act=Act.ACKNOWLEDGE_ALERT,
+        _group_audited(
+            "alert.snooze_group",
+            (agent_id, kind),
             actor=actor,
-            action="alert.snooze_group",
-            object_type="alert_group",
-            object_id=_group_name(agent_id, kind),
-            at_ms=now,
-            reason=note,
+            now=now,
+            note=note,
             before={},
             after={"until_ms": snooze.until_ms, "minutes": minutes},
             request_id=request_id,

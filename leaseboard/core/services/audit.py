@@ -12,7 +12,7 @@ import hashlib
 import hmac
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from django.db import transaction
 
@@ -32,6 +32,17 @@ from leaseboard.domain.authority import Act
 ANCHOR_ACTION = "audit.anchor"
 
 
+class Said(TypedDict, total=False):
+    """What an audit entry may tell besides who did what to which object, when: the work
+    item, the reason, the object before and after, the request's id."""
+
+    work_item: WorkItem | None
+    reason: str
+    before: dict[str, Any] | None
+    after: dict[str, Any] | None
+    request_id: str
+
+
 def audit_record(
     *,
     at_ms: int,
@@ -41,11 +52,7 @@ def audit_record(
     object_type: str,
     object_id: str,
     actor_user_id: int | None = None,
-    work_item: WorkItem | None = None,
-    reason: str = "",
-    before: dict[str, Any] | None = None,
-    after: dict[str, Any] | None = None,
-    request_id: str = "",
+    **said: Unpack[Said],
 ) -> AuditEntry:
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("audit_record must run inside the transaction of the change it records")
@@ -61,11 +68,11 @@ def audit_record(
         action=action,
         object_type=object_type,
         object_id=str(object_id)[:200],
-        work_item=work_item,
-        reason=reason[:1000],
-        before=before or {},
-        after=after or {},
-        request_id=request_id[:64],
+        work_item=said.get("work_item"),
+        reason=said.get("reason", "")[:1000],
+        before=said.get("before") or {},
+        after=said.get("after") or {},
+        request_id=said.get("request_id", "")[:64],
         key_id=keyring.current_id,
         prev_hash=head.last_hash,
     )
@@ -83,11 +90,7 @@ def audit_act(
     object_type: str,
     object_id: str,
     at_ms: int,
-    work_item: WorkItem | None = None,
-    reason: str = "",
-    before: dict[str, Any] | None = None,
-    after: dict[str, Any] | None = None,
-    request_id: str = "",
+    **said: Unpack[Said],
 ) -> AuditEntry:
     """Record an act by an actor: who, and in which role the authority allowed it."""
     return audit_record(
@@ -98,11 +101,28 @@ def audit_act(
         action=action,
         object_type=object_type,
         object_id=object_id,
-        work_item=work_item,
-        reason=reason,
-        before=before,
-        after=after,
-        request_id=request_id,
+        **said,
+    )
+
+
+def audit_admin(
+    action: str,
+    object_type: str,
+    object_id: object,
+    *,
+    actor_name: str,
+    **said: Unpack[Said],
+) -> AuditEntry:
+    """Record an administrator's act from outside a signed-in session (a management
+    command, named by `actor_name`), dated by the database clock now."""
+    return audit_record(
+        at_ms=db_now_ms(),
+        actor_name=actor_name,
+        actor_role="admin",
+        action=action,
+        object_type=object_type,
+        object_id=str(object_id),
+        **said,
     )
 
 

@@ -9,10 +9,9 @@ import time
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
-from leaseboard.core.clock import db_now_ms
 from leaseboard.core.models import Executor
 from leaseboard.core.models.executors import hash_token
-from leaseboard.core.services.audit import audit_record
+from leaseboard.core.services.audit import audit_admin
 from leaseboard.domain.errors import NotFound, ValidationFailed
 
 TOKEN_PREFIX = "lb_"
@@ -40,13 +39,11 @@ def agent_create(*, name: str, actor_name: str = "cli") -> tuple[Executor, str]:
             )
     except IntegrityError:
         raise ValidationFailed(f"an executor named {name!r} already exists") from None
-    audit_record(
-        at_ms=db_now_ms(),
+    audit_admin(
+        "agent.create",
+        "executor",
+        executor.id,
         actor_name=actor_name,
-        actor_role="admin",
-        action="agent.create",
-        object_type="executor",
-        object_id=str(executor.id),
         after={"name": name, "kind": Executor.Kind.AGENT.value},
     )
     return executor, token
@@ -77,13 +74,11 @@ def agent_token_rotate(*, name: str, actor_name: str = "cli") -> tuple[Executor,
     executor = _agent_locked(name)
     had_token = executor.token_hash is not None
     token = agent_rotate_token_locked(executor)
-    audit_record(
-        at_ms=db_now_ms(),
+    audit_admin(
+        "agent.token_rotate",
+        "executor",
+        executor.id,
         actor_name=actor_name,
-        actor_role="admin",
-        action="agent.token_rotate",
-        object_type="executor",
-        object_id=str(executor.id),
         before={"name": executor.name, "had_token": had_token},
         after={"name": executor.name, "had_token": True},
     )
@@ -101,13 +96,11 @@ def agent_token_revoke(*, name: str, actor_name: str = "cli") -> bool:
         return False
     executor.token_hash = None
     executor.save(update_fields=["token_hash"])
-    audit_record(
-        at_ms=db_now_ms(),
+    audit_admin(
+        "agent.token_revoke",
+        "executor",
+        executor.id,
         actor_name=actor_name,
-        actor_role="admin",
-        action="agent.token_revoke",
-        object_type="executor",
-        object_id=str(executor.id),
         before={"name": executor.name, "had_token": True},
         after={"name": executor.name, "had_token": False},
     )

@@ -10,6 +10,7 @@ its own transaction, still runs.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from leaseboard.core.authority import Actor, authorize, certainty_of
 from leaseboard.core.clock import db_now_ms
@@ -39,10 +40,10 @@ def fencing_check(*, actor: Actor, token: str) -> FencingAnswer:
         claims = verify_token(token, public_keys=fencing_public_keys(), now_ms=now)
     except InvalidToken as exc:
         said = unverified_claims(token)
-        current = None
+        current: int | None = None
         if said is not None and exc.code != "forged":
-            current = WorkItem.objects.filter(key=said.work_key).values_list("epoch", flat=True)
-            current = current.first()
+            epochs = WorkItem.objects.filter(key=said.work_key).values_list("epoch", flat=True)
+            current = epochs.first()
         return FencingAnswer(
             valid=False,
             current_epoch=current,
@@ -51,7 +52,7 @@ def fencing_check(*, actor: Actor, token: str) -> FencingAnswer:
             epoch=said.epoch if said else None,
         )
     item = WorkItem.objects.filter(key=claims.work_key).only("id", "epoch").first()
-    common = {
+    common: dict[str, Any] = {
         "work_key": claims.work_key,
         "epoch": claims.epoch,
         "effect_id": claims.effect_id,

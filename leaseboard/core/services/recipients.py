@@ -18,7 +18,7 @@ from leaseboard.core.clock import db_now_ms
 from leaseboard.core.models import Alert, Effect, Lease, Recipient, WorkItem
 from leaseboard.core.models.executors import hash_token
 from leaseboard.core.services.alerts import alerts_open
-from leaseboard.core.services.audit import audit_record
+from leaseboard.core.services.audit import audit_admin
 from leaseboard.domain.authority import Act
 from leaseboard.domain.errors import NotFound, ValidationFailed
 
@@ -35,13 +35,11 @@ def _audit(
 ) -> None:
     """One audit row, before -> after (before is None for a creation), named by the
     recipient's name on both sides."""
-    audit_record(
-        at_ms=db_now_ms(),
+    audit_admin(
+        action,
+        "recipient",
+        recipient.id,
         actor_name=actor_name,
-        actor_role="admin",
-        action=action,
-        object_type="recipient",
-        object_id=str(recipient.id),
         before=None if before is None else {"name": recipient.name, **before},
         after={"name": recipient.name, **after},
     )

@@ -81,6 +81,6 @@ def on_axes_locked_out(
 def connect_sign_in_audit() -> None:
     user_login_failed.connect(on_user_login_failed, dispatch_uid="leaseboard.audit.login_failed")
     if apps.is_installed("axes"):
-        from axes.signals import user_locked_out  # type: ignore[import-not-found]
+        from axes.signals import user_locked_out
 
         user_locked_out.connect(on_axes_locked_out, dispatch_uid="leaseboard.audit.locked_out")

@@ -82,7 +82,7 @@ def _revoke_one(
 ) -> RevokeOutcome:
     """Revoke one lease in a savepoint: its refusal undoes only its own writes. `known` is
     the lease as read before any lock, to name it in the outcome."""
-    named = {
+    named: dict[str, Any] = {
         "work_key": known.work_item.key if known else "",
         "holder": known.holder.name if known else "",
         "epoch": known.epoch if known else None,
@@ -134,7 +134,7 @@ def leases_revoke_bulk(
     if len(ids) > BULK_REVOKE_MAX:
         raise ValidationFailed(f"at most {BULK_REVOKE_MAX} leases per bulk revoke")
     bulk = BulkRevoke(
-        requested_by_id=actor.user_id,
+        requested_by_id=actor.user_id,  # type: ignore[misc]  # a human: authorized above
         idempotency_key=key,
         reason_category=reason_category,
         reason_text=text,
@@ -246,7 +246,7 @@ def _quarantine_once(
         reason_category=reason_category,
         reason_text=text,
         started_at_ms=now,
-        started_by_id=actor.user_id,
+        started_by_id=actor.user_id,  # type: ignore[misc]  # a human: authorized above
     )
     live = list(
         Lease.objects.filter(holder=executor, state__in=LIVE_STATES)

@@ -4,15 +4,19 @@ Roles are auth groups named after leaseboard.domain.authority.Role."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from django.contrib.auth import get_user_model, password_validation
 from django.contrib.auth.models import AbstractBaseUser, Group
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
-from leaseboard.core.clock import db_now_ms
-from leaseboard.core.services.audit import audit_record
+from leaseboard.core.services.audit import audit_admin
 from leaseboard.domain.authority import Role
 from leaseboard.domain.errors import NotFound, ValidationFailed
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User  # the project's user model (Django's own)
 
 ROLE_NAMES = tuple(role.value for role in Role)
 
@@ -27,8 +31,16 @@ def _groups(roles: list[str] | tuple[str, ...]) -> list[Group]:
     return groups
 
 
-def _roles_of(user: AbstractBaseUser) -> list[str]:
-    return sorted(user.groups.filter(name__in=ROLE_NAMES).values_list("name", flat=True))  # type: ignore[attr-defined]
+def _roles_of(user: User) -> list[str]:
+    return sorted(user.groups.filter(name__in=ROLE_NAMES).values_list("name", flat=True))
+
+
+def user_locked(username: str) -> User:
+    """Lock the user row (no key update) of `username`; NotFound if there is none."""
+    user = get_user_model().objects.select_for_update(no_key=True).filter(username=username).first()
+    if user is None:
+        raise NotFound(f"no user {username!r}")
+    return user
 
 
 def password_problems(password: str, *, username: str, email: str = "") -> list[str]:
@@ -69,13 +81,11 @@ def user_create(
     except IntegrityError:
         raise ValidationFailed(f"user {username!r} already exists", param="username") from None
     user.groups.add(*groups)
-    audit_record(
-        at_ms=db_now_ms(),
+    audit_admin(
+        "user.create",
+        "user",
+        user.pk,
         actor_name=actor_name,
-        actor_role="admin",
-        action="user.create",
-        object_type="user",
-        object_id=str(user.pk),
         after={"username": username, "email": email, "roles": sorted(g.name for g in groups)},
     )
     return user
@@ -95,22 +105,18 @@ def user_roles_change(
     overlap = sorted(set(add) & set(remove))
     if overlap:
         raise ValidationFailed(f"role {overlap[0]!r} is both added and removed")
-    user = get_user_model().objects.select_for_update(no_key=True).filter(username=username).first()
-    if user is None:
-        raise NotFound(f"no user {username!r}")
+    user = user_locked(username)
     to_add, to_remove = _groups(list(add)), _groups(list(remove))
     before = _roles_of(user)
     user.groups.add(*to_add)
     user.groups.remove(*to_remove)
     after = _roles_of(user)
     if after != before:
-        audit_record(
-            at_ms=db_now_ms(),
+        audit_admin(
+            "user.roles_change",
+            "user",
+            user.pk,
             actor_name=actor_name,
-            actor_role="admin",
-            action="user.roles_change",
-            object_type="user",
-            object_id=str(user.pk),
             reason=reason,
             before={"username": username, "roles": before},
             after={"username": username, "roles": after},

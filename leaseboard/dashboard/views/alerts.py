@@ -90,7 +90,7 @@ def alert_acknowledge(request: HttpRequest, pk: int) -> HttpResponse:
             raise PermissionDenied(exc.detail) from None
         error = exc.detail
         alert = None
-    if request.htmx:
+    if request.htmx:  # type: ignore[attr-defined]
         if alert is None:
             page_alert = alert_reads.alert_for_row(pk)
             if page_alert is None:

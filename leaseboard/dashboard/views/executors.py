@@ -14,6 +14,7 @@ from leaseboard.dashboard.selectors import executor as executor_reads
 from leaseboard.domain.errors import LeaseboardError, NotFound
 from leaseboard.web.htmx import page_or_fragment
 from leaseboard.web.pages import render_page
+from leaseboard.web.params import reason_posted
 from leaseboard.web.refusals import refuse
 from leaseboard.web.roles import APPROVER, OPERATOR, VIEWER_ROLES, acting, role_required
 
@@ -38,8 +39,7 @@ def agent_quarantine(request: HttpRequest, pk: int) -> HttpResponse:
     try:
         result = supervision.agent_quarantine(
             executor_id=pk,
-            reason_category=request.POST.get("reason_category", ""),
-            reason_text=request.POST.get("reason_text", ""),
+            **reason_posted(request),
             **acting(request),
         )
     except NotFound:

@@ -17,6 +17,7 @@ from leaseboard.dashboard.forms import BulkRevokeForm
 from leaseboard.dashboard.selectors import revocations as revoke_reads
 from leaseboard.domain.errors import LeaseboardError, NotFound
 from leaseboard.web.pages import render_page
+from leaseboard.web.params import reason_posted
 from leaseboard.web.redirects import redirect_next
 from leaseboard.web.refusals import refuse, refused_for_form
 from leaseboard.web.roles import APPROVER, OPERATOR, acting, role_required
@@ -29,8 +30,7 @@ def lease_revoke(request: HttpRequest, lease_id: uuid.UUID) -> HttpResponse:
     try:
         lease = lease_services.lease_revoke(
             lease_id=lease_id,
-            reason_category=request.POST.get("reason_category", ""),
-            reason_text=request.POST.get("reason_text", ""),
+            **reason_posted(request),
             **acting(request),
         )
     except NotFound:

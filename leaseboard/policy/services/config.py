@@ -275,7 +275,7 @@ def config_plan(doc: dict[str, Any]) -> Plan:
     return plan
 
 
-def _by_name(rule_dicts: list[dict[str, str]]) -> dict[str, Any]:
+def _by_name(rule_dicts: Any) -> dict[str, Any]:
     return {
         f"{i}. {r['name']}": {k: v for k, v in r.items() if k != "name"}
         for i, r in enumerate(rule_dicts, 1)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser, Group, Permission
@@ -14,10 +14,12 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 
 from leaseboard.core.authority import BREAK_GLASS_PERMISSION, Actor, authorize
-from leaseboard.core.services.users import password_problems
+from leaseboard.core.services.users import password_problems, user_locked
 from leaseboard.domain.authority import Act, Role
-from leaseboard.domain.errors import NotFound
 from leaseboard.policy.services.common import SettingsInvalid, audited
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User  # the project's user model (Django's own)
 
 ROLE_NAMES = tuple(role.value for role in Role)
 _APP, _CODENAME = BREAK_GLASS_PERMISSION.split(".")
@@ -27,7 +29,7 @@ def _break_glass_perm() -> Permission:
     return Permission.objects.get(codename=_CODENAME, content_type__app_label=_APP)
 
 
-def person_snapshot(user: Any) -> dict[str, Any]:
+def person_snapshot(user: User) -> dict[str, Any]:
     return {
         "username": user.get_username(),
         "roles": sorted(user.groups.filter(name__in=ROLE_NAMES).values_list("name", flat=True)),
@@ -55,6 +57,26 @@ def active_admins() -> int:
         .filter(Q(is_superuser=True) | Q(groups__name=Role.ADMIN.value))
         .distinct()
         .count()
+    )
+
+
+def _person_audited(
+    actor: Actor,
+    action: str,
+    user: AbstractBaseUser,
+    before: dict[str, Any] | None,
+    after: dict[str, Any],
+    request_id: str,
+) -> None:
+    audited(
+        Act.MANAGE_USERS,
+        actor,
+        action=action,
+        object_type="user",
+        object_id=str(user.pk),
+        before=before,
+        after=after,
+        request_id=request_id,
     )
 
 
@@ -90,16 +112,7 @@ def person_create(
     except IntegrityError:
         raise SettingsInvalid({"username": f"{username!r} exists"}) from None
     user.groups.add(*groups)
-    audited(
-        Act.MANAGE_USERS,
-        actor,
-        action="user.create",
-        object_type="user",
-        object_id=str(user.pk),
-        before=None,
-        after=person_snapshot(user),
-        request_id=request_id,
-    )
+    _person_audited(actor, "user.create", user, None, person_snapshot(user), request_id)
     return NewPerson(user, password)
 
 
@@ -114,9 +127,7 @@ def person_update_locked(
 ) -> bool:
     """Set exactly these roles, break-glass and active flag; False when nothing changed."""
     authorize(Act.MANAGE_USERS, actor)
-    user = get_user_model().objects.select_for_update(no_key=True).filter(username=username).first()
-    if user is None:
-        raise NotFound(f"no user {username!r}")
+    user = user_locked(username)
     groups = _roles_checked(roles)
     before = person_snapshot(user)
     user.groups.remove(*Group.objects.filter(name__in=ROLE_NAMES).exclude(name__in=roles))
@@ -136,57 +147,22 @@ def person_update_locked(
         raise SettingsInvalid(
             {"roles": "this would leave no active admin; make someone else an admin first"}
         )
-    audited(
-        Act.MANAGE_USERS,
-        actor,
-        action="user.update",
-        object_type="user",
-        object_id=str(user.pk),
-        before=before,
-        after=after,
-        request_id=request_id,
-    )
+    _person_audited(actor, "user.update", user, before, after, request_id)
     return True
 
 
-@transaction.atomic(durable=True)
-def person_update(
-    *,
-    username: str,
-    roles: list[str],
-    break_glass: bool,
-    active: bool = True,
-    actor: Actor,
-    request_id: str = "",
-) -> bool:
-    return person_update_locked(
-        username=username,
-        roles=roles,
-        break_glass=break_glass,
-        active=active,
-        actor=actor,
-        request_id=request_id,
-    )
+# The same act as its own outermost transaction (the settings page's form).
+person_update = transaction.atomic(durable=True)(person_update_locked)
 
 
 @transaction.atomic(durable=True)
 def person_password_reset(*, username: str, actor: Actor, request_id: str = "") -> str:
     """A new generated password (shown once); the old one stops working."""
     authorize(Act.MANAGE_USERS, actor)
-    user = get_user_model().objects.select_for_update(no_key=True).filter(username=username).first()
-    if user is None:
-        raise NotFound(f"no user {username!r}")
+    user = user_locked(username)
     password = secrets.token_urlsafe(24)
     user.set_password(password)
     user.save(update_fields=["password"])
-    audited(
-        Act.MANAGE_USERS,
-        actor,
-        action="user.password_reset",
-        object_type="user",
-        object_id=str(user.pk),
-        before={"username": username},
-        after={"username": username, "password": "(reset)"},
-        request_id=request_id,
-    )
+    after = {"username": username, "password": "(reset)"}
+    _person_audited(actor, "user.password_reset", user, {"username": username}, after, request_id)
     return password

@@ -167,24 +167,8 @@ def rule_set_change_locked(
     return RuleSetChange(True, True, version=queue.policy_version)
 
 
-@transaction.atomic(durable=True)
-def rule_set_change(
-    *,
-    queue_name: str,
-    rules: list[RuleSpec],
-    default: str,
-    actor: Actor,
-    summary: str = "",
-    request_id: str = "",
-) -> RuleSetChange:
-    return rule_set_change_locked(
-        queue_name=queue_name,
-        rules=rules,
-        default=default,
-        actor=actor,
-        summary=summary,
-        request_id=request_id,
-    )
+# The same change as its own outermost transaction (the queue page's form).
+rule_set_change = transaction.atomic(durable=True)(rule_set_change_locked)
 
 
 def _pending_locked(change_id: int) -> PolicyChange:

@@ -111,7 +111,8 @@ def _apply(request: HttpRequest, name: str, new: list[RuleSpec], default: str, s
         messages.success(request, f"{summary} (policy version {change.version}).")
     else:
         messages.success(
-            request, f"{summary}: waiting for a second admin (change {change.proposal.pk})."
+            request,
+            f"{summary}: waiting for a second admin (change {change.proposal.pk}).",  # type: ignore[union-attr]
         )
     return change
 

@@ -118,7 +118,8 @@ def inbox(limit: int = LIMIT) -> Inbox:
         .defer("fencing_token", "lease__recent_renewals", "work_item__scope")
         .order_by("proposed_at_ms", "id")[: limit + EXPIRED_LIMIT]
     )
-    live, expired = [], []
+    live: list[tuple[Effect, str | None]] = []
+    expired: list[tuple[Effect, str | None]] = []
     for e in waiting:
         c = _certainty(e.lease, now)
         (live if c in (Certainty.ACTIVE, Certainty.JEOPARDY) else expired).append((e, c))
@@ -160,7 +161,14 @@ def _version(page: Inbox) -> str:
         "e": [[str(r.effect.id), r.certainty, r.effect.lease_id] for r in page.effects],
         "x": [str(e.id) for e in page.expired],
         "o": sorted(
-            {str(e.id) for r in (*page.requests, *page.effects) for e in r.evidence.open_effects}
+            {
+                str(e.id)
+                for evidence in (
+                    *(r.evidence for r in page.requests),
+                    *(r.evidence for r in page.effects),
+                )
+                for e in evidence.open_effects
+            }
         ),
     }
     raw = json.dumps(body, separators=(",", ":"), sort_keys=True, default=str).encode()

@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from django.db.models import Q
 
@@ -16,6 +16,9 @@ from leaseboard.core.clock import db_now_ms
 from leaseboard.core.models import Checkpoint, Effect, Lease
 from leaseboard.core.models.leases import LIVE_STATES
 from leaseboard.takeovers.models import Intervention
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User  # the project's user model (Django's own)
 
 WARN_FRACTION = 0.2  # warn when less than this share of the standing is left
 LAPSED_VISIBLE_MS = 24 * 3_600_000
@@ -55,7 +58,7 @@ class StandingPage:
         return [s for s in self.standings if s.warn]
 
 
-def my_standing(user: Any) -> StandingPage:
+def my_standing(user: User) -> StandingPage:
     """Open interventions whose standing was granted to `user`, then the ones that lapsed
     in the last LAPSED_VISIBLE_MS."""
     now = db_now_ms()

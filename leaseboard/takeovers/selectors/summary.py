@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
+from typing import Any
 
 from django.db.models import Min
 
@@ -65,20 +66,24 @@ class Pictures:
 
 def summary(filters: InterventionFilters, limit: int = 10_000) -> Summary:
     """Counts and medians over the filtered records (bounded; narrow the dates for more)."""
-    rows = list(
-        filters.apply(Intervention.objects.all())
-        .order_by("-requested_at_ms")
-        .values(
-            "reason_category",
-            "agent__name",
-            "requested_at_ms",
-            "decided_at_ms",
-            "revoked_lease_id",
-            "request__target_lease_id",
-            "break_glass",
-            "reviewed_at_ms",
-        )[:limit]
-    )
+    # Plain dicts: each row gains its agent lease below.
+    rows: list[dict[str, Any]] = [
+        {**row}
+        for row in (
+            filters.apply(Intervention.objects.all())
+            .order_by("-requested_at_ms")
+            .values(
+                "reason_category",
+                "agent__name",
+                "requested_at_ms",
+                "decided_at_ms",
+                "revoked_lease_id",
+                "request__target_lease_id",
+                "break_glass",
+                "reviewed_at_ms",
+            )[:limit]
+        )
+    ]
     by_reason: dict[str, int] = {}
     by_agent: dict[str, int] = {}
     for r in rows:

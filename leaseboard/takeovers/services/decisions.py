@@ -5,6 +5,8 @@ inject a failure at any of them."""
 
 from __future__ import annotations
 
+from typing import Unpack
+
 from django.db import transaction
 
 from leaseboard.core.authority import Actor, authorize
@@ -30,7 +32,7 @@ from leaseboard.takeovers.services._common import (
     standing_max_ms,
     timeline,
 )
-from leaseboard.takeovers.services.requests import request_locked
+from leaseboard.takeovers.services.requests import TakeoverAsk, request_locked
 
 
 def _intervention_open(
@@ -55,7 +57,7 @@ def _intervention_open(
         reason_category=req.reason_category,
         reason_text=req.reason_text,
         requested_by_id=req.requested_by_id,
-        approved_by_id=actor.user_id,
+        approved_by_id=actor.human_user_id,
         requested_at_ms=req.requested_at_ms,
         decided_at_ms=now,
         break_glass=req.break_glass,
@@ -98,6 +100,12 @@ def _last_agent(item: WorkItem, granted: Lease) -> Executor | None:
     return last.holder if last else None
 
 
+def _decided(req: TakeoverRequest, *, now: int, by: int | None, note: str) -> None:
+    """Date, sign and note the decision whose status the caller has set on the request."""
+    req.decided_at_ms, req.decided_by_id, req.decision_note = now, by, note[:1000]
+    req.save(update_fields=["status", "decided_at_ms", "decided_by", "decision_note"])
+
+
 def _approve_locked(
     *, req: TakeoverRequest, item: WorkItem, actor: Actor, note: str, request_id: str, now: int
 ) -> Intervention:
@@ -117,10 +125,7 @@ def _approve_locked(
         revoked = lease_revoke_locked(lease=live, actor=actor, now_ms=now, reason=reason)
     lease = _grant(req=req, item=item, now=now, by=executor_id_of(actor))
     req.status = TakeoverRequest.Status.APPROVED
-    req.decided_at_ms = now
-    req.decided_by_id = actor.user_id
-    req.decision_note = note[:1000]
-    req.save(update_fields=["status", "decided_at_ms", "decided_by", "decision_note"])
+    _decided(req, now=now, by=actor.user_id, note=note)
     iv = _intervention_open(req=req, item=item, revoked=revoked, lease=lease, actor=actor, now=now)
     timeline(
         iv,
@@ -214,10 +219,8 @@ def _approve_or_refuse(
             None,
         )
     # The refusal is committed (the request leaves the queue), then raised.
-    req.decided_at_ms = now
-    req.decided_by_id = actor.user_id if req.status == TakeoverRequest.Status.CONFLICT else None
-    req.decision_note = refusal.detail[:1000]
-    req.save(update_fields=["status", "decided_at_ms", "decided_by", "decision_note"])
+    by = actor.user_id if req.status == TakeoverRequest.Status.CONFLICT else None
+    _decided(req, now=now, by=by, note=refusal.detail)
     audited(
         act=Act.APPROVE_TAKEOVER,
         actor=actor,
@@ -258,10 +261,7 @@ def takeover_reject(
     now = db_now_ms()
     authorize(Act.REJECT_TAKEOVER, actor, requester_user_id=req.requested_by_id)
     req.status = TakeoverRequest.Status.REJECTED
-    req.decided_at_ms = now
-    req.decided_by_id = actor.user_id
-    req.decision_note = note[:1000]
-    req.save(update_fields=["status", "decided_at_ms", "decided_by", "decision_note"])
+    _decided(req, now=now, by=actor.user_id, note=note)
     audited(
         act=Act.REJECT_TAKEOVER,
         actor=actor,
@@ -278,32 +278,18 @@ def takeover_reject(
 
 
 @transaction.atomic(durable=True)
-def takeover_break_glass(
-    *,
-    work_key: str,
-    actor: Actor,
-    reason_category: str,
-    reason_text: str,
-    standing_ms: int | None = None,
-    grantee_agent: str | None = None,
-    request_id: str = "",
-) -> Intervention:
+def takeover_break_glass(**ask: Unpack[TakeoverAsk]) -> Intervention:
     """Take over at once, without an approver; the intervention is flagged for review."""
-    req = request_locked(
-        work_key=work_key,
-        actor=actor,
-        reason_category=reason_category,
-        reason_text=reason_text,
-        standing_ms=standing_ms,
-        grantee_agent=grantee_agent,
-        request_id=request_id,
-        now=db_now_ms(),
-        break_glass=True,
-    )
+    req = request_locked(now=db_now_ms(), break_glass=True, **ask)
     item = work_item_locked_by(item_id=req.work_item_id)  # already ours; re-read for the grant
     now = db_now_ms()  # read after the locks, so the grant is dated after any wait
     return _approve_locked(
-        req=req, item=item, actor=actor, note="break-glass", request_id=request_id, now=now
+        req=req,
+        item=item,
+        actor=ask["actor"],
+        note="break-glass",
+        request_id=ask.get("request_id", ""),
+        now=now,
     )
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, NotRequired, TypedDict, Unpack
 
 from django.db import IntegrityError, transaction
 
@@ -37,21 +37,36 @@ class BulkOutcome:
     detail: str = ""
 
 
+class TakeoverAsk(TypedDict):
+    """What asking to take a work item over says: the keyword arguments of
+    `takeover_request` and of `takeover_break_glass` (no standing: the default; no agent:
+    standing goes to the requester)."""
+
+    work_key: str
+    actor: Actor
+    reason_category: str
+    reason_text: str
+    standing_ms: NotRequired[int | None]
+    grantee_agent: NotRequired[str | None]
+    request_id: NotRequired[str]
+
+
 def request_locked(
     *,
-    work_key: str,
-    actor: Actor,
-    reason_category: str,
-    reason_text: str,
-    standing_ms: int | None,
-    grantee_agent: str | None,
-    request_id: str,
     now: int,
     bulk: BulkTakeover | None = None,
     break_glass: bool = False,
+    **ask: Unpack[TakeoverAsk],
 ) -> TakeoverRequest:
     """Record a request in the caller's transaction (a break-glass is a request decided at
     once). Standing goes to the requester unless an agent is named."""
+    unexpected = set(ask) - set(TakeoverAsk.__annotations__)
+    if unexpected:  # as a plain signature would (typed callers never get here)
+        raise TypeError(f"unexpected keyword arguments: {sorted(unexpected)}")
+    work_key, actor = ask["work_key"], ask["actor"]
+    reason_category, reason_text = ask["reason_category"], ask["reason_text"]
+    standing_ms, grantee_agent = ask.get("standing_ms"), ask.get("grantee_agent")
+    request_id = ask.get("request_id", "")
     act = Act.BREAK_GLASS if break_glass else Act.REQUEST_TAKEOVER
     authorize(act, actor)
     text = reason_checked(reason_category, reason_text)
@@ -72,7 +87,7 @@ def request_locked(
         target_lease=live,
         target_epoch=item.epoch,
         target_holder=live.holder if live else None,
-        requested_by_id=actor.user_id,
+        requested_by_id=actor.human_user_id,
         requester_role=audit_role(act, actor),
         grantee=grantee,
         reason_category=reason_category,
@@ -107,27 +122,9 @@ def request_locked(
 
 
 @transaction.atomic(durable=True)
-def takeover_request(
-    *,
-    work_key: str,
-    actor: Actor,
-    reason_category: str,
-    reason_text: str,
-    standing_ms: int | None = None,
-    grantee_agent: str | None = None,
-    request_id: str = "",
-) -> TakeoverRequest:
+def takeover_request(**ask: Unpack[TakeoverAsk]) -> TakeoverRequest:
     """Ask to take over a work item; an approver decides."""
-    return request_locked(
-        work_key=work_key,
-        actor=actor,
-        reason_category=reason_category,
-        reason_text=reason_text,
-        standing_ms=standing_ms,
-        grantee_agent=grantee_agent,
-        request_id=request_id,
-        now=db_now_ms(),
-    )
+    return request_locked(now=db_now_ms(), **ask)
 
 
 @transaction.atomic(durable=True)
@@ -159,7 +156,7 @@ def takeover_bulk_request(
         raise ValidationFailed(f"at most {BULK_MAX_ITEMS} work items per bulk request")
     now = db_now_ms()
     bulk = BulkTakeover(
-        requested_by_id=actor.user_id,
+        requested_by_id=actor.human_user_id,
         idempotency_key=key,
         reason_category=reason_category,
         reason_text=text,

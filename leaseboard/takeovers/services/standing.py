@@ -9,6 +9,7 @@ already happened answers as before and changes nothing.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
@@ -38,38 +39,71 @@ from leaseboard.takeovers.services._common import (
 )
 
 
+@dataclass(frozen=True)
+class _Standing:
+    """An act under standing, its locks taken: the intervention, its work item and lease,
+    the clock read after the locks, who acts and the request id."""
+
+    iv: Intervention
+    item: WorkItem
+    lease: Lease
+    now: int
+    actor: Actor
+    request_id: str
+
+    def retried(self, act: Act, *, epoch: int, outcome: str) -> bool:
+        """A retry, by the person who holds the standing, of the end that already happened
+        to exactly this (lease, epoch): answered as done, writing nothing. Who may act is
+        asked first, so nobody else learns anything from a retry."""
+        lease, item = self.lease, self.item
+        v = verdict(
+            act, self.actor, now_ms=self.now, lease=lease, epoch=epoch, current_epoch=item.epoch
+        )
+        if v.code in IDENTITY_CODES:
+            raise refusal(v, lease=lease, epoch=epoch, current_epoch=item.epoch)
+        return (
+            self.iv.outcome == outcome and self.iv.lease_id == lease.id and self.iv.epoch == epoch
+        )
+
+    def ended(self, outcome: str) -> None:
+        iv = self.iv
+        iv.outcome, iv.ended_at_ms = outcome, self.now
+        iv.save(update_fields=["outcome", "ended_at_ms", "successor_lease"])
+
+    def recorded(
+        self,
+        act: Act,
+        action: str,
+        step: str,
+        *,
+        audit_reason: str,
+        before: dict[str, Any],
+        after: dict[str, Any],
+        **detail: Any,
+    ) -> None:
+        """The step on the intervention's timeline (with `detail`) and its audit entry."""
+        timeline(self.iv, step, self.now, self.actor.name, **detail)
+        audited(
+            act=act,
+            actor=self.actor,
+            action=action,
+            obj=self.iv,
+            item=self.item,
+            now=self.now,
+            reason=audit_reason,
+            before=before,
+            after=after,
+            request_id=self.request_id,
+        )
+
+
 def _under_standing(
-    intervention_pk: int, lease_id: Any, epoch: int
-) -> tuple[Intervention, WorkItem, Lease, int]:
+    intervention_pk: int, lease_id: Any, epoch: int, actor: Actor, request_id: str
+) -> _Standing:
     """Lock work item, intervention and its lease; read the clock after the locks."""
     iv, item = locked(Intervention, intervention_pk, what="intervention", related=("grantee",))
     lease = standing_lease_locked(iv=iv, item=item, lease_id=lease_id, epoch=epoch)
-    return iv, item, lease, db_now_ms()
-
-
-def _retried(
-    act: Act,
-    *,
-    iv: Intervention,
-    item: WorkItem,
-    lease: Lease,
-    actor: Actor,
-    epoch: int,
-    now: int,
-    outcome: str,
-) -> bool:
-    """A retry, by the person who holds the standing, of the end that already happened to
-    exactly this (lease, epoch): answered as done, writing nothing. Who may act is asked
-    first, so nobody else learns anything from a retry."""
-    v = verdict(act, actor, now_ms=now, lease=lease, epoch=epoch, current_epoch=item.epoch)
-    if v.code in IDENTITY_CODES:
-        raise refusal(v, lease=lease, epoch=epoch, current_epoch=item.epoch)
-    return iv.outcome == outcome and iv.lease_id == lease.id and iv.epoch == epoch
-
-
-def _ended(iv: Intervention, outcome: str, now: int) -> None:
-    iv.outcome, iv.ended_at_ms = outcome, now
-    iv.save(update_fields=["outcome", "ended_at_ms", "successor_lease"])
+    return _Standing(iv, item, lease, db_now_ms(), actor, request_id)
 
 
 @transaction.atomic(durable=True)
@@ -89,37 +123,28 @@ def standing_extend(
         raise ValidationFailed("an extension needs a reason", param="reason")
     if not isinstance(extend_ms, int) or extend_ms < standing_min_ms():
         raise ValidationFailed("extend by at least a minute", param="extend_ms")
-    iv, item, lease, now = _under_standing(intervention_pk, lease_id, epoch)
+    at = _under_standing(intervention_pk, lease_id, epoch, actor, request_id)
+    lease = at.lease
     before = {"expires_at_ms": lease.expires_at_ms, "epoch": lease.epoch}
     lease_extend_locked(
         lease=lease,
         actor=actor,
         epoch=epoch,
-        current_epoch=item.epoch,
-        now_ms=now,
+        current_epoch=at.item.epoch,
+        now_ms=at.now,
         extend_ms=extend_ms,
         reason=reason,
     )
-    timeline(
-        iv,
+    at.recorded(
+        Act.EXTEND_STANDING,
+        "standing.extend",
         "extended",
-        now,
-        actor.name,
+        audit_reason=reason,
+        before=before,
+        after={"expires_at_ms": lease.expires_at_ms, "epoch": lease.epoch},
         reason=reason,
         expires_at_ms=lease.expires_at_ms,
         capped=lease.expires_at_ms == lease.max_expires_at_ms,
-    )
-    audited(
-        act=Act.EXTEND_STANDING,
-        actor=actor,
-        action="standing.extend",
-        obj=iv,
-        item=item,
-        now=now,
-        reason=reason,
-        before=before,
-        after={"expires_at_ms": lease.expires_at_ms, "epoch": lease.epoch},
-        request_id=request_id,
     )
     return lease
 
@@ -135,31 +160,28 @@ def standing_complete(
     request_id: str = "",
 ) -> Intervention:
     """Complete the work under human standing; refused while anything is unreconciled."""
-    iv, item, lease, now = _under_standing(intervention_pk, lease_id, epoch)
-    before = {"status": "open", **lease_view(lease)}
+    at = _under_standing(intervention_pk, lease_id, epoch, actor, request_id)
+    before = {"status": "open", **lease_view(at.lease)}
     work_complete_locked(
-        item=item,
-        lease=lease,
+        item=at.item,
+        lease=at.lease,
         actor=actor,
         epoch=epoch,
-        now_ms=now,
+        now_ms=at.now,
         reason="completed under human standing",
     )
-    _ended(iv, Intervention.Outcome.COMPLETED, now)
-    timeline(iv, "completed", now, actor.name, note=note, epoch=lease.epoch)
-    audited(
-        act=Act.COMPLETE,
-        actor=actor,
-        action="standing.complete",
-        obj=iv,
-        item=item,
-        now=now,
-        reason=note,
+    at.ended(Intervention.Outcome.COMPLETED)
+    at.recorded(
+        Act.COMPLETE,
+        "standing.complete",
+        "completed",
+        audit_reason=note,
         before=before,
         after={"status": "completed"},
-        request_id=request_id,
+        note=note,
+        epoch=at.lease.epoch,
     )
-    return iv
+    return at.iv
 
 
 @transaction.atomic(durable=True)
@@ -175,18 +197,10 @@ def standing_hand_back(
     """Release the human lease to the agent pool: the pool's next acquire raises the epoch
     (no placeholder grant that nobody renews). Refused while effects are unreconciled when
     the queue would refuse agents anyway."""
-    iv, item, lease, now = _under_standing(intervention_pk, lease_id, epoch)
-    if _retried(
-        Act.HAND_BACK,
-        iv=iv,
-        item=item,
-        lease=lease,
-        actor=actor,
-        epoch=epoch,
-        now=now,
-        outcome=Intervention.Outcome.HANDED_BACK,
-    ):
-        return iv
+    at = _under_standing(intervention_pk, lease_id, epoch, actor, request_id)
+    lease, item = at.lease, at.item
+    if at.retried(Act.HAND_BACK, epoch=epoch, outcome=Intervention.Outcome.HANDED_BACK):
+        return at.iv
     before = lease_view(lease)
     if item.queue.agent_acquire_needs_reconciliation and unreconciled_effects_exist(item):
         raise NeedsReconciliation(
@@ -194,23 +208,20 @@ def standing_hand_back(
             "outcome is unknown"
         )
     lease_hand_back_locked(
-        lease=lease, actor=actor, epoch=epoch, current_epoch=item.epoch, now_ms=now
+        lease=lease, actor=actor, epoch=epoch, current_epoch=item.epoch, now_ms=at.now
     )
-    _ended(iv, Intervention.Outcome.HANDED_BACK, now)
-    timeline(iv, "handed_back", now, actor.name, note=note, epoch=lease.epoch)
-    audited(
-        act=Act.HAND_BACK,
-        actor=actor,
-        action="standing.hand_back",
-        obj=iv,
-        item=item,
-        now=now,
-        reason=note or "handed back to the agent pool",
+    at.ended(Intervention.Outcome.HANDED_BACK)
+    at.recorded(
+        Act.HAND_BACK,
+        "standing.hand_back",
+        "handed_back",
+        audit_reason=note or "handed back to the agent pool",
         before=before,
         after={"lease_id": None, "epoch": item.epoch, "next_grant": "agent pool"},
-        request_id=request_id,
+        note=note,
+        epoch=lease.epoch,
     )
-    return iv
+    return at.iv
 
 
 @transaction.atomic(durable=True)
@@ -226,48 +237,29 @@ def standing_assign(
 ) -> Intervention:
     """End the human lease and grant the named agent a lease at a new epoch, in one
     transaction."""
-    iv, item, lease, now = _under_standing(intervention_pk, lease_id, epoch)
-    if _retried(
-        Act.ASSIGN,
-        iv=iv,
-        item=item,
-        lease=lease,
-        actor=actor,
-        epoch=epoch,
-        now=now,
-        outcome=Intervention.Outcome.ASSIGNED,
-    ):
-        return iv
+    at = _under_standing(intervention_pk, lease_id, epoch, actor, request_id)
+    if at.retried(Act.ASSIGN, epoch=epoch, outcome=Intervention.Outcome.ASSIGNED):
+        return at.iv
     agent = agent_named(agent_name)
-    before = lease_view(lease)
+    before = lease_view(at.lease)
     successor = lease_assign_locked(
-        item=item, lease=lease, actor=actor, epoch=epoch, agent=agent, now_ms=now
+        item=at.item, lease=at.lease, actor=actor, epoch=epoch, agent=agent, now_ms=at.now
     )
-    iv.successor_lease = successor
-    _ended(iv, Intervention.Outcome.ASSIGNED, now)
-    timeline(
-        iv,
+    at.iv.successor_lease = successor
+    at.ended(Intervention.Outcome.ASSIGNED)
+    at.recorded(
+        Act.ASSIGN,
+        "standing.assign",
         "assigned",
-        now,
-        actor.name,
+        audit_reason=note or f"assigned to {agent.name}",
+        before=before,
+        after=lease_view(successor),
         note=note,
         agent=agent.name,
         lease_id=str(successor.id),
         epoch=successor.epoch,
     )
-    audited(
-        act=Act.ASSIGN,
-        actor=actor,
-        action="standing.assign",
-        obj=iv,
-        item=item,
-        now=now,
-        reason=note or f"assigned to {agent.name}",
-        before=before,
-        after=lease_view(successor),
-        request_id=request_id,
-    )
-    return iv
+    return at.iv
 
 
 @transaction.atomic(durable=True)
@@ -285,12 +277,12 @@ def effect_record_human(
     request_id: str = "",
 ) -> Effect:
     """Record an effect the human performed themselves, under their standing's epoch."""
-    iv, item, lease, now = _under_standing(intervention_pk, lease_id, epoch)
+    at = _under_standing(intervention_pk, lease_id, epoch, actor, request_id)
     kind, target = (kind or "").strip(), (target or "").strip()
-    key = (idempotency_key or "").strip()[:200] or f"human:{iv.id}:{now}"
+    key = (idempotency_key or "").strip()[:200] or f"human:{at.iv.id}:{at.now}"
     effect, created = effect_record_locked(
-        item=item,
-        lease=lease,
+        item=at.item,
+        lease=at.lease,
         actor=actor,
         epoch=epoch,
         kind=kind,
@@ -298,37 +290,27 @@ def effect_record_human(
         outcome=outcome,
         detail=detail,
         idempotency_key=key,
-        now_ms=now,
+        now_ms=at.now,
     )
     if not created:
         return effect  # a retried record: answered as before
-    timeline(
-        iv,
+    at.recorded(
+        Act.PROPOSE_EFFECT,
+        "effect.record",
         "effect_recorded",
-        now,
-        actor.name,
-        effect_id=str(effect.id),
-        effect_kind=kind,
-        target=target,
-        outcome=outcome,
-        epoch=lease.epoch,
-    )
-    audited(
-        act=Act.PROPOSE_EFFECT,
-        actor=actor,
-        action="effect.record",
-        obj=iv,
-        item=item,
-        now=now,
-        reason=detail,
+        audit_reason=detail,
         before={},
         after={
             "effect_id": str(effect.id),
             "kind": kind,
             "target": target,
             "outcome": outcome,
-            "epoch": lease.epoch,
+            "epoch": at.lease.epoch,
         },
-        request_id=request_id,
+        effect_id=str(effect.id),
+        effect_kind=kind,
+        target=target,
+        outcome=outcome,
+        epoch=at.lease.epoch,
     )
     return effect

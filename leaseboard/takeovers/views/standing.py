@@ -20,7 +20,7 @@ from leaseboard.web.pages import render_page
 from leaseboard.web.params import int_param
 from leaseboard.web.redirects import redirect_next
 from leaseboard.web.refusals import refuse
-from leaseboard.web.roles import OPERATOR, acting, role_required
+from leaseboard.web.roles import OPERATOR, acting, role_required, signed_in_user
 
 RESOLUTIONS = [
     ("confirmed", "confirmed: it happened"),
@@ -34,7 +34,7 @@ RESOLUTIONS = [
 def standing(request: HttpRequest) -> HttpResponse:
     """The operator's standing, polled: a warning once less than a fifth is left, lapsed
     items kept listed with a way to take the work over again."""
-    page = my_standing(request.user)
+    page = my_standing(signed_in_user(request))
     context = {"page": page, "resolutions": RESOLUTIONS}
     if wants_fragment(request, "standings"):
         return polled_fragment(

@@ -6,33 +6,24 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
-
-from leaseboard.core.services.audit import cli_actor_name
+from leaseboard.core.management.secret_command import SecretCommand
 from leaseboard.core.services.recipients import recipient_token_revoke, recipient_token_rotate
-from leaseboard.domain.errors import LeaseboardError
 
 
-class Command(BaseCommand):
+class Command(SecretCommand):
     help = "Rotate (new credential, printed once) or revoke a recipient's credential."
+    actions = ("rotate", "revoke")
+    whose = "recipient"
 
-    def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("action", choices=["rotate", "revoke"])
-        parser.add_argument("name", help="the recipient's name")
+    def issue(self, name: str, actor_name: str, **options: Any) -> tuple[str, str]:
+        recipient, token = recipient_token_rotate(name=name, actor_name=actor_name)
+        note = (
+            f"recipient {recipient.name!r}: new credential follows (shown only once); "
+            "the old one is refused from now on"
+        )
+        return note, token
 
-    def handle(self, *args: Any, action: str, name: str, **options: Any) -> None:
-        try:
-            if action == "rotate":
-                recipient, token = recipient_token_rotate(name=name, actor_name=cli_actor_name())
-                self.stderr.write(
-                    f"recipient {recipient.name!r}: new credential follows (shown only once); "
-                    "the old one is refused from now on"
-                )
-                self.stdout.write(token)
-                return
-            if recipient_token_revoke(name=name, actor_name=cli_actor_name()):
-                self.stdout.write(f"recipient {name!r}: credential revoked")
-            else:
-                self.stdout.write(f"recipient {name!r} has no credential: nothing to revoke")
-        except LeaseboardError as exc:
-            raise CommandError(exc.detail) from None
+    def withdraw(self, name: str, actor_name: str, **options: Any) -> str:
+        if recipient_token_revoke(name=name, actor_name=actor_name):
+            return f"recipient {name!r}: credential revoked"
+        return f"recipient {name!r} has no credential: nothing to revoke"

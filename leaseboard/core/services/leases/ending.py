@@ -11,7 +11,7 @@ from django.db.models.functions import Least
 
 from leaseboard.core.authority import Actor, authorize
 from leaseboard.core.clock import db_now_ms
-from leaseboard.core.locking import work_item_locked
+from leaseboard.core.locking import lease_locked, work_item_locked
 from leaseboard.core.models import Alert, Executor, Lease, LeaseEvent, WorkItem
 from leaseboard.core.models.leases import LIVE_STATES
 from leaseboard.core.services.alerts import alerts_open, alerts_resolve, expiry_alert
@@ -24,7 +24,6 @@ from leaseboard.core.services.leases.base import (
 from leaseboard.domain.authority import Act
 from leaseboard.domain.certainty import Certainty, LeaseTimes, state_at
 from leaseboard.domain.errors import (
-    NotFound,
     ValidationFailed,
 )
 from leaseboard.domain.vocabulary import reason_checked
@@ -124,14 +123,7 @@ def lease_release(*, lease_id: Any, executor: Executor, epoch: int) -> Lease:
     """Idempotent compare-and-set: releases exactly this lease at this epoch, never a newer
     grant. Releasing an already-released lease answers as a success."""
     lid = parse_lease_id(lease_id)
-    lease = (
-        Lease.objects.select_for_update(no_key=True, of=("self",))
-        .select_related("holder", "work_item")
-        .filter(id=lid)
-        .first()
-    )
-    if lease is None:
-        raise NotFound(f"no lease {lid}")
+    lease = lease_locked(lid)
     now = db_now_ms()
     authorize(
         Act.RELEASE,

@@ -10,12 +10,12 @@ from django.db import transaction
 
 from leaseboard.core.authority import Actor, authorize
 from leaseboard.core.clock import db_now_ms
+from leaseboard.core.locking import lease_locked
 from leaseboard.core.models import Checkpoint, Executor, Lease, LeaseEvent
 from leaseboard.core.services.jsondocs import json_size_checked
 from leaseboard.core.services.leases.base import executor_id_of, parse_lease_id
 from leaseboard.domain.authority import Act
 from leaseboard.domain.errors import (
-    NotFound,
     ValidationFailed,
 )
 
@@ -26,14 +26,7 @@ def held_lease_locked(
     """Lock a lease the caller claims to hold at `epoch`, ask the authority whether `act`
     may happen under it now, and return it with the database clock read after the lock."""
     lid = parse_lease_id(lease_id)
-    lease = (
-        Lease.objects.select_for_update(no_key=True, of=("self",))
-        .select_related("work_item", "work_item__queue", "holder")
-        .filter(id=lid)
-        .first()
-    )
-    if lease is None:
-        raise NotFound(f"no lease {lid}")
+    lease = lease_locked(lid, related=("work_item", "work_item__queue", "holder"))
     now_ms = db_now_ms()
     authorize(
         act,

@@ -14,6 +14,7 @@ from django.db import connection, transaction
 from leaseboard.core import sql
 from leaseboard.core.authority import Actor, authorize
 from leaseboard.core.clock import db_now_ms
+from leaseboard.core.locking import lease_locked
 from leaseboard.core.models import Alert, Executor, Lease, LeaseEvent
 from leaseboard.core.models.leases import RENEWAL_SLOT, RENEWAL_WINDOW
 from leaseboard.core.services.alerts import alerts_resolve
@@ -35,7 +36,9 @@ class Renewal:
     expires_in_ms: int
 
 
-def _renew_fast(pairs: list[tuple[uuid.UUID, int]], executor_id: int) -> dict[uuid.UUID, tuple]:
+def _renew_fast(
+    pairs: list[tuple[uuid.UUID, int]], executor_id: int
+) -> dict[uuid.UUID, tuple[int, int]]:
     params: list[Any] = []
     for lease_id, epoch in pairs:
         params.extend([Lease._meta.pk.get_db_prep_value(lease_id, connection), epoch])
@@ -43,7 +46,7 @@ def _renew_fast(pairs: list[tuple[uuid.UUID, int]], executor_id: int) -> dict[uu
     with connection.cursor() as cursor:
         cursor.execute(sql.lease_renew(connection.vendor, len(pairs)), params)
         rows = cursor.fetchall()
-    out = {}
+    out: dict[uuid.UUID, tuple[int, int]] = {}
     for raw_id, epoch, expires_in in rows:
         lease_id = raw_id if isinstance(raw_id, uuid.UUID) else uuid.UUID(str(raw_id))
         out[lease_id] = (int(epoch), int(expires_in))
@@ -53,14 +56,7 @@ def _renew_fast(pairs: list[tuple[uuid.UUID, int]], executor_id: int) -> dict[uu
 @transaction.atomic(durable=True)
 def _renew_slow(*, lease_id: uuid.UUID, executor: Executor, epoch: int) -> Renewal:
     """Explain a refused renew, or renew a lease the sweep had moved to jeopardy."""
-    lease = (
-        Lease.objects.select_for_update(no_key=True, of=("self",))
-        .select_related("work_item", "holder")
-        .filter(id=lease_id)
-        .first()
-    )
-    if lease is None:
-        raise NotFound(f"no lease {lease_id}")
+    lease = lease_locked(lease_id)
     now = db_now_ms()
     authorize(
         Act.RENEW,
