@@ -36,6 +36,9 @@ class Effect(models.Model):
     target = models.CharField(max_length=500)
     idempotency_key = models.CharField(max_length=200)
     payload = models.JSONField(default=dict, blank=True)
+    # content_digest(kind, target, payload): what a decision (and its token) is bound to.
+    # Empty for rows from before content binding and for recipients' reports.
+    content_digest = models.CharField(max_length=71, blank=True, default="")
 
     decision = models.CharField(max_length=20, choices=Decision.choices)
     refusal_code = models.CharField(max_length=40, blank=True, default="")

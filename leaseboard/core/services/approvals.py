@@ -23,7 +23,7 @@ from leaseboard.core.services.effects import (
     parse_effect_id,
 )
 from leaseboard.domain.authority import Act
-from leaseboard.domain.errors import ValidationFailed
+from leaseboard.domain.errors import AlreadyDecided, PayloadMismatch, ValidationFailed
 
 # Refusals that end the request: the lease is over or the epoch moved on.
 FINAL = frozenset({"stale_epoch", "lease_expired", "lease_released", "lease_revoked"})
@@ -35,7 +35,7 @@ def _pending_effect_locked(effect_id: Any) -> tuple[Effect, Lease | None, WorkIt
     item = work_item_locked(Effect, eid, what="effect")
     effect = (
         Effect.objects.select_for_update(no_key=True, of=("self",))
-        .select_related("executor")
+        .select_related("executor", "decided_by")
         .get(id=eid)
     )
     lease = (
@@ -44,13 +44,33 @@ def _pending_effect_locked(effect_id: Any) -> tuple[Effect, Lease | None, WorkIt
         else None
     )
     if effect.decision != Effect.Decision.PENDING_APPROVAL:
-        raise ValidationFailed(f"the effect is {effect.decision}, not waiting for approval")
+        # Single use: a decision is made once, by one approver; the second is refused.
+        by = f" by {effect.decided_by.get_username()}" if effect.decided_by else ""
+        raise AlreadyDecided(
+            f"the effect was already decided{by}: {effect.decision}"
+            + (f" ({effect.refusal_code})" if effect.refusal_code else ""),
+            effect_id=str(effect.id),
+            decision=effect.decision,
+        )
     return effect, lease, item
 
 
+def _content_checked(effect: Effect, digest: str | None) -> None:
+    """The decision binds to the content the approver was shown: the page sends the digest
+    it displayed, and anything else is refused before a thing is written."""
+    if digest is not None and digest != effect.content_digest:
+        raise PayloadMismatch(
+            "the effect is not the one your page showed; reload it and decide again",
+            effect_id=str(effect.id),
+        )
+
+
 @transaction.atomic(durable=True)
-def _effect_approve(*, effect_id: Any, actor: Actor, note: str, request_id: str) -> Effect:
+def _effect_approve(
+    *, effect_id: Any, actor: Actor, note: str, request_id: str, digest: str | None
+) -> Effect:
     effect, lease, item = _pending_effect_locked(effect_id)
+    _content_checked(effect, digest)
     now = db_now_ms()
     v = verdict(
         Act.APPROVE_EFFECT, actor, now_ms=now, lease=lease, current_epoch=item.epoch, effect=effect
@@ -84,32 +104,56 @@ def _effect_approve(*, effect_id: Any, actor: Actor, note: str, request_id: str)
         work_item=item,
         at_ms=now,
         reason=note or v.detail,
-        before={"decision": "pending_approval", "epoch": effect.epoch},
+        before={"decision": "pending_approval", "epoch": effect.epoch, **_content(effect)},
         after={
             "decision": effect.decision,
             "refusal_code": v.code or "",
             "current_epoch": item.epoch,
+            "content_digest": effect.content_digest,
         },
         request_id=request_id,
     )
     return effect
 
 
-def effect_approve(*, effect_id: Any, actor: Actor, note: str = "", request_id: str = "") -> Effect:
+def _content(effect: Effect) -> dict[str, Any]:
+    """What was decided on, as the audit entry keeps it."""
+    return {
+        "kind": effect.kind,
+        "target": effect.target,
+        "payload": effect.payload,
+        "content_digest": effect.content_digest,
+    }
+
+
+def effect_approve(
+    *,
+    effect_id: Any,
+    actor: Actor,
+    note: str = "",
+    request_id: str = "",
+    digest: str | None = None,
+) -> Effect:
     """Authorize a waiting effect only if its lease is still current and active; otherwise
-    the refusal (with its stale code) is committed, then raised."""
-    effect = _effect_approve(effect_id=effect_id, actor=actor, note=note, request_id=request_id)
+    the refusal (with its stale code) is committed, then raised. `digest`: the content the
+    approver was shown (refused as payload_mismatch if the effect is not that)."""
+    effect = _effect_approve(
+        effect_id=effect_id, actor=actor, note=note, request_id=request_id, digest=digest
+    )
     if effect.decision == Effect.Decision.REFUSED:
         raise effect_error(effect)
     return effect
 
 
 @transaction.atomic(durable=True)
-def effect_reject(*, effect_id: Any, actor: Actor, note: str, request_id: str = "") -> Effect:
+def effect_reject(
+    *, effect_id: Any, actor: Actor, note: str, request_id: str = "", digest: str | None = None
+) -> Effect:
     note = (note or "").strip()
     if not note:
         raise ValidationFailed("a rejection needs a note", param="note")
     effect, lease, item = _pending_effect_locked(effect_id)
+    _content_checked(effect, digest)
     now = db_now_ms()
     authorize(Act.REJECT_EFFECT, actor, now_ms=now, lease=lease, effect=effect)
     effect.current_epoch = item.epoch
@@ -130,7 +174,7 @@ def effect_reject(*, effect_id: Any, actor: Actor, note: str, request_id: str = 
         work_item=item,
         at_ms=now,
         reason=note,
-        before={"decision": "pending_approval"},
+        before={"decision": "pending_approval", **_content(effect)},
         after={"decision": "refused", "refusal_code": "policy_denied"},
         request_id=request_id,
     )

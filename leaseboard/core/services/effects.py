@@ -33,7 +33,7 @@ from leaseboard.domain.errors import (
     NotFound,
     ValidationFailed,
 )
-from leaseboard.domain.fencing import token_expiry_ms
+from leaseboard.domain.fencing import content_digest, token_expiry_ms
 from leaseboard.domain.reconciliation import PolicyDecision
 
 
@@ -108,7 +108,15 @@ def effect_token_issue(effect: Effect, lease: Lease, item: WorkItem, now_ms: int
         now_ms=now_ms,
         expires_at_ms=effect.token_expires_at_ms,
         effect_id=str(effect.id),
+        digest=effect.content_digest or effect_digest(effect),
     )
+
+
+def effect_digest(effect: Effect) -> str:
+    """The digest of what the effect asks: set on the row once, when it is proposed."""
+    if not effect.content_digest:
+        effect.content_digest = content_digest(effect.kind, effect.target, effect.payload)
+    return effect.content_digest
 
 
 def fence_checked(lease: Lease, now_ms: int) -> None:
@@ -230,6 +238,7 @@ def _effect_decide(
         target=target,
         idempotency_key=idempotency_key,
         payload=payload,
+        content_digest=content_digest(kind, target, payload),
         proposed_at_ms=now,
     )
     v = verdict(
@@ -332,6 +341,7 @@ def effect_record_locked(
         target=target,
         idempotency_key=idempotency_key,
         payload={},
+        content_digest=content_digest(kind, target, {}),
         proposed_at_ms=now_ms,
         outcome=outcome,
         outcome_detail=(detail or "")[:1000],

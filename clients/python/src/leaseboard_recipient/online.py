@@ -12,6 +12,8 @@ import json
 import urllib.request
 from dataclasses import dataclass
 
+from leaseboard_recipient.tokens import EffectContent
+
 CHECK_PATH = "/api/v1/fencing/check"
 
 
@@ -31,10 +33,15 @@ class OnlineChecker:
         self.token = token
         self.timeout_s = timeout_s
 
-    def __call__(self, fencing_token: str) -> OnlineAnswer:
+    def __call__(self, fencing_token: str, content: EffectContent | None = None) -> OnlineAnswer:
+        """Given `content`, Leaseboard also checks it against the token's digest (only the
+        digest is sent)."""
+        question = {"fencing_token": fencing_token}
+        if content is not None:
+            question["digest"] = content.digest
         request = urllib.request.Request(
             self.url,
-            data=json.dumps({"fencing_token": fencing_token}).encode(),
+            data=json.dumps(question).encode(),
             method="POST",
             headers={
                 "Authorization": f"Bearer {self.token}",
