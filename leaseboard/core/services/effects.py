@@ -24,6 +24,7 @@ from leaseboard.core.services.fencing import fencing_token_issue
 from leaseboard.core.services.jsondocs import json_size_checked
 from leaseboard.core.services.leases import lease_expire_if_due_locked, parse_lease_id
 from leaseboard.core.services.policy import effect_policy_decide
+from leaseboard.core.signals import approval_requested
 from leaseboard.domain.authority import Act
 from leaseboard.domain.errors import (
     ERRORS_BY_CODE,
@@ -270,7 +271,11 @@ def _effect_decide(
         if policy.decision == PolicyDecision.DENY:
             code, detail = "policy_denied", policy.reason
         elif policy.decision == PolicyDecision.REQUIRE_APPROVAL:
-            return effect_decided(effect, decision=Effect.Decision.PENDING_APPROVAL, now_ms=now)
+            within = policy.decide_within_ms or settings.LEASEBOARD_APPROVAL_DECIDE_WITHIN_MS
+            effect.decide_by_ms, effect.on_timeout = now + within, policy.on_timeout
+            effect_decided(effect, decision=Effect.Decision.PENDING_APPROVAL, now_ms=now)
+            approval_requested.send(Effect, effect=effect)
+            return effect
     if code is not None:
         effect_decided(
             effect, decision=Effect.Decision.REFUSED, now_ms=now, code=code, detail=detail

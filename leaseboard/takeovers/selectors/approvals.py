@@ -208,5 +208,9 @@ def effect_decision_page(effect_id: Any) -> EffectDecisionPage | None:
 
 
 def _decide_in_ms(effect: Effect, now: int) -> int:
-    """Until the decision is due: the lease's end, unless it renews."""
-    return max(0, effect.lease.expires_at_ms - now) if effect.lease else 0
+    """Until the decision is due: its decide-by time, or the lease's end if sooner (unless
+    the lease renews)."""
+    ends = [effect.lease.expires_at_ms] if effect.lease else [now]
+    if effect.decide_by_ms is not None:
+        ends.append(effect.decide_by_ms)
+    return max(0, min(ends) - now)
