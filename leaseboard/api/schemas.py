@@ -217,6 +217,12 @@ class RenewOut(Out):
     epoch: int
     certainty: Certainty
     expires_in_ms: int
+    on_hold: bool = Field(
+        False,
+        description="an operator holds the lease: keep renewing, propose no new effect "
+        "(they are refused on_hold) until the hold is released",
+    )
+    hold_reason: str | None = Field(None, description="why, when on hold")
 
 
 class BatchItem(Schema):
@@ -236,6 +242,8 @@ class BatchResultOut(Out):
     epoch: int | None = None
     expires_in_ms: int | None = None
     detail: str | None = None
+    on_hold: bool = False
+    hold_reason: str | None = None
 
 
 class BatchRenewOut(Out):

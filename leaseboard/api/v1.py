@@ -274,6 +274,8 @@ def renew(
         "epoch": r.epoch,
         "certainty": r.certainty,
         "expires_in_ms": r.expires_in_ms,
+        "on_hold": bool(r.hold_reason),
+        "hold_reason": r.hold_reason or None,
     }
 
 

@@ -210,7 +210,11 @@ def verdict(
         if rule.epoch is Epoch.CURRENT:
             matches = matches and presented == current_epoch
     return decide(
-        act, parties=parties, certainty=certainty_of(lease, now_ms), epoch_matches=matches
+        act,
+        parties=parties,
+        certainty=certainty_of(lease, now_ms),
+        epoch_matches=matches,
+        on_hold=lease is not None and lease.held_at_ms is not None,
     )
 
 
