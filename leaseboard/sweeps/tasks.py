@@ -115,8 +115,9 @@ def deliver_epoch_notices() -> str:
 def approval_requested_on_commit(sender: object = None, *, effect: object, **_: object) -> None:
     """Receiver of core's `approval_requested`, inside the proposal's transaction: write
     the notices there (the outbox), send them once it commits."""
-    approver_notices.approval_notices_open(effect, approver_notices.ApprovalNotice.Kind.REQUEST)  # type: ignore[arg-type]
-    transaction.on_commit(deliver_approval_notices.delay)
+    kind = approver_notices.ApprovalNotice.Kind.REQUEST
+    if approver_notices.approval_notices_open(effect, kind):  # type: ignore[arg-type]
+        transaction.on_commit(deliver_approval_notices.delay)
 
 
 @shared_task(name="leaseboard.sweeps.tasks.deliver_approval_notices", ignore_result=True)

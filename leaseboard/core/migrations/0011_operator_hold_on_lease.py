@@ -31,6 +31,6 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name="lease",
             name="hold_reason",
-            field=models.CharField(blank=True, default="", max_length=1100),
+            field=models.CharField(blank=True, db_default="", default="", max_length=1100),
         ),
     ]

@@ -69,7 +69,7 @@ class Lease(models.Model):
     # An operator's hold (DESIGN: hold without revoke): while set, renewals go on and new
     # effects are refused `on_hold`. Written only by leaseboard.core.services.holds.
     held_at_ms = models.BigIntegerField(null=True, blank=True)
-    hold_reason = models.CharField(max_length=1100, blank=True, default="")
+    hold_reason = models.CharField(max_length=1100, blank=True, default="", db_default="")
     held_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
