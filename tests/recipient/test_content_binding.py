@@ -135,3 +135,34 @@ def test_the_wsgi_middleware_checks_what_describe_says_the_request_executes() ->
         if path == "/refund/900":
             assert b"payload_mismatch" in body
     assert [s.split()[0] for s in statuses] == ["403", "200"]
+
+
+def test_the_online_checker_sends_the_requests_digest_never_its_payload() -> None:
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    from leaseboard_recipient import OnlineChecker
+
+    asked: list[dict[str, Any]] = []
+
+    class Leaseboard(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802
+            asked.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            body = json.dumps({"valid": False, "code": "payload_mismatch", "current_epoch": 3})
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(body.encode())
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Leaseboard)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        check = OnlineChecker(base_url=f"http://127.0.0.1:{server.server_port}", token="lbr_x")
+        answer = check(token(REFUND.digest), REFUND)
+    finally:
+        server.shutdown()
+    assert (answer.valid, answer.code) == (False, "payload_mismatch")
+    assert asked[0]["digest"] == REFUND.digest and "payload" not in asked[0]

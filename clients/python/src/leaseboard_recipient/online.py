@@ -11,8 +11,10 @@ from __future__ import annotations
 import json
 import urllib.request
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from leaseboard_recipient.tokens import EffectContent
+if TYPE_CHECKING:  # the module stays standard library only at run time
+    from leaseboard_recipient.tokens import EffectContent
 
 CHECK_PATH = "/api/v1/fencing/check"
 
