@@ -147,7 +147,7 @@ def test_the_online_checker_sends_the_requests_digest_never_its_payload() -> Non
     asked: list[dict[str, Any]] = []
 
     class Leaseboard(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             asked.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
             body = json.dumps({"valid": False, "code": "payload_mismatch", "current_epoch": 3})
             self.send_response(200)
