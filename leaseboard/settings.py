@@ -671,6 +671,19 @@ if LEASEBOARD_AUDIT_CHECKPOINT_INTERVAL_S:
     }
 # --- end Celery ------------------------------------------------------------------------
 
+# --- Effect approvals (docs/approvals.md) -----------------------------------------------
+# How long an approver has to decide a require_approval effect when its rule does not say
+# (then the rule's on_timeout decision applies: reject unless the rule says approve), and
+# how long before that deadline approvers are reminded.
+LEASEBOARD_APPROVAL_DECIDE_WITHIN_MS = env_int(
+    "LEASEBOARD_APPROVAL_DECIDE_WITHIN_MS", 15 * 60_000, minimum=1_000
+)
+LEASEBOARD_APPROVAL_REMIND_BEFORE_MS = env_int(
+    "LEASEBOARD_APPROVAL_REMIND_BEFORE_MS", 5 * 60_000, minimum=0
+)
+# The address decision-page links in approvers' e-mails and chat messages start with.
+LEASEBOARD_PUBLIC_URL = os.environ.get("LEASEBOARD_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
+
 # --- Takeovers (leaseboard/takeovers) ---------------------------------------------------
 # Human standing granted by an approved takeover: default, minimum and maximum length, and
 # how long a takeover request waits for a decision before it expires.

@@ -89,12 +89,20 @@ def effect_rules(queue: Any, *rules: tuple[str, str] | Any, default: str | None 
             condition=s.when,
             decision=s.decision,
             note=s.note,
+            decide_within_ms=s.decide_within_ms,
+            on_timeout=s.on_timeout,
         )
         for i, s in enumerate(specs, 1)
     )
     Queue.objects.filter(id=queue.id).update(
         default_decision=default, policy_version=F("policy_version") + 1
     )
+    # Each test's rollback brings the version back, so a version number repeats across
+    # tests: forget the rule sets this process compiled (keyed by queue and version).
+    from leaseboard.core.services import policy
+
+    with policy._cache_lock:
+        policy._cache.clear()
 
 
 # -- work items and leases -------------------------------------------------------------
@@ -322,3 +330,12 @@ class Holder:
             f"/api/v1/leases/{self.lease_id}/release", {"epoch": self.epoch}, self.token
         )
         assert r.status_code == 200, r.content
+
+
+def age_approval(effect_id: Any, ms: int) -> None:
+    """Move a waiting effect's decide-by time `ms` into the past (its lease untouched)."""
+    with connection.cursor() as cur:
+        cur.execute(
+            "UPDATE core_effect SET decide_by_ms = decide_by_ms - %s WHERE id = %s",
+            [ms, str(effect_id)],
+        )

@@ -217,6 +217,12 @@ class RenewOut(Out):
     epoch: int
     certainty: Certainty
     expires_in_ms: int
+    on_hold: bool = Field(
+        False,
+        description="an operator holds the lease: keep renewing, propose no new effect "
+        "(they are refused on_hold) until the hold is released",
+    )
+    hold_reason: str | None = Field(None, description="why, when on hold")
 
 
 class BatchItem(Schema):
@@ -236,6 +242,8 @@ class BatchResultOut(Out):
     epoch: int | None = None
     expires_in_ms: int | None = None
     detail: str | None = None
+    on_hold: bool = False
+    hold_reason: str | None = None
 
 
 class BatchRenewOut(Out):
@@ -325,7 +333,14 @@ class RecipientReportIn(Schema):
     epoch: Epoch | None = None
     high_water: Epoch | None = None
     reason: Literal[
-        "stale_epoch", "forged", "expired", "unknown_key", "wrong_work", "malformed", "no_effect"
+        "stale_epoch",
+        "forged",
+        "expired",
+        "unknown_key",
+        "wrong_work",
+        "malformed",
+        "no_effect",
+        "payload_mismatch",
     ]
     recipient: Annotated[Text, Field(max_length=100)] | None = Field(
         default=None,
@@ -343,6 +358,14 @@ class RecipientReportOut(Out):
 
 class FencingCheckIn(Schema):
     fencing_token: Annotated[Text, Field(min_length=1, max_length=4096)]
+    digest: Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")] | None = Field(
+        None,
+        description="content digest of the request about to be executed (sha256 of the "
+        "canonical JSON of kind, target and payload); or send kind, target and payload",
+    )
+    kind: Annotated[Text, Field(min_length=1, max_length=100)] | None = None
+    target: Annotated[Text, Field(min_length=1, max_length=500)] | None = None
+    payload: JsonObject | None = None
 
 
 class FencingCheckOut(Out):
@@ -359,6 +382,7 @@ class FencingCheckOut(Out):
     effect_id: str | None
     certainty: str | None
     expires_in_ms: int | None = Field(description="the token's remaining life")
+    detail: str | None = Field(None, description="why not, in words")
 
 
 class PolicyExplainIn(Schema):

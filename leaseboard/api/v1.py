@@ -27,7 +27,7 @@ from leaseboard.core.services.policy import policy_explain
 from leaseboard.core.services.recipients import recipient_for_token
 from leaseboard.core.services.work import KEY_PATTERN, KEY_RULE, work_admit, work_complete
 from leaseboard.domain import fencing
-from leaseboard.domain.errors import LeaseboardError
+from leaseboard.domain.errors import LeaseboardError, ValidationFailed
 
 log = logging.getLogger(__name__)
 
@@ -275,6 +275,8 @@ def renew(
         "epoch": r.epoch,
         "certainty": r.certainty,
         "expires_in_ms": r.expires_in_ms,
+        "on_hold": bool(r.hold_reason),
+        "hold_reason": r.hold_reason or None,
     }
 
 
@@ -450,6 +452,15 @@ def recipient_report(request: HttpRequest, body: s.RecipientReportIn):  # type: 
     openapi_extra=problems(400, 401, 403),
 )
 def check_fencing(request: HttpRequest, body: s.FencingCheckIn) -> dict[str, Any]:
-    """Is the standing this token proves current right now? (Chubby's CheckSequencer;
-    recipient credential only.)"""
-    return fencing_check(actor=_speaker(request), token=body.fencing_token).__dict__
+    """Is the standing this token proves current right now, and (given the request's
+    `digest`, or its `kind`, `target` and `payload`) was it decided on exactly this request?
+    (Chubby's CheckSequencer; recipient credential only.) A content mismatch answers
+    `payload_mismatch` and is recorded as the recipient's refusal."""
+    digest = body.digest
+    if body.kind is not None or body.target is not None or body.payload is not None:
+        if body.kind is None or body.target is None or digest is not None:
+            raise ValidationFailed(
+                "send the request's digest, or its kind and target (and payload)", param="digest"
+            )
+        digest = fencing.content_digest(body.kind, body.target, body.payload)
+    return fencing_check(actor=_speaker(request), token=body.fencing_token, digest=digest).__dict__

@@ -206,8 +206,13 @@ def verdict(act: Act, actor: Actor, **about: Unpack[About]) -> Verdict:
         matches = lease is not None and presented == lease.epoch
         if rule.epoch is Epoch.CURRENT:
             matches = matches and presented == current_epoch
-    certainty = certainty_of(lease, about.get("now_ms"))
-    return decide(act, parties=parties, certainty=certainty, epoch_matches=matches)
+    return decide(
+        act,
+        parties=parties,
+        certainty=certainty_of(lease, about.get("now_ms")),
+        epoch_matches=matches,
+        on_hold=lease is not None and lease.held_at_ms is not None,
+    )
 
 
 def refusal(

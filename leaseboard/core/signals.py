@@ -15,3 +15,9 @@ alerts_opened = Signal()
 # epoch-advance notices (outbox rows) that grant wrote. Receivers enqueue on commit.
 # Connected: leaseboard.sweeps (recipient webhook delivery).
 epoch_notices_opened = Signal()
+
+# Sent by `effect_propose` inside the transaction that made an effect wait for approval,
+# with `effect`: the pending Effect row. Receivers write their outbox rows in that same
+# transaction and enqueue delivery on commit.
+# Connected: leaseboard.sweeps (approver notifications by e-mail and webhook).
+approval_requested = Signal()

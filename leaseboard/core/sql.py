@@ -61,14 +61,15 @@ def lease_renew(vendor: str, n_rows: int) -> str:
     sweep moved to jeopardy renews through the slow path, which records the recovery.
 
     Parameters: (lease id, epoch) per row, then the holder's executor id.
-    Rows returned: (lease id, epoch, expires_in_ms) for each lease renewed."""
+    Rows returned: (lease id, epoch, expires_in_ms, hold_reason) for each lease renewed
+    ("" when no operator holds it)."""
     window = RENEWAL_WINDOW * RENEWAL_SLOT
     if vendor == POSTGRESQL:
         recent = f"right(l.recent_renewals || lpad(c.n::text, 13, '0') || ',', {window})"
         least, greatest = "LEAST", "GREATEST"
         rows = ", ".join(["(%s::uuid, %s::bigint)"] * n_rows)
         pairs, lid, ep = f"(VALUES {rows}) AS v(lid, ep)", "v.lid", "v.ep"
-        returning = "l.id, l.epoch, l.expires_at_ms - c.n"
+        returning = "l.id, l.epoch, l.expires_at_ms - c.n, l.hold_reason"
     elif vendor == SQLITE:
         recent = f"substr(l.recent_renewals || printf('%%013d', c.n) || ',', -{window})"
         least, greatest = "min", "max"
@@ -76,7 +77,7 @@ def lease_renew(vendor: str, n_rows: int) -> str:
         # SQLite names VALUES columns column1, column2 and has no column-alias list.
         pairs, lid, ep = f"(VALUES {rows}) AS v", "v.column1", "v.column2"
         # SQLite's RETURNING cannot name FROM tables; renewed_at_ms is the same clock read.
-        returning = "id, epoch, expires_at_ms - renewed_at_ms"
+        returning = "id, epoch, expires_at_ms - renewed_at_ms, hold_reason"
     else:
         raise _unsupported(vendor)
     return (

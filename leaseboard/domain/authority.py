@@ -30,6 +30,8 @@ class Act(StrEnum):
     REVOKE = "revoke"
     QUARANTINE = "quarantine"
     LIFT_QUARANTINE = "lift_quarantine"
+    HOLD = "hold"
+    RELEASE_HOLD = "release_hold"
     HAND_BACK = "hand_back"
     ASSIGN = "assign"
     REQUEST_TAKEOVER = "request_takeover"
@@ -116,6 +118,7 @@ class Rule:
     deny: frozenset[Party] = frozenset()  # ...and none of these (four eyes)
     refuse: str = "forbidden"  # the code when the actor is not allowed
     why: str = ""  # said in the refusal's detail
+    held: bool = True  # allowed while an operator holds the lease (False: refused on_hold)
 
 
 def _rule(
@@ -125,8 +128,9 @@ def _rule(
     deny: set[Party] | None = None,
     refuse: str = "forbidden",
     why: str = "",
+    held: bool = True,
 ) -> Rule:
-    return Rule(frozenset(allow), states, epoch, frozenset(deny or ()), refuse, why)
+    return Rule(frozenset(allow), states, epoch, frozenset(deny or ()), refuse, why, held)
 
 
 P = Party
@@ -138,8 +142,9 @@ RULES: dict[Act, Rule] = {
     Act.RELEASE: _rule({P.HOLDER}, LIVE | {Certainty.RELEASED}, Epoch.LEASE, refuse="not_holder"),
     Act.CHECKPOINT: _rule({P.HOLDER}, LIVE, Epoch.CURRENT, refuse="not_holder"),
     # Quiescence, not optimism: new effects only under an active lease.
+    # An operator's hold quiesces the lease the same way: renewals go on, effects wait.
     Act.PROPOSE_EFFECT: _rule(
-        {P.HOLDER, P.STANDING}, ACTIVE_ONLY, Epoch.CURRENT, refuse="not_holder"
+        {P.HOLDER, P.STANDING}, ACTIVE_ONLY, Epoch.CURRENT, refuse="not_holder", held=False
     ),
     Act.COMPLETE: _rule({P.HOLDER, P.STANDING}, ACTIVE_ONLY, Epoch.CURRENT, refuse="not_holder"),
     # The truth about an attempt is always welcome, whatever became of the lease.
@@ -154,7 +159,9 @@ RULES: dict[Act, Rule] = {
         why="only the current holder of a later epoch, or a human with standing on this item",
     ),
     # Approvers decide require_approval effects; never their own.
-    Act.APPROVE_EFFECT: _rule({P.APPROVER}, ACTIVE_ONLY, Epoch.CURRENT, deny={P.PROPOSER}),
+    Act.APPROVE_EFFECT: _rule(
+        {P.APPROVER}, ACTIVE_ONLY, Epoch.CURRENT, deny={P.PROPOSER}, held=False
+    ),
     Act.REJECT_EFFECT: _rule({P.APPROVER}, deny={P.PROPOSER}),
     # Human standing, by the human who holds it.
     Act.EXTEND_STANDING: _rule({P.STANDING}, LIVE, Epoch.CURRENT),
@@ -168,6 +175,11 @@ RULES: dict[Act, Rule] = {
     # The way back gives standing again to an agent someone judged unsafe: that is for the
     # people who decide standing (approvers), as for a takeover.
     Act.LIFT_QUARANTINE: _rule({P.APPROVER}, why="an approver lifts a quarantine"),
+    # A hold stops new effects and leaves the holder its lease (renewals, checkpoints,
+    # outcomes go on): containment that takes nothing away, so whoever may revoke may hold,
+    # and release the hold. Escalating it is a takeover request (REQUEST_TAKEOVER).
+    Act.HOLD: _rule({P.OPERATOR, P.APPROVER}, LIVE),
+    Act.RELEASE_HOLD: _rule({P.OPERATOR, P.APPROVER}, LIVE),
     Act.REQUEST_TAKEOVER: _rule({P.OPERATOR}),
     Act.APPROVE_TAKEOVER: _rule(
         {P.APPROVER}, deny={P.REQUESTER}, why="an approver, never the requester"
@@ -232,8 +244,10 @@ def decide(
     parties: frozenset[Party],
     certainty: Certainty | None = None,
     epoch_matches: bool = True,
+    on_hold: bool = False,
 ) -> Verdict:
-    """Allow, or refuse with a stable code: who, then epoch, then the lease's state."""
+    """Allow, or refuse with a stable code: who, then epoch, then the lease's state, then
+    an operator's hold."""
     rule = RULES[act]
     if not parties & rule.allow or parties & rule.deny:
         names = " or ".join(sorted(rule.allow))
@@ -250,14 +264,16 @@ def decide(
         if certainty in ENDED_CODES:
             return Verdict(ENDED_CODES[certainty], f"the lease is {certainty}")
         return Verdict("not_found", "there is no lease to act under")
+    if on_hold and not rule.held:
+        return Verdict("on_hold", "an operator put the lease on hold: no new effects for now")
     return ALLOW
 
 
 def rules_table() -> str:
     """The table as Markdown, for docs/authority.md (a test keeps that file current)."""
     lines = [
-        "| act | who may (any of) | never | lease states | epoch | refused as |",
-        "|---|---|---|---|---|---|",
+        "| act | who may (any of) | never | lease states | epoch | on hold | refused as |",
+        "|---|---|---|---|---|---|---|",
     ]
     order = [c for c in Certainty] + [None]
     for act in Act:
@@ -269,6 +285,6 @@ def rules_table() -> str:
         )
         lines.append(
             f"| {act} | {', '.join(sorted(rule.allow))} | {', '.join(sorted(rule.deny)) or '—'} "
-            f"| {states} | {rule.epoch} | {rule.refuse} |"
+            f"| {states} | {rule.epoch} | {'yes' if rule.held else 'on_hold'} | {rule.refuse} |"
         )
     return "\n".join(lines) + "\n"

@@ -125,6 +125,30 @@ class ApprovalRequired(LeaseboardError):
     decision = "authorization"
 
 
+class PayloadMismatch(LeaseboardError):
+    code = "payload_mismatch"
+    title = "The request is not the effect that was decided on"
+    decision = "authorization"
+
+
+class OnHold(LeaseboardError):
+    code = "on_hold"
+    title = "An operator put the lease on hold: no new effects until the hold is released"
+    decision = "authorization"
+
+
+class AlreadyDecided(LeaseboardError):
+    code = "already_decided"
+    title = "The approval request was already decided; a decision is made once"
+    decision = "authorization"
+
+
+class ApprovalExpired(LeaseboardError):
+    code = "approval_expired"
+    title = "The approval request was not decided in time; its default decision applied"
+    decision = "authorization"
+
+
 class TakeoverConflict(LeaseboardError):
     code = "takeover_conflict"
     title = "The work item changed since the takeover was requested"
@@ -155,6 +179,10 @@ ERROR_CLASSES: tuple[type[LeaseboardError], ...] = (
     InJeopardy,
     PolicyDenied,
     ApprovalRequired,
+    PayloadMismatch,
+    OnHold,
+    AlreadyDecided,
+    ApprovalExpired,
     TakeoverConflict,
     IdempotencyConflict,
 )

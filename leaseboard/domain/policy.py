@@ -32,6 +32,9 @@ NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,79}$")
 MAX_RULES = 200
 KIND_MAX, TARGET_MAX, GLOB_MAX = 100, 500, 500  # the effect's own field bounds
 DECISIONS = tuple(d.value for d in PolicyDecision)
+# What a require_approval rule's request becomes when nobody decides within its time.
+TIMEOUT_DECISIONS = ("reject", "approve")
+DECIDE_WITHIN_MAX_MS = 7 * 24 * 3600 * 1000
 RESTRICTS = frozenset({PolicyDecision.DENY.value, PolicyDecision.REQUIRE_APPROVAL.value})
 
 
@@ -45,14 +48,22 @@ class RuleSpec:
     when: str = ""  # a CEL condition; empty: always
     decision: str = PolicyDecision.ALLOW.value
     note: str = ""
+    # require_approval only: decide within this long (None: the configured default), then
+    # the request takes `on_timeout` (reject unless the rule says approve).
+    decide_within_ms: int | None = None
+    on_timeout: str = "reject"
 
-    def as_dict(self) -> dict[str, str]:
-        out = {"name": self.name, "kind": self.kind, "target": self.target}
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "kind": self.kind, "target": self.target}
         if self.when:
             out["when"] = self.when
         out["decision"] = self.decision
         if self.note:
             out["note"] = self.note
+        if self.decide_within_ms is not None:
+            out["decide_within_ms"] = self.decide_within_ms
+        if self.on_timeout != "reject":
+            out["on_timeout"] = self.on_timeout
         return out
 
 
@@ -131,6 +142,24 @@ class RuleSet:
     reads: frozenset[str] = field(default=frozenset())  # variables any condition reads
 
 
+def _timeout_problems(i: int, spec: RuleSpec) -> list[FieldProblem]:
+    out = []
+    within = spec.decide_within_ms
+    if within is not None and (
+        not isinstance(within, int)
+        or isinstance(within, bool)
+        or not 1000 <= within <= DECIDE_WITHIN_MAX_MS
+    ):
+        out.append(FieldProblem(i, "decide_within_ms", "1000 ms to 7 days, in milliseconds"))
+    if spec.on_timeout not in TIMEOUT_DECISIONS:
+        out.append(FieldProblem(i, "on_timeout", "reject or approve"))
+    asks = spec.decision == PolicyDecision.REQUIRE_APPROVAL.value
+    if not asks and (within is not None or spec.on_timeout != "reject"):
+        field = "decide_within_ms" if within is not None else "on_timeout"
+        out.append(FieldProblem(i, field, "only a require_approval rule waits for a decision"))
+    return out
+
+
 def rule_set_compiled(specs: Sequence[RuleSpec], default: str) -> RuleSet:
     """Validate every rule (all problems at once, each naming its rule and field) and
     compile the set; raises RuleSetInvalid."""
@@ -169,6 +198,7 @@ def rule_set_compiled(specs: Sequence[RuleSpec], default: str) -> RuleSet:
                 problems.append(FieldProblem(i, "when", str(exc)))
         if len(spec.note) > 500:
             problems.append(FieldProblem(i, "note", "at most 500 characters"))
+        problems += _timeout_problems(i, spec)
         if not any(p.index == i for p in problems):
             compiled.append(
                 CompiledRule(spec, glob_regex(spec.kind), glob_regex(spec.target), condition)

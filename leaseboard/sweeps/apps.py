@@ -9,8 +9,16 @@ class SweepsConfig(AppConfig):
     def ready(self) -> None:
         # Binds shared tasks (delay_on_commit) to our app in web processes too.
         import leaseboard.celery  # noqa: F401
-        from leaseboard.core.signals import alerts_opened, epoch_notices_opened
-        from leaseboard.sweeps.tasks import epoch_notices_on_commit, notify_on_commit
+        from leaseboard.core.signals import (
+            alerts_opened,
+            approval_requested,
+            epoch_notices_opened,
+        )
+        from leaseboard.sweeps.tasks import (
+            approval_requested_on_commit,
+            epoch_notices_on_commit,
+            notify_on_commit,
+        )
 
         # Every alert opened anywhere (sweeps, lazy expiry, stale effects, recipient
         # reports, takeovers) fans out to its queue's notification targets.
@@ -18,4 +26,9 @@ class SweepsConfig(AppConfig):
         # Every grant that raised an epoch tells the recipients with a webhook.
         epoch_notices_opened.connect(
             epoch_notices_on_commit, dispatch_uid="leaseboard.sweeps.epoch_notices_on_commit"
+        )
+        # Every effect that waits for approval is sent to its approvers.
+        approval_requested.connect(
+            approval_requested_on_commit,
+            dispatch_uid="leaseboard.sweeps.approval_requested_on_commit",
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.db import models
 
-from leaseboard.core.models import Alert
+from leaseboard.core.models import Alert, Effect
 
 
 class SweepState(models.Model):
@@ -70,3 +70,48 @@ class NotificationDelivery(models.Model):
             ),
         ]
         indexes = [models.Index(fields=["status", "updated_at"], name="notify_status_idx")]
+
+
+class ApprovalNotice(models.Model):
+    """Outbox and delivery log of approver notifications: one row per (effect, kind,
+    channel, target), written in the transaction that made the effect wait (kind
+    `request`) or by the sweep before its deadline (`reminder`). Delivery takes the due
+    rows, sends each once (a signed Slack-compatible webhook, or an e-mail), and records
+    every attempt; a failed webhook is tried again after a backoff (`due_at`)."""
+
+    class Kind(models.TextChoices):
+        REQUEST = "request"
+        REMINDER = "reminder"
+
+    Channel = NotificationDelivery.Channel
+    Status = DeliveryStatus
+
+    effect = models.ForeignKey(Effect, on_delete=models.CASCADE, related_name="+")
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    channel = models.CharField(max_length=10, choices=NotificationDelivery.Channel.choices)
+    target = models.CharField(max_length=500)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    last_status_code = models.PositiveIntegerField(null=True, blank=True)
+    last_error = models.CharField(max_length=500, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    due_at = models.DateTimeField(auto_now_add=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["effect", "kind", "channel", "target"], name="approval_notice_unique"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(status__in=DeliveryStatus.values),
+                name="approval_notice_status_valid",
+            ),
+        ]
+        indexes = [
+            models.Index(
+                fields=["due_at"],
+                condition=models.Q(status=DeliveryStatus.PENDING),
+                name="approval_notice_due_idx",
+            ),
+        ]

@@ -27,7 +27,9 @@ from leaseboard.core.clock import db_now_ms
 from leaseboard.core.models import Alert, Lease, LeaseEvent
 from leaseboard.core.models.leases import LIVE_STATES
 from leaseboard.core.services.alerts import alerts_open, lease_alert
+from leaseboard.core.services.approvals import approvals_expire_due
 from leaseboard.core.services.leases import leases_expire_locked
+from leaseboard.sweeps.approver_notices import approval_reminders_open_due
 from leaseboard.sweeps.models import MetricCounter, NotificationDelivery, SweepState
 from leaseboard.takeovers.sweep import takeover_sweep_step
 
@@ -96,6 +98,11 @@ def sweep_run(
         report.steps["takeovers"] = takeover_sweep_step(batch_size=batch_size)
     except Exception:  # a broken step must not stop lease expiry; it is logged
         log.exception("sweep step takeovers failed")
+    try:
+        report.steps["approvals"] = approvals_expire_due(batch=batch_size)
+        report.steps["approval_reminders"] = approval_reminders_open_due(batch=batch_size)
+    except Exception:
+        log.exception("sweep step approvals failed")
     report.duration_s = time.monotonic() - started
     _record_metrics(report)
     return report

@@ -14,7 +14,7 @@ from celery import shared_task
 from django.conf import settings
 from django.db import transaction
 
-from leaseboard.sweeps import notifications, services
+from leaseboard.sweeps import approver_notices, notifications, services
 from leaseboard.sweeps.models import NotificationDelivery
 
 log = logging.getLogger(__name__)
@@ -27,6 +27,8 @@ def sweep() -> str:
     report = services.sweep_run()
     if notifications.epoch_notices_due_exist():
         deliver_epoch_notices.delay()  # the outbox's safety net: nothing due is forgotten
+    if approver_notices.approval_notices_due_exist():
+        deliver_approval_notices.delay()  # requests, reminders and retries that are due
     summary = services.sweep_report_json(report)
     if report.jeopardy or report.expired or report.recovered or report.more:
         log.info("sweep %s", summary)
@@ -106,5 +108,23 @@ def deliver_epoch_notices() -> str:
     their backoff and a later run (the sweep starts one whenever notices are due)."""
     for _ in range(10):
         if not notifications.epoch_notices_deliver_due():
+            break
+    return "done"
+
+
+def approval_requested_on_commit(sender: object = None, *, effect: object, **_: object) -> None:
+    """Receiver of core's `approval_requested`, inside the proposal's transaction: write
+    the notices there (the outbox), send them once it commits."""
+    kind = approver_notices.ApprovalNotice.Kind.REQUEST
+    if approver_notices.approval_notices_open(effect, kind):  # type: ignore[arg-type]
+        transaction.on_commit(deliver_approval_notices.delay)
+
+
+@shared_task(name="leaseboard.sweeps.tasks.deliver_approval_notices", ignore_result=True)
+def deliver_approval_notices() -> str:
+    """Send the due approver notices, a few batches at most; a failed webhook waits for
+    its backoff and a later run (the sweep starts one whenever notices are due)."""
+    for _ in range(10):
+        if not approver_notices.approval_notices_deliver_due():
             break
     return "done"

@@ -21,6 +21,7 @@ urlpatterns = [
     path("pending/", approvals.pending, name="pending"),
     path("decide", approvals.decide_many, name="decide_many"),
     path("requests/<int:pk>/<str:decision>", approvals.request_decide, name="decide"),
+    path("effects/<uuid:effect_id>", approvals.effect_page, name="effect"),
     path("effects/<uuid:effect_id>/<str:decision>", approvals.effect_decide, name="effect_decide"),
     path("interventions/", interventions.interventions, name="interventions"),
     path("interventions/summary", interventions.interventions_summary, name="summary"),

@@ -39,6 +39,7 @@ class FakeServer:
         self.epochs: dict[str, int] = {}
         self.raw_paths: list[str] = []
         self.expires_at: dict[str, float] = {}  # lease_id -> when this server lets it go
+        self.held: dict[str, str] = {}  # lease_id -> an operator's hold reason
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
         body = json.loads(request.content) if request.content else None
@@ -86,6 +87,8 @@ class FakeServer:
                             "expires_in_ms": self.ttl_ms,
                             "epoch": item["epoch"],
                             "fencing_token": "tok-renewed",
+                            "on_hold": item["lease_id"] in self.held,
+                            "hold_reason": self.held.get(item["lease_id"]),
                         }
                     )
             return httpx.Response(200, json={"results": results})
@@ -98,6 +101,8 @@ class FakeServer:
                     "certainty": "active",
                     "expires_in_ms": self.ttl_ms,
                     "fencing_token": "tok-renewed",
+                    "on_hold": path.split("/")[-2] in self.held,
+                    "hold_reason": self.held.get(path.split("/")[-2]),
                 },
             )
         if path.endswith("/release") or path.endswith("/outcome"):

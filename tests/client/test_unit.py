@@ -21,6 +21,7 @@ from leaseboard_client import (
     LeaseRevoked,
     LocalJeopardy,
     NotHolder,
+    OnHold,
     Renewer,
     StaleEpoch,
     TimingError,
@@ -270,6 +271,37 @@ def test_in_jeopardy_from_the_server_refuses_the_effect_but_keeps_the_holding(
     with pytest.raises(InJeopardy):
         holding.propose("charge", "acct-9")
     assert holding.lost is None and renewer.holdings() == [holding]
+
+
+def test_an_operators_hold_is_local_quiescence_until_a_renewal_says_it_is_released(
+    server: FakeServer, renewer: Renewer, clock: FakeClock
+) -> None:
+    holding = make_client(server, renewer).hold("job-1")
+    server.held[holding.lease_id] = "misbehaving: doubled refunds"
+    clock.now += 5.0
+    renewer.tick()  # the batch renew says: on hold
+    assert holding.on_hold and holding.active and holding.lost is None
+    effects_before = server.count("/api/v1/effects")
+    with pytest.raises(OnHold, match="doubled refunds"):
+        holding.propose("charge", "acct-9")
+    with pytest.raises(OnHold):
+        with holding.effect("charge", "acct-9"):
+            pass
+    assert server.count("/api/v1/effects") == effects_before  # refused before any request
+    del server.held[holding.lease_id]
+    holding.renew_now()  # the single renew says: released
+    assert not holding.on_hold
+    assert holding.propose("charge", "acct-9").authorized
+
+
+def test_an_on_hold_refusal_quiesces_without_ending_the_holding(
+    server: FakeServer, renewer: Renewer
+) -> None:
+    holding = make_client(server, renewer).hold("job-1")
+    server.fail_next.append(httpx.Response(409, json={"code": "on_hold", "detail": "held"}))
+    with pytest.raises(OnHold):
+        holding.propose("charge", "acct-9")
+    assert holding.on_hold and holding.lost is None and renewer.holdings() == [holding]
 
 
 # -- one renewer, batched ----------------------------------------------------------------

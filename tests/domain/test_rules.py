@@ -127,4 +127,8 @@ def test_error_codes_are_the_design_list():
         "forbidden",
         "rate_limited",
         "idempotency_conflict",
+        "payload_mismatch",
+        "on_hold",
+        "already_decided",
+        "approval_expired",
     }

@@ -247,3 +247,29 @@ def test_four_eyes_turns_a_rule_change_from_a_file_into_a_proposal(configured, s
     applied = config_apply_text(config_dumps(doc), actor=configured)
     assert len(applied.proposals) == 1
     assert Queue.objects.get(name="payments").default_decision == "allow"
+
+
+def test_approver_notices_export_without_secrets_and_apply_back_unchanged(configured):
+    queue = Queue.objects.get(name="payments")
+    queue.notify = queues.notify_checked(
+        {
+            "approvals": {
+                "approvers": ["abe", "group:finance"],
+                "webhooks": [{"url": "https://hooks.example.com/a", "secret": "s3cret-a"}],
+                "rules": {
+                    "big-payments": {
+                        "webhooks": [{"url": "https://hooks.example.com/b", "secret": "s3cret-b"}]
+                    }
+                },
+            }
+        },
+        current={},
+    )
+    queue.save(update_fields=["notify"])
+    text = config_dumps(config_export())
+    assert "s3cret" not in text and "https://hooks.example.com/b" in text
+    assert not config_apply(config_loads(text), actor=configured).plan.changes
+    kept = Queue.objects.get(name="payments").notify["approvals"]
+    assert kept["rules"]["big-payments"]["webhooks"][0]["secret"] == "s3cret-b"
+    with pytest.raises(SettingsInvalid, match="approvals.nobody"):
+        queues.notify_checked({"approvals": {"nobody": ["x"]}}, current={})

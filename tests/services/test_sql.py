@@ -241,7 +241,7 @@ def test_lease_renew_sets_an_absolute_expiry_only_for_this_holders_live_matching
     params.append(holder.id)
     rows = fetch(conn, sql.lease_renew(conn.vendor, len(pairs)), params)
 
-    renewed = {Lease._meta.pk.to_python(rid): (epoch, left) for rid, epoch, left in rows}
+    renewed = {Lease._meta.pk.to_python(rid): (epoch, left) for rid, epoch, left, _hold in rows}
     assert set(renewed) == {mine.id, capped.id}
     assert renewed[mine.id] == (1, 15_000)  # expires_in is the ttl, not remaining + ttl
     after = lease_row(conn, mine.id)

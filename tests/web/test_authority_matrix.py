@@ -38,6 +38,7 @@ from leaseboard.core.models import (
     Queue,
     WorkItem,
 )
+from leaseboard.core.services import holds
 from leaseboard.core.services.alerts import alerts_open
 from leaseboard.core.services.effects import effect_propose
 from leaseboard.core.services.executors import agent_create
@@ -219,6 +220,10 @@ def build(state: str, actor: str, act: Act) -> World:
             ]
         )[0]
     )
+    if act is Act.RELEASE_HOLD:
+        holds.lease_hold(
+            lease_id=w.l1.id, actor=_approver(), reason_category="stuck", reason_text="matrix"
+        )
     op = w.users["operator_standing"]
     if act in STANDING_ACTS or (w.human_path and act is not Act.RECONCILE):
         # The object is the operator's standing on I, put into the state.
@@ -413,6 +418,11 @@ def perform(w: World) -> Answer:
     if act is Act.LIFT_QUARANTINE:
         path = f"/executors/{w.agents['holder_agent'].id}/lift-quarantine"
         return _web(w, path, {"note": "fixed and redeployed"})
+    if act is Act.HOLD:
+        reason = {"reason_category": "misbehaving", "reason_text": "sends duplicates"}
+        return _web(w, f"/leases/{l1.id}/hold", reason)
+    if act is Act.RELEASE_HOLD:
+        return _web(w, f"/leases/{l1.id}/release-hold", {"note": "looked fine"})
     if act in (Act.REQUEST_TAKEOVER, Act.BREAK_GLASS):
         form = {"reason_category": "stuck", "reason_text": "r", "standing_minutes": 30}
         if act is Act.BREAK_GLASS:
@@ -458,7 +468,9 @@ def _configure(w: World) -> Answer:
 def fingerprint() -> dict[str, Any]:
     return {
         "lease": sorted(
-            Lease.objects.values_list("id", "state", "expires_at_ms", "renew_count", "epoch")
+            Lease.objects.values_list(
+                "id", "state", "expires_at_ms", "renew_count", "epoch", "held_at_ms"
+            )
         ),
         "work_item": sorted(WorkItem.objects.values_list("id", "epoch", "status")),
         "effect": sorted(

@@ -36,6 +36,9 @@ class Effect(models.Model):
     target = models.CharField(max_length=500)
     idempotency_key = models.CharField(max_length=200)
     payload = models.JSONField(default=dict, blank=True)
+    # content_digest(kind, target, payload): what a decision (and its token) is bound to.
+    # Empty for rows from before content binding and for recipients' reports.
+    content_digest = models.CharField(max_length=71, blank=True, default="")
 
     decision = models.CharField(max_length=20, choices=Decision.choices)
     refusal_code = models.CharField(max_length=40, blank=True, default="")
@@ -51,6 +54,9 @@ class Effect(models.Model):
     # The commit-time rule that decided (by name; "" when the queue's default did) and the
     # queue's policy version then: the audit log holds that version's rule set.
     rule_name = models.CharField(max_length=80, blank=True, default="")
+    # pending_approval: decided by then, else `on_timeout` applies (reject or approve).
+    decide_by_ms = models.BigIntegerField(null=True, blank=True)
+    on_timeout = models.CharField(max_length=10, blank=True, default="")
     policy_version = models.PositiveIntegerField(null=True, blank=True)
 
     outcome = models.CharField(max_length=10, choices=Outcome.choices, blank=True, default="")
@@ -103,6 +109,11 @@ class Effect(models.Model):
                 name="effect_pending_idx",
             ),
             models.Index(fields=["executor", "proposed_at_ms"], name="effect_executor_idx"),
+            models.Index(
+                fields=["decide_by_ms"],
+                condition=Q(decision=rc.Decision.PENDING_APPROVAL.value),
+                name="effect_decide_by_idx",
+            ),
         ]
 
     @property

@@ -66,6 +66,13 @@ class Lease(models.Model):
     lock_delay_ms = models.PositiveIntegerField(default=0)
 
     end_reason = models.CharField(max_length=300, blank=True, default="")
+    # An operator's hold (DESIGN: hold without revoke): while set, renewals go on and new
+    # effects are refused `on_hold`. Written only by leaseboard.core.services.holds.
+    held_at_ms = models.BigIntegerField(null=True, blank=True)
+    hold_reason = models.CharField(max_length=1100, blank=True, default="", db_default="")
+    held_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
     takeover_reason = models.CharField(max_length=1000, blank=True, default="")
     ended_by = models.ForeignKey(
         Executor, null=True, blank=True, on_delete=models.PROTECT, related_name="+"

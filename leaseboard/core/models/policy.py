@@ -27,6 +27,10 @@ class EffectRule(models.Model):
     condition = models.TextField(blank=True, default="")  # CEL; empty: always
     decision = models.CharField(max_length=20, choices=Decision.choices)
     note = models.CharField(max_length=500, blank=True, default="")
+    # require_approval: how long an approver has (null: the configured default), and what
+    # the request becomes when nobody decided in time.
+    decide_within_ms = models.PositiveIntegerField(null=True, blank=True)
+    on_timeout = models.CharField(max_length=10, default="reject")
 
     class Meta:
         ordering = ["queue", "position"]
@@ -38,6 +42,10 @@ class EffectRule(models.Model):
             models.CheckConstraint(
                 condition=Q(decision__in=values(PolicyDecision)),
                 name="effect_rule_decision_valid",
+            ),
+            models.CheckConstraint(
+                condition=Q(on_timeout__in=["reject", "approve"]),
+                name="effect_rule_on_timeout_valid",
             ),
         ]
 
@@ -52,4 +60,6 @@ class EffectRule(models.Model):
             when=self.condition,
             decision=self.decision,
             note=self.note,
+            decide_within_ms=self.decide_within_ms,
+            on_timeout=self.on_timeout,
         )

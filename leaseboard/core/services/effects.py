@@ -24,6 +24,7 @@ from leaseboard.core.services.fencing import fencing_token_issue
 from leaseboard.core.services.jsondocs import json_size_checked
 from leaseboard.core.services.leases import lease_expire_if_due_locked, parse_lease_id
 from leaseboard.core.services.policy import effect_policy_decide
+from leaseboard.core.signals import approval_requested
 from leaseboard.domain.authority import Act
 from leaseboard.domain.errors import (
     ERRORS_BY_CODE,
@@ -33,7 +34,7 @@ from leaseboard.domain.errors import (
     NotFound,
     ValidationFailed,
 )
-from leaseboard.domain.fencing import token_expiry_ms
+from leaseboard.domain.fencing import content_digest, token_expiry_ms
 from leaseboard.domain.reconciliation import PolicyDecision
 
 
@@ -108,7 +109,15 @@ def effect_token_issue(effect: Effect, lease: Lease, item: WorkItem, now_ms: int
         now_ms=now_ms,
         expires_at_ms=effect.token_expires_at_ms,
         effect_id=str(effect.id),
+        digest=effect.content_digest or effect_digest(effect),
     )
+
+
+def effect_digest(effect: Effect) -> str:
+    """The digest of what the effect asks: set on the row once, when it is proposed."""
+    if not effect.content_digest:
+        effect.content_digest = content_digest(effect.kind, effect.target, effect.payload)
+    return effect.content_digest
 
 
 def fence_checked(lease: Lease, now_ms: int) -> None:
@@ -230,6 +239,7 @@ def _effect_decide(
         target=target,
         idempotency_key=idempotency_key,
         payload=payload,
+        content_digest=content_digest(kind, target, payload),
         proposed_at_ms=now,
     )
     v = verdict(
@@ -261,7 +271,11 @@ def _effect_decide(
         if policy.decision == PolicyDecision.DENY:
             code, detail = "policy_denied", policy.reason
         elif policy.decision == PolicyDecision.REQUIRE_APPROVAL:
-            return effect_decided(effect, decision=Effect.Decision.PENDING_APPROVAL, now_ms=now)
+            within = policy.decide_within_ms or settings.LEASEBOARD_APPROVAL_DECIDE_WITHIN_MS
+            effect.decide_by_ms, effect.on_timeout = now + within, policy.on_timeout
+            effect_decided(effect, decision=Effect.Decision.PENDING_APPROVAL, now_ms=now)
+            approval_requested.send(Effect, effect=effect)
+            return effect
     if code is not None:
         effect_decided(
             effect, decision=Effect.Decision.REFUSED, now_ms=now, code=code, detail=detail
@@ -332,6 +346,7 @@ def effect_record_locked(
         target=target,
         idempotency_key=idempotency_key,
         payload={},
+        content_digest=content_digest(kind, target, {}),
         proposed_at_ms=now_ms,
         outcome=outcome,
         outcome_detail=(detail or "")[:1000],

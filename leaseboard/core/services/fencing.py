@@ -326,9 +326,11 @@ def fencing_token_issue(
     now_ms: int,
     expires_at_ms: int,
     effect_id: str | None = None,
+    digest: str | None = None,
 ) -> str:
     """Sign a lease's (or one effect's) standing with the key active at `now_ms`, which
-    must be the database clock's time."""
+    must be the database clock's time. An effect's token carries `digest`, the content it
+    was decided on."""
     signer = _signer_at(now_ms)
     claims = fencing.FencingClaims(
         work_key=work_key,
@@ -339,5 +341,6 @@ def fencing_token_issue(
         expires_at_ms=expires_at_ms,
         kid=signer.kid,
         effect_id=effect_id,
+        digest=digest,
     )
     return fencing.sign_token(claims, private_key_raw=signer.private_key)

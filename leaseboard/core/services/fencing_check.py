@@ -4,7 +4,10 @@ right now, instead of trusting the offline verification alone.
 
 Read-only: it takes no lock and writes nothing; the answer is true at the database clock's
 "now" and may change the instant after, which is why the recipient's own epoch guard, in
-its own transaction, still runs.
+its own transaction, still runs. One exception: given the request it is about to execute
+(its content digest, or kind, target and payload), a mismatch with what the token was
+decided on is refused as `payload_mismatch` and recorded as the recipient's refusal, as
+if it had filed the report itself: someone tried to stretch a decision.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from leaseboard.core.authority import Actor, authorize, certainty_of
 from leaseboard.core.clock import db_now_ms
 from leaseboard.core.models import Lease, WorkItem
 from leaseboard.core.services.fencing import fencing_public_keys
+from leaseboard.core.services.recipients import recipient_report_record
 from leaseboard.domain.authority import ENDED_CODES, Act
 from leaseboard.domain.certainty import LIVE
 from leaseboard.domain.fencing import InvalidToken, unverified_claims, verify_token
@@ -31,25 +35,48 @@ class FencingAnswer:
     effect_id: str | None = None
     certainty: str | None = None  # of the lease the token names: active or jeopardy if valid
     expires_in_ms: int | None = None  # of the token
+    detail: str | None = None  # why not, in words (a token refusal's detail)
 
 
-def fencing_check(*, actor: Actor, token: str) -> FencingAnswer:
+def fencing_check(*, actor: Actor, token: str, digest: str | None = None) -> FencingAnswer:
+    """`digest`: content_digest() of the request the recipient is about to execute, or None
+    when it does not say (then only standing is checked)."""
     authorize(Act.CHECK_FENCING, actor)
     now = db_now_ms()
     try:
         claims = verify_token(token, public_keys=fencing_public_keys(), now_ms=now)
+        if digest is not None and claims.digest != digest:
+            raise InvalidToken(
+                "payload_mismatch",
+                (
+                    f"the request ({digest}) is not what the token was decided on "
+                    f"({claims.digest or 'no content bound'}); a changed effect is a new "
+                    "proposal"
+                ),
+            )
     except InvalidToken as exc:
         said = unverified_claims(token)
         current: int | None = None
         if said is not None and exc.code != "forged":
             epochs = WorkItem.objects.filter(key=said.work_key).values_list("epoch", flat=True)
             current = epochs.first()
+        if exc.code == "payload_mismatch" and said is not None and current is not None:
+            recipient_report_record(
+                actor=actor,
+                work_key=said.work_key,
+                reason="payload_mismatch",
+                epoch=said.epoch,
+                high_water=current,
+                detail=f"online check: {exc.detail}",
+                token=token,
+            )
         return FencingAnswer(
             valid=False,
             current_epoch=current,
             code=exc.code,
             work_key=said.work_key if said else None,
             epoch=said.epoch if said else None,
+            detail=exc.detail,
         )
     item = WorkItem.objects.filter(key=claims.work_key).only("id", "epoch").first()
     common: dict[str, Any] = {

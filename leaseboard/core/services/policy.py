@@ -23,7 +23,16 @@ from leaseboard.domain.expressions import NO_CHECKPOINT_AGE_S, activation
 from leaseboard.domain.policy import RuleSet, RuleSetInvalid, RuleSpec, Ruling, decide
 from leaseboard.domain.policy import rule_set_compiled as compile_rules
 
-RULE_FIELDS = ("name", "kind", "target", "condition", "decision", "note")
+RULE_FIELDS = (
+    "name",
+    "kind",
+    "target",
+    "condition",
+    "decision",
+    "note",
+    "decide_within_ms",
+    "on_timeout",
+)
 
 
 @dataclass(frozen=True)
@@ -61,7 +70,16 @@ def queue_policy(queue_id: int) -> QueuePolicy:
     )
     name, version, default = rows[0][:3]
     specs = [
-        RuleSpec(name=r[3], kind=r[4], target=r[5], when=r[6], decision=r[7], note=r[8] or "")
+        RuleSpec(
+            name=r[3],
+            kind=r[4],
+            target=r[5],
+            when=r[6],
+            decision=r[7],
+            note=r[8] or "",
+            decide_within_ms=r[9],
+            on_timeout=r[10] or "reject",
+        )
         for r in rows
         if r[3] is not None
     ]
@@ -140,6 +158,10 @@ class PolicyVerdict:
     rule: str  # "" when the queue's default decided
     version: int
     reason: str
+    # require_approval: the deciding rule's time to decide (None: the default) and what
+    # the request becomes when nobody decides in time.
+    decide_within_ms: int | None = None
+    on_timeout: str = "reject"
 
 
 def effect_policy_decide(
@@ -171,7 +193,15 @@ def effect_policy_decide(
             ).values
         ),
     )
-    return PolicyVerdict(ruling.decision, ruling.rule or "", policy.version, ruling.reason)
+    spec = next((r.spec for r in policy.rule_set.rules if r.spec.name == ruling.rule), None)
+    return PolicyVerdict(
+        ruling.decision,
+        ruling.rule or "",
+        policy.version,
+        ruling.reason,
+        decide_within_ms=spec.decide_within_ms if spec else None,
+        on_timeout=spec.on_timeout if spec else "reject",
+    )
 
 
 @dataclass(frozen=True)

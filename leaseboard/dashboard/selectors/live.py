@@ -234,6 +234,8 @@ ROW_FIELDS = (
     "max_gap_ms",
     "jeopardy_after_ms",
     "ttl_ms",
+    "held_at_ms",
+    "hold_reason",
     "work_item__key",
     "work_item__queue__name",
     "holder__name",
@@ -387,6 +389,7 @@ def live_version(page: LivePage) -> str:
                 r.lease.max_gap_ms,
                 r.lease.holder_id,
                 r.lease.end_reason,
+                r.lease.hold_reason,
             ]
             for r in page.rows
         ],

@@ -83,7 +83,7 @@ def work_item_page(*, key: str, lease_id: str = "") -> WorkItemPage | None:
         return None
     now_ms = db_now_ms()
     leases = list(
-        Lease.objects.select_related("holder", "ended_by")
+        Lease.objects.select_related("holder", "ended_by", "held_by")
         .filter(work_item=item)
         .order_by("-epoch")[:TIMELINE_LIMIT]
     )

@@ -14,6 +14,7 @@ from leaseboard.dashboard.views.alerts import (
 from leaseboard.dashboard.views.audit import audit
 from leaseboard.dashboard.views.executors import agent_quarantine, agent_quarantine_lift, executor
 from leaseboard.dashboard.views.fleet import fleet
+from leaseboard.dashboard.views.holds import lease_hold, lease_hold_release
 from leaseboard.dashboard.views.live import live_leases
 from leaseboard.dashboard.views.revocations import lease_revoke, leases_revoke_bulk
 from leaseboard.dashboard.views.work import work_item
@@ -28,6 +29,8 @@ __all__ = [
     "alerts_snooze_groups",
     "audit",
     "executor",
+    "lease_hold",
+    "lease_hold_release",
     "fleet",
     "lease_revoke",
     "leases_revoke_bulk",

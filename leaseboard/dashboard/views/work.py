@@ -18,5 +18,9 @@ def work_item(request: HttpRequest, key: str) -> HttpResponse:
     page = work_item_reads.work_item_page(key=key, lease_id=request.GET.get("lease", ""))
     if page is None:
         raise Http404("no such work item")
-    context = {"page": page, "revoke_form": ReasonForm(auto_id="revoke-%s")}
+    context = {
+        "page": page,
+        "revoke_form": ReasonForm(auto_id="revoke-%s"),
+        "hold_form": ReasonForm(auto_id="hold-%s"),
+    }
     return page_or_fragment(render_page(request, "dashboard/work_item.html", context))

@@ -62,9 +62,15 @@ def _queue_doc(queue: Queue) -> dict[str, Any]:
     if envelope:
         doc["envelope"] = envelope
     shown = queues.notify_shown(queue.notify or {})
-    notify = {k: shown[k] for k in ("webhooks", "emails", "kinds") if shown.get(k)}
+    notify = {k: shown[k] for k in ("webhooks", "emails", "kinds", "approvals") if shown.get(k)}
     if notify.get("webhooks"):
         notify["webhooks"] = [{"url": w["url"]} for w in notify["webhooks"]]
+    if notify.get("approvals"):
+        # Secrets are never exported: a hook applied back by URL keeps the secret it has.
+        approvals = _hook_urls_only(notify["approvals"])
+        if approvals.get("rules"):
+            approvals["rules"] = {n: _hook_urls_only(e) for n, e in approvals["rules"].items()}
+        notify["approvals"] = approvals
     if notify:
         doc["notify"] = notify
     policy = rules.policy_snapshot(queue)
@@ -369,3 +375,10 @@ def config_apply_text(
     text: str, *, actor: Actor, dry_run: bool = False, source: str = ""
 ) -> Applied:
     return config_apply(config_loads(text), actor=actor, dry_run=dry_run, source=source)
+
+
+def _hook_urls_only(entry: dict[str, Any]) -> dict[str, Any]:
+    out = dict(entry)
+    if out.get("webhooks"):
+        out["webhooks"] = [{"url": w["url"]} for w in out["webhooks"]]
+    return out

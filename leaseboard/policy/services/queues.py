@@ -192,8 +192,14 @@ def notify_checked(raw: dict[str, Any], *, current: dict[str, Any]) -> dict[str,
     """{"webhooks": [{"url", "secret"}], "emails": [...], "kinds": [...]}. A webhook given
     without a secret keeps the secret it had (a file or a form never shows secrets)."""
     errors: dict[str, str] = {}
-    for key in sorted(set(raw) - {"webhooks", "emails", "kinds"}):
-        errors[f"notify.{key}"] = "unknown field; notify has webhooks, emails, kinds"
+    for key in sorted(set(raw) - {"webhooks", "emails", "kinds", "approvals"}):
+        errors[f"notify.{key}"] = "unknown field; notify has webhooks, emails, kinds, approvals"
+    approvals: dict[str, Any] = {}
+    if raw.get("approvals"):
+        try:
+            approvals = _approvals_checked(raw["approvals"], current.get("approvals") or {})
+        except SettingsInvalid as exc:
+            errors.update({f"approvals.{k}": v for k, v in exc.errors.items()})
     kept = {w.get("url"): w.get("secret", "") for w in current.get("webhooks", [])}
     webhooks = []
     for i, hook in enumerate(raw.get("webhooks") or []):
@@ -234,6 +240,50 @@ def notify_checked(raw: dict[str, Any], *, current: dict[str, Any]) -> dict[str,
         out["emails"] = emails
     if kinds:
         out["kinds"] = kinds
+    if approvals:
+        out["approvals"] = approvals
+    return out
+
+
+def _approvers_checked(raw: Any, current: dict[str, Any]) -> dict[str, Any]:
+    """{approvers: [username | "group:<name>"], emails, webhooks} of approver notices."""
+    if not isinstance(raw, dict):
+        raise SettingsInvalid({"": "a table {approvers, emails, webhooks}"})
+    errors: dict[str, str] = {}
+    for key in sorted(set(raw) - {"approvers", "emails", "webhooks"}):
+        errors[key] = "unknown field; approvals have approvers, emails, webhooks (and rules)"
+    approvers = [str(a).strip() for a in raw.get("approvers") or [] if str(a).strip()]
+    if any(len(a) > 150 for a in approvers):
+        errors["approvers"] = "a username, or group:<name>, of at most 150 characters"
+    try:
+        targets = notify_checked(
+            {k: raw[k] for k in ("emails", "webhooks") if k in raw}, current=current
+        )
+    except SettingsInvalid as exc:
+        errors.update(exc.errors)
+        targets = {}
+    if errors:
+        raise SettingsInvalid(errors)
+    return {**({"approvers": approvers} if approvers else {}), **targets}
+
+
+def _approvals_checked(raw: Any, current: dict[str, Any]) -> dict[str, Any]:
+    """The queue's approver notices, and per rule (by name) an entry that replaces them."""
+    if not isinstance(raw, dict):
+        raise SettingsInvalid({"": "a table {approvers, emails, webhooks, rules}"})
+    rules = raw.get("rules") or {}
+    if not isinstance(rules, dict):
+        raise SettingsInvalid({"rules": "a table of rule name -> {approvers, emails, webhooks}"})
+    out = _approvers_checked({k: v for k, v in raw.items() if k != "rules"}, current)
+    kept = current.get("rules") or {}
+    checked = {}
+    for name, entry in rules.items():
+        try:
+            checked[str(name)] = _approvers_checked(entry, kept.get(name) or {})
+        except SettingsInvalid as exc:
+            raise SettingsInvalid({f"rules.{name}.{k}": v for k, v in exc.errors.items()}) from None
+    if checked:
+        out["rules"] = checked
     return out
 
 
@@ -245,6 +295,16 @@ def notify_shown(notify: dict[str, Any]) -> dict[str, Any]:
             {"url": w.get("url", ""), "secret": "(set)" if w.get("secret") else "(none)"}
             for w in notify["webhooks"]
         ]
+    approvals = (notify or {}).get("approvals")
+    if approvals:
+        shown["approvals"] = {
+            **notify_shown({k: v for k, v in approvals.items() if k != "rules"}),
+            **(
+                {"rules": {n: notify_shown(e) for n, e in approvals["rules"].items()}}
+                if approvals.get("rules")
+                else {}
+            ),
+        }
     return shown
 
 

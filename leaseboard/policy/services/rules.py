@@ -40,18 +40,22 @@ def specs_from(raw: list[dict[str, Any]]) -> list[RuleSpec]:
     """Rules from dicts (a config file, a stored proposal); unknown keys are field errors."""
     errors: dict[str, str] = {}
     specs = []
-    known = {"name", "kind", "target", "when", "decision", "note"}
+    known = {"name", "kind", "target", "when", "decision", "note", "on_timeout"}
+    numbers = {"decide_within_ms"}
     for i, item in enumerate(raw):
         if not isinstance(item, dict):
             errors[f"rules[{i}]"] = "a table {name, kind, target, when, decision, note}"
             continue
-        for key in sorted(set(item) - known):
+        for key in sorted(set(item) - known - numbers):
             errors[f"rules[{i}].{key}"] = f"unknown field; a rule has {', '.join(sorted(known))}"
         bad = [k for k in known if k in item and not isinstance(item[k], str)]
         for key in bad:
             errors[f"rules[{i}].{key}"] = "a string"
+        for key in numbers & set(item):
+            if not isinstance(item[key], int) or isinstance(item[key], bool):
+                errors[f"rules[{i}].{key}"] = "a whole number"
         if not errors:
-            specs.append(RuleSpec(**{k: item[k] for k in known if k in item}))
+            specs.append(RuleSpec(**{k: item[k] for k in known | numbers if k in item}))
     if errors:
         raise SettingsInvalid(errors)
     return specs
@@ -82,6 +86,8 @@ def _replace_locked(queue: Queue, rules: list[RuleSpec], default: str) -> None:
             condition=r.when,
             decision=r.decision,
             note=r.note,
+            decide_within_ms=r.decide_within_ms,
+            on_timeout=r.on_timeout,
         )
         for i, r in enumerate(rules, 1)
     )

@@ -141,7 +141,7 @@ def inbox(limit: int = LIMIT) -> Inbox:
             EffectRow(
                 effect=e,
                 certainty=c,
-                decide_in_ms=max(0, e.lease.expires_at_ms - now) if e.lease else 0,
+                decide_in_ms=_decide_in_ms(e, now),
                 summary=payload_summary(e.payload),
                 evidence=evidence[e.work_item_id],
             )
@@ -173,3 +173,52 @@ def _version(page: Inbox) -> str:
     }
     raw = json.dumps(body, separators=(",", ":"), sort_keys=True, default=str).encode()
     return hashlib.sha256(raw).hexdigest()[:20]
+
+
+@dataclass
+class EffectDecisionPage:
+    """One effect waiting (or no longer waiting) for an approver: exactly what would be
+    decided on (kind, target, the canonical payload and its digest), and whether it can
+    still be decided."""
+
+    effect: Effect
+    now_ms: int
+    certainty: str | None
+    decide_in_ms: int
+    payload_json: str  # the stored payload, keys sorted, indented: every byte shown
+    summary: list[tuple[str, str]]
+    evidence: Evidence
+
+    @property
+    def waiting(self) -> bool:
+        return self.effect.decision == Effect.Decision.PENDING_APPROVAL
+
+
+def effect_decision_page(effect_id: Any) -> EffectDecisionPage | None:
+    now = db_now_ms()
+    effect = (
+        Effect.objects.filter(id=effect_id)
+        .select_related("work_item", "executor", "lease__holder", "decided_by")
+        .defer("fencing_token", "lease__recent_renewals", "work_item__scope")
+        .first()
+    )
+    if effect is None:
+        return None
+    return EffectDecisionPage(
+        effect=effect,
+        now_ms=now,
+        certainty=_certainty(effect.lease, now),
+        decide_in_ms=_decide_in_ms(effect, now),
+        payload_json=json.dumps(effect.payload, sort_keys=True, indent=2, ensure_ascii=False),
+        summary=payload_summary(effect.payload, limit=100),
+        evidence=_evidence({effect.work_item_id})[effect.work_item_id],
+    )
+
+
+def _decide_in_ms(effect: Effect, now: int) -> int:
+    """Until the decision is due: its decide-by time, or the lease's end if sooner (unless
+    the lease renews)."""
+    ends = [effect.lease.expires_at_ms] if effect.lease else [now]
+    if effect.decide_by_ms is not None:
+        ends.append(effect.decide_by_ms)
+    return max(0, min(ends) - now)

@@ -13,7 +13,7 @@ from django.views.decorators.http import require_GET, require_POST
 from leaseboard.core.services import approvals
 from leaseboard.domain.errors import LeaseboardError
 from leaseboard.takeovers import services
-from leaseboard.takeovers.selectors.approvals import inbox
+from leaseboard.takeovers.selectors.approvals import effect_decision_page, inbox
 from leaseboard.web.htmx import page_or_fragment, polled_fragment, wants_fragment
 from leaseboard.web.pages import render_page
 from leaseboard.web.refusals import WHO_YOU_ARE, refusal_text, refuse
@@ -42,12 +42,24 @@ def _decide_request(request: HttpRequest, pk: int, decision: str, note: str) -> 
     return f"Takeover #{pk} rejected."
 
 
-def _decide_effect(request: HttpRequest, effect_id: str, decision: str, note: str) -> str:
+def _decide_effect(
+    request: HttpRequest, effect_id: str, decision: str, note: str, digest: str | None = None
+) -> str:
     if decision == "approve":
-        approvals.effect_approve(effect_id=effect_id, note=note, **acting(request))
+        approvals.effect_approve(effect_id=effect_id, note=note, digest=digest, **acting(request))
         return "Effect authorized."
-    approvals.effect_reject(effect_id=effect_id, note=note, **acting(request))
+    approvals.effect_reject(effect_id=effect_id, note=note, digest=digest, **acting(request))
     return "Effect rejected."
+
+
+@require_GET
+@role_required(APPROVER)
+def effect_page(request: HttpRequest, effect_id: uuid.UUID) -> HttpResponse:
+    """The decision page a notification links to: exactly the content to be decided on."""
+    page = effect_decision_page(effect_id)
+    if page is None:
+        raise Http404("no such effect")
+    return render_page(request, "takeovers/effect.html", {"page": page})
 
 
 @require_POST
@@ -67,10 +79,15 @@ def request_decide(request: HttpRequest, pk: int, decision: str) -> HttpResponse
 def effect_decide(request: HttpRequest, effect_id: uuid.UUID, decision: str) -> HttpResponse:
     if decision not in ("approve", "reject"):
         raise Http404("no such decision")
+    digest = request.POST.get("digest") or None
     try:
-        messages.success(request, _decide_effect(request, str(effect_id), decision, _note(request)))
+        messages.success(
+            request, _decide_effect(request, str(effect_id), decision, _note(request), digest)
+        )
     except LeaseboardError as exc:
         refuse(request, exc, prefix="Effect: ")
+    if request.POST.get("back") == "effect":
+        return redirect("takeovers:effect", effect_id=effect_id)
     return redirect("takeovers:pending")
 
 

@@ -4,6 +4,7 @@ alone or in bulk. The request page shows what the operator is about to interrupt
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
@@ -12,6 +13,7 @@ from django.views.decorators.http import require_http_methods
 
 from leaseboard.domain.errors import LeaseboardError
 from leaseboard.domain.text import storable
+from leaseboard.domain.vocabulary import ReasonCategory
 from leaseboard.takeovers import services
 from leaseboard.takeovers.forms import BulkRequestForm, TakeoverRequestForm
 from leaseboard.takeovers.selectors.requests import request_context
@@ -29,7 +31,7 @@ def request_takeover(request: HttpRequest, key: str) -> HttpResponse:
     if context is None:
         raise Http404("no such work item")
     can_break_glass = request.user.has_perm("takeovers.break_glass")
-    form = TakeoverRequestForm(request.POST or None)
+    form = TakeoverRequestForm(request.POST or None, initial=_escalated_hold(context.lease))
     if request.method == "POST" and form.is_valid():
         d = form.cleaned_data
         args = {
@@ -88,3 +90,13 @@ def bulk_request(request: HttpRequest) -> HttpResponse:
             form.add_error(None, refused_for_form(exc))
     status = 400 if request.method == "POST" and bulk is None else 200
     return render_page(request, "takeovers/bulk.html", {"form": form, "bulk": bulk}, status)
+
+
+def _escalated_hold(lease: Any) -> dict[str, str]:
+    """Escalating a hold to a takeover: the request starts from the hold's reason."""
+    if lease is None or lease.held_at_ms is None:
+        return {}
+    category, _, text = lease.hold_reason.partition(": ")
+    if category not in {c.value for c in ReasonCategory} or not text:
+        return {"reason_text": f"escalated from hold: {lease.hold_reason}"[:1000]}
+    return {"reason_category": category, "reason_text": f"escalated from hold: {text}"[:1000]}

@@ -188,7 +188,7 @@ def test_the_takeover_step_runs_after_the_lease_batches_with_the_sweeps_batch_si
     age_leases(lease.ttl_ms + 100, lease_ids=[lease.id])
     report = services.sweep_run(batch_size=7)
     assert seen == [(7, "expired")]
-    assert report.steps == {"takeovers": 3}
+    assert report.steps == {"takeovers": 3, "approvals": 0, "approval_reminders": 0}
 
 
 @pytest.mark.django_db
@@ -202,7 +202,7 @@ def test_a_failing_takeover_step_does_not_stop_lease_expiry(monkeypatch, agent):
     monkeypatch.setattr(services, "takeover_sweep_step", broken)
     age_leases(lease.ttl_ms + 100, lease_ids=[lease.id])
     report = services.sweep_run()
-    assert report.expired == 1 and report.steps == {}
+    assert report.expired == 1 and report.steps == {"approvals": 0, "approval_reminders": 0}
     assert Lease.objects.get(id=lease.id).state == "expired"
 
 

@@ -13,6 +13,8 @@ from leaseboard_client.aio import AsyncClient, AsyncEffectScope, AsyncHolding, A
 from leaseboard_client.api import Client
 from leaseboard_client.effects import Effect, EffectScope, outcome_of
 from leaseboard_client.errors import (
+    AlreadyDecided,
+    ApprovalExpired,
     ApprovalRequired,
     CapacityExhausted,
     Forbidden,
@@ -28,6 +30,8 @@ from leaseboard_client.errors import (
     NeedsReconciliation,
     NotFound,
     NotHolder,
+    OnHold,
+    PayloadMismatch,
     PolicyDenied,
     ProtocolError,
     RateLimited,
@@ -47,6 +51,8 @@ from leaseboard_client.version import API_VERSION, __version__
 __all__ = [
     "API_VERSION",
     "Admission",
+    "AlreadyDecided",
+    "ApprovalExpired",
     "ApprovalRequired",
     "AsyncClient",
     "AsyncEffectScope",
@@ -73,6 +79,8 @@ __all__ = [
     "NeedsReconciliation",
     "NotFound",
     "NotHolder",
+    "OnHold",
+    "PayloadMismatch",
     "PolicyDenied",
     "ProtocolError",
     "RateLimited",

@@ -219,7 +219,7 @@ class AsyncHolding(Standing):
     ) -> EffectDecision:
         """Propose an effect (raises LocalJeopardy past the deadline, before any request);
         the caller reports its outcome. `effect()` does both."""
-        self.ensure()
+        self.ensure_may_propose()
         try:
             return await self.client.propose_effect(
                 self.lease_id,
@@ -265,6 +265,7 @@ class AsyncHolding(Standing):
             expires_in_ms=renewal.expires_in_ms,
             fencing_token=renewal.fencing_token,
             certainty=renewal.certainty,
+            hold_reason=renewal.hold_reason,
         )
 
     async def release(self) -> None:

@@ -112,7 +112,8 @@ class Effect:
     # -- the steps both context managers take ------------------------------------------------
 
     def _proposing(self) -> None:
-        self.holding.ensure()  # refuse locally, before any request, without standing
+        # Refuse locally, before any request, without standing or while on hold.
+        self.holding.ensure_may_propose()
         self.token_deadline = self.holding.deadline
 
     def _decided(self, decision: EffectDecision) -> None:

@@ -127,6 +127,29 @@ class ApprovalRequired(LeaseError):
     code = "approval_required"
 
 
+class OnHold(LeaseError):
+    """An operator put the lease on hold: renewals continue, new effects are refused until
+    the hold is released (or the work is taken over). Not terminal: quiesce, keep renewing."""
+
+    code = "on_hold"
+
+
+class PayloadMismatch(LeaseError):
+    code = "payload_mismatch"
+
+
+class AlreadyDecided(LeaseError):
+    """An approval request was decided already: a decision is made once."""
+
+    code = "already_decided"
+
+
+class ApprovalExpired(LeaseError):
+    """Nobody decided in time; the rule's default decision applied."""
+
+    code = "approval_expired"
+
+
 class TakeoverConflict(LeaseError):
     code = "takeover_conflict"
 
@@ -176,6 +199,10 @@ ERRORS_BY_CODE: dict[str, type[LeaseError]] = {
         CapacityExhausted,
         PolicyDenied,
         ApprovalRequired,
+        OnHold,
+        PayloadMismatch,
+        AlreadyDecided,
+        ApprovalExpired,
         TakeoverConflict,
         IdempotencyConflict,
         NotFound,

@@ -74,7 +74,7 @@ class Holding(Standing):
     ) -> EffectDecision:
         """Propose an effect under this lease (raises LocalJeopardy past the deadline); the
         caller reports its outcome. `effect()` does both."""
-        self.ensure()
+        self.ensure_may_propose()
         try:
             return self.client.propose_effect(
                 self.lease_id,
@@ -121,6 +121,7 @@ class Holding(Standing):
             expires_in_ms=renewal.expires_in_ms,
             fencing_token=renewal.fencing_token,
             certainty=renewal.certainty,
+            hold_reason=renewal.hold_reason,
         )
 
     def release(self) -> None:

@@ -59,6 +59,7 @@ class Renewal:
     expires_in_ms: int
     fencing_token: str | None
     sent_at: float
+    hold_reason: str | None = None  # an operator holds the lease: no new effects for now
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,7 @@ class RenewResult:
     fencing_token: str | None
     sent_at: float
     error: LeaseError | None  # the typed error for a failed item
+    hold_reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -172,7 +174,16 @@ def renewal(data: Mapping[str, Any], *, lease_id: str, epoch: int, sent_at: floa
         expires_in_ms=_need(data, "expires_in_ms", int),
         fencing_token=data.get("fencing_token"),
         sent_at=sent_at,
+        hold_reason=_hold(data),
     )
+
+
+def _hold(data: Mapping[str, Any]) -> str | None:
+    """The hold an answer carries: its reason, or None when not on hold."""
+    if not data.get("on_hold"):
+        return None
+    reason = data.get("hold_reason")
+    return str(reason) if reason else "on hold"
 
 
 def renew_batches(leases: Iterable[tuple[str, int] | Mapping[str, Any]]) -> list[Call]:
@@ -210,6 +221,7 @@ def renew_results(data: Mapping[str, Any], *, sent_at: float) -> list[RenewResul
                 fencing_token=row.get("fencing_token"),
                 sent_at=sent_at,
                 error=None if ok else error_for(code or "protocol_error", status=None, problem=row),
+                hold_reason=_hold(row),
             )
         )
     return results

@@ -17,6 +17,7 @@ from leaseboard_client.errors import (
     LeaseError,
     LeaseReleased,
     LocalJeopardy,
+    OnHold,
     ProtocolError,
 )
 from leaseboard_client.protocol import Grant, RenewResult
@@ -61,6 +62,9 @@ class Standing:
         self.last_ack_sent_at = grant.sent_at
         self.next_renew_at = grant.sent_at + self.interval_s
         self.certainty: str | None = "active"
+        # An operator's hold, as the last renewal (or a refused proposal) said: the lease
+        # stays ours and keeps renewing, but no new effect is proposed (local quiescence).
+        self.hold_reason: str | None = None
         self.consecutive_failures = 0
         self.last_error: LeaseError | None = None
         self._lost: LeaseError | None = None
@@ -112,6 +116,21 @@ class Standing:
                 f"{now - self.last_ack_sent_at:.3f} s ago"
             )
 
+    @property
+    def on_hold(self) -> bool:
+        return self.hold_reason is not None
+
+    def ensure_may_propose(self) -> None:
+        """`ensure()`, and raise OnHold while an operator holds the lease (before any
+        request: the server would refuse it `on_hold`)."""
+        self.ensure()
+        if self.hold_reason is not None:
+            raise OnHold(
+                f"an operator put {self.work_key!r} (epoch {self.epoch}) on hold: "
+                f"{self.hold_reason}; keep renewing, propose nothing until it is released",
+                code="on_hold",
+            )
+
     def _headers(self, token: str | None) -> dict[str, str]:
         """Headers for an outgoing call to a recipient: epoch, work key and `token`, else
         the lease token (which recipients refuse for effects unless configured to accept it).
@@ -132,9 +151,13 @@ class Standing:
     # -- what the server said ---------------------------------------------------------------
 
     def _seen(self, error: LeaseError) -> None:
-        """An answer to any call under this lease: an authoritative refusal ends it."""
+        """An answer to any call under this lease: an authoritative refusal ends it; a hold
+        quiesces it until a renewal says the hold is released."""
         if error.code in TERMINAL_CODES:
             self._lose(error)
+        elif error.code == "on_hold":
+            with self._lock:
+                self.hold_reason = str(error) or "on hold"
 
     def _renewed(
         self,
@@ -143,6 +166,7 @@ class Standing:
         expires_in_ms: int,
         fencing_token: str | None = None,
         certainty: str | None = None,
+        hold_reason: str | None = None,
     ) -> None:
         deadline = self.timing.local_deadline(sent_at=sent_at, expires_in_ms=expires_in_ms)
         with self._lock:
@@ -160,6 +184,8 @@ class Standing:
                 self._token_deadline = deadline
             if certainty:
                 self.certainty = certainty
+            if sent_at >= self.last_ack_sent_at:
+                self.hold_reason = hold_reason  # the newest answer says whether it holds
 
     def _renew_failed(self, error: LeaseError, *, now: float, quiet: bool = False) -> None:
         if error.code in TERMINAL_CODES:
@@ -231,6 +257,7 @@ def apply_results(group: Sequence[Standing], results: list[RenewResult], now: fl
                 sent_at=result.sent_at,
                 expires_in_ms=result.expires_in_ms,
                 fencing_token=result.fencing_token,
+                hold_reason=result.hold_reason,
             )
         else:
             h._renew_failed(result.error or ProtocolError("renew not ok"), now=now)

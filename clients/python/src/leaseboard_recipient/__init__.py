@@ -18,12 +18,14 @@ from leaseboard_recipient.guard import (
 from leaseboard_recipient.notices import EpochNoticeReceiver, signature_valid
 from leaseboard_recipient.online import OnlineAnswer, OnlineChecker
 from leaseboard_recipient.reporter import MemoryReporter, RecipientReporter, Refusal, Reporter
+from leaseboard_recipient.tokens import EffectContent, content_digest
 from leaseboard_recipient.verifier import Decision, TokenVerifier, fetch_jwks, problem_for
 from leaseboard_recipient.wsgi import FencingMiddleware, decide_from_headers
 
 __all__ = [
     "DEFAULT_TABLE",
     "Decision",
+    "EffectContent",
     "EpochGuard",
     "EpochNoticeReceiver",
     "FencingMiddleware",
@@ -39,6 +41,7 @@ __all__ = [
     "Reporter",
     "TokenVerifier",
     "check_in",
+    "content_digest",
     "decide_from_headers",
     "fetch_jwks",
     "problem_for",

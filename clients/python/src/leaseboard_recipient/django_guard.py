@@ -10,6 +10,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from leaseboard_recipient.tokens import EffectContent
 from leaseboard_recipient.verifier import Decision, TokenVerifier, problem_for
 from leaseboard_recipient.wsgi import MUTATING_METHODS, decide_from_headers
 
@@ -28,9 +29,16 @@ def _problem(decision: Decision) -> Any:
 
 
 def fenced(
-    verifier: VerifierSource, *, in_transaction: bool = False, using: str = "default"
+    verifier: VerifierSource,
+    *,
+    in_transaction: bool = False,
+    using: str = "default",
+    describe: Callable[[Any], EffectContent | None] | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorate a recipient view: refuse stale or bad tokens, expose `request.fencing`.
+
+    `describe(request)` says which effect the view executes (kind, target, payload): the
+    token must have been decided on exactly that (`payload_mismatch` otherwise).
 
     With `in_transaction=True` the view runs inside `transaction.atomic(using=...)` and the
     epoch check uses that transaction's cursor (the guard must be a PostgresEpochGuard on
@@ -41,8 +49,9 @@ def fenced(
         @functools.wraps(view)
         def wrapper(request: Any, *args: Any, **kwargs: Any) -> Any:
             active = _resolve(verifier)
+            content = describe(request) if describe is not None else None
             if not in_transaction:
-                decision = decide_from_headers(active, request.headers.get)
+                decision = decide_from_headers(active, request.headers.get, content=content)
                 if not decision.accepted:
                     return _problem(decision)
                 request.fencing = decision.claims
@@ -52,7 +61,9 @@ def fenced(
 
             with transaction.atomic(using=using):
                 with connections[using].cursor() as cursor:
-                    decision = decide_from_headers(active, request.headers.get, cursor=cursor)
+                    decision = decide_from_headers(
+                        active, request.headers.get, cursor=cursor, content=content
+                    )
                 if not decision.accepted:
                     return _problem(decision)
                 request.fencing = decision.claims

@@ -11,6 +11,10 @@ from __future__ import annotations
 import json
 import urllib.request
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the module stays standard library only at run time
+    from leaseboard_recipient.tokens import EffectContent
 
 CHECK_PATH = "/api/v1/fencing/check"
 
@@ -31,10 +35,15 @@ class OnlineChecker:
         self.token = token
         self.timeout_s = timeout_s
 
-    def __call__(self, fencing_token: str) -> OnlineAnswer:
+    def __call__(self, fencing_token: str, content: EffectContent | None = None) -> OnlineAnswer:
+        """Given `content`, Leaseboard also checks it against the token's digest (only the
+        digest is sent)."""
+        question = {"fencing_token": fencing_token}
+        if content is not None:
+            question["digest"] = content.digest
         request = urllib.request.Request(
             self.url,
-            data=json.dumps({"fencing_token": fencing_token}).encode(),
+            data=json.dumps(question).encode(),
             method="POST",
             headers={
                 "Authorization": f"Bearer {self.token}",

@@ -19,7 +19,16 @@ log = logging.getLogger(__name__)
 
 REPORT_PATH = "/api/v1/recipient-reports"
 REASONS = frozenset(
-    {"stale_epoch", "forged", "expired", "unknown_key", "wrong_work", "malformed", "no_effect"}
+    {
+        "stale_epoch",
+        "forged",
+        "expired",
+        "unknown_key",
+        "wrong_work",
+        "malformed",
+        "no_effect",
+        "payload_mismatch",
+    }
 )
 # Enough to identify the token (payload claims) without storing attacker-sized blobs.
 TOKEN_REPORT_CHARS = 512

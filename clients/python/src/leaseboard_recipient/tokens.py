@@ -35,8 +35,52 @@ SIGNATURE_BYTES = 64
 KEY_BYTES = 32
 
 INVALID_TOKEN_CODES = frozenset(
-    {"forged", "expired", "unknown_key", "wrong_work", "malformed", "stale_epoch", "no_effect"}
+    {
+        "forged",
+        "expired",
+        "unknown_key",
+        "wrong_work",
+        "malformed",
+        "stale_epoch",
+        "no_effect",
+        "payload_mismatch",
+    }
 )
+DIGEST_PREFIX = "sha256:"
+DIGEST_CHARS = len(DIGEST_PREFIX) + 64
+
+
+def canonical_json(value: Any) -> bytes:
+    """The one spelling of a JSON value: sorted keys, no whitespace, UTF-8 (non-ASCII kept
+    as itself, not escaped). Raises ValueError for what JSON cannot say (NaN, sets...)."""
+    try:
+        text = json.dumps(
+            value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        )
+    except TypeError as exc:
+        raise ValueError(f"not JSON: {exc}") from None
+    return text.encode("utf-8")
+
+
+def content_digest(kind: str, target: str, payload: Any) -> str:
+    """What an effect token was decided on: "sha256:" + the hex SHA-256 of the canonical
+    JSON of {"kind", "payload", "target"}. A missing payload is the empty object."""
+    body = {"kind": kind, "target": target, "payload": {} if payload is None else payload}
+    return DIGEST_PREFIX + hashlib.sha256(canonical_json(body)).hexdigest()
+
+
+@dataclass(frozen=True)
+class EffectContent:
+    """The request a recipient is about to execute, as the effect was proposed: its kind,
+    its target and its payload (a JSON value; None is the empty object)."""
+
+    kind: str
+    target: str
+    payload: Any = None
+
+    @property
+    def digest(self) -> str:
+        return content_digest(self.kind, self.target, self.payload)
 
 
 @dataclass(frozen=True)
@@ -49,14 +93,18 @@ class FencingClaims:
     expires_at_ms: int
     kid: str
     effect_id: str | None = None  # set when the token authorizes one effect
+    # content_digest() of the effect's kind, target and payload: what was decided on.
+    digest: str | None = None
 
 
 class InvalidToken(Exception):
     """A token a recipient must refuse; `code` is stable and machine-readable.
 
     Codes: forged, expired, unknown_key, wrong_work, malformed, stale_epoch (only when
-    `verify_token(min_epoch=...)` is used) and no_effect (a lease token, which names no
-    effect, offered where `verify_token(require_effect=True)` asks for an effect's).
+    `verify_token(min_epoch=...)` is used), no_effect (a lease token, which names no
+    effect, offered where `verify_token(require_effect=True)` asks for an effect's) and
+    payload_mismatch (the request differs from what the token was decided on, or the
+    token binds no content where `verify_token(content=...)` asks for it).
     """
 
     def __init__(self, code: str, detail: str = "") -> None:
@@ -109,6 +157,8 @@ def _payload(claims: FencingClaims) -> dict[str, Any]:
     body = asdict(claims)
     if body["effect_id"] is None:
         del body["effect_id"]  # keep lease tokens short; absence means "not effect-bound"
+    if body["digest"] is None:
+        del body["digest"]  # lease tokens, and effect tokens issued before content binding
     body["v"] = TOKEN_VERSION
     return body
 
@@ -127,6 +177,13 @@ def _check_claim_types(claims: FencingClaims) -> None:
         not isinstance(claims.effect_id, str) or not claims.effect_id
     ):
         raise ValueError("effect_id must be a non-empty string or None")
+    if claims.digest is not None and (
+        not isinstance(claims.digest, str)
+        or len(claims.digest) != DIGEST_CHARS
+        or not claims.digest.startswith(DIGEST_PREFIX)
+        or claims.digest[len(DIGEST_PREFIX) :].strip("0123456789abcdef")
+    ):
+        raise ValueError("digest must be 'sha256:' and 64 hex digits, or None")
 
 
 def sign_token(claims: FencingClaims, *, private_key_raw: bytes) -> str:
@@ -196,9 +253,11 @@ def verify_token(
     work_key: str | None = None,
     min_epoch: int | None = None,
     require_effect: bool = False,
+    content: EffectContent | None = None,
 ) -> FencingClaims:
-    """Verify signature, expiry and (optionally) work key, epoch floor and that the token
-    authorizes one effect; return the claims.
+    """Verify signature, expiry and (optionally) work key, epoch floor, that the token
+    authorizes one effect and that `content` is exactly what it was decided on; return the
+    claims.
 
     Order matters: the signature is checked before any claim is trusted, so a forged token
     is reported as forged even if it also claims to be expired or for another work item.
@@ -229,7 +288,31 @@ def verify_token(
             f"a lease token (epoch {claims.epoch}) proves standing but authorizes no effect; "
             "send the token of the effect's authorization",
         )
+    if content is not None:
+        content_checked(claims, content)
     return claims
+
+
+def content_checked(claims: FencingClaims, content: EffectContent) -> None:
+    """Raise payload_mismatch unless the token was decided on exactly this kind, target and
+    payload. A token that binds no content (a lease token; an effect token issued before
+    content binding) cannot vouch for any request, so it is refused too."""
+    if claims.digest is None:
+        raise InvalidToken(
+            "payload_mismatch",
+            "the token binds no effect content (a lease token, or one issued before content "
+            "binding); propose the effect again",
+        )
+    try:
+        digest = content.digest
+    except ValueError as exc:
+        raise InvalidToken("payload_mismatch", f"the request is not JSON: {exc}") from None
+    if digest != claims.digest:
+        raise InvalidToken(
+            "payload_mismatch",
+            f"the request ({content.kind} on {content.target!r}, {digest}) is not what the "
+            f"token was decided on ({claims.digest}); a changed effect is a new proposal",
+        )
 
 
 def jwks(public_keys: Mapping[str, bytes]) -> dict[str, Any]:

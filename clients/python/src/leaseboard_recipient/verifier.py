@@ -19,6 +19,7 @@ from leaseboard_recipient.guard import EpochGuard, GuardResult
 from leaseboard_recipient.online import OnlineAnswer
 from leaseboard_recipient.reporter import Refusal, Reporter
 from leaseboard_recipient.tokens import (
+    EffectContent,
     FencingClaims,
     InvalidToken,
     public_keys_from_jwks,
@@ -40,7 +41,8 @@ class Decision:
     """The recipient's answer to one effect: accepted with claims, or refused with a code."""
 
     accepted: bool
-    # stale_epoch | forged | expired | unknown_key | wrong_work | malformed | no_effect, or
+    # stale_epoch | forged | expired | unknown_key | wrong_work | malformed | no_effect |
+    # payload_mismatch (the request is not what the token was decided on), or
     # from the online check: lease_expired | lease_released | lease_revoked | not_found |
     # unavailable (the check could not be asked: refused, fail closed)
     code: str | None = None
@@ -78,6 +80,12 @@ class TokenVerifier:
     within the server's LEASEBOARD_FENCING_SKEW_MS, the time successors wait for it.
     `online` (an OnlineChecker) asks Leaseboard whether the standing is still current
     before the epoch guard runs, for effects that cannot be undone.
+
+    Pass the request about to be executed as `content=EffectContent(kind, target,
+    payload)`: the token's digest must match it, so an approval of 100.00 cannot carry
+    900.00 (`payload_mismatch`). `require_content=True` refuses every check that does not
+    say what it executes (recommended; the default keeps recipients written before content
+    binding working on epoch fencing alone).
     """
 
     def __init__(
@@ -96,6 +104,7 @@ class TokenVerifier:
         monotonic: Callable[[], float] = time.monotonic,
         accept_lease_tokens: bool = False,
         online: Callable[[str], OnlineAnswer] | None = None,
+        require_content: bool = False,
     ) -> None:
         if public_keys is None and jwks_url is None:
             raise ValueError("give public_keys or jwks_url")
@@ -111,6 +120,7 @@ class TokenVerifier:
         self.min_refresh_interval_s = min_refresh_interval_s
         self.accept_lease_tokens = accept_lease_tokens
         self.online = online
+        self.require_content = require_content
         self._fetch = fetch or (lambda url: fetch_jwks(url, bearer=jwks_bearer))
         self._monotonic = monotonic
         self._static_keys: dict[str, bytes] = dict(public_keys or {})
@@ -147,8 +157,11 @@ class TokenVerifier:
             self._keys = {**self._static_keys, **keys}
         return True
 
-    def verify(self, token: str, *, work_key: str | None = None) -> FencingClaims:
-        """Verify a token offline; raises InvalidToken. Fetches keys on first use/unknown kid."""
+    def verify(
+        self, token: str, *, work_key: str | None = None, content: EffectContent | None = None
+    ) -> FencingClaims:
+        """Verify a token offline (and, given `content`, that it was decided on exactly that
+        request); raises InvalidToken. Fetches keys on first use/unknown kid."""
         if not self._keys and self.jwks_url is not None:
             # Concurrent first requests wait for the one first fetch instead of verifying
             # against no keys (they were refused as unknown_key while it was in flight).
@@ -157,7 +170,15 @@ class TokenVerifier:
                     self.refresh_keys(force=True)
         now_ms = self.clock_ms() - self.leeway_ms
         keys = self._keys
-        rules = {"work_key": work_key, "require_effect": not self.accept_lease_tokens}
+        if content is None and self.require_content:
+            raise InvalidToken(
+                "payload_mismatch", "this recipient checks content: say what is executed"
+            )
+        rules = {
+            "work_key": work_key,
+            "require_effect": not self.accept_lease_tokens,
+            "content": content,
+        }
         try:
             return verify_token(token, public_keys=keys, now_ms=now_ms, **rules)  # type: ignore[arg-type]
         except InvalidToken as exc:
@@ -169,13 +190,24 @@ class TokenVerifier:
         return verify_token(token, public_keys=self._keys, now_ms=now_ms, **rules)  # type: ignore[arg-type]
 
     def check(
-        self, token: str | None, *, work_key: str | None, epoch: int | None = None
+        self,
+        token: str | None,
+        *,
+        work_key: str | None,
+        epoch: int | None = None,
+        content: EffectContent | None = None,
     ) -> Decision:
         """Verify then guard with `guard.check_and_advance`; reports and returns refusals."""
-        return self._decide(token, work_key, epoch, self._guard_check)
+        return self._decide(token, work_key, epoch, self._guard_check, content)
 
     def check_in(
-        self, cursor: Any, token: str | None, *, work_key: str | None, epoch: int | None = None
+        self,
+        cursor: Any,
+        token: str | None,
+        *,
+        work_key: str | None,
+        epoch: int | None = None,
+        content: EffectContent | None = None,
     ) -> Decision:
         """Like `check`, but the epoch check runs in the caller's transaction via `cursor`.
 
@@ -185,7 +217,9 @@ class TokenVerifier:
         guard_check_in = getattr(self.guard, "check_in", None)
         if guard_check_in is None:
             raise TypeError("check_in needs a guard with check_in(cursor, …), e.g. Postgres")
-        return self._decide(token, work_key, epoch, lambda k, e: guard_check_in(cursor, k, e))
+        return self._decide(
+            token, work_key, epoch, lambda k, e: guard_check_in(cursor, k, e), content
+        )
 
     def _guard_check(self, work_key: str, epoch: int) -> GuardResult:
         if self.guard is None:
@@ -198,6 +232,7 @@ class TokenVerifier:
         work_key: str | None,
         epoch: int | None,
         guard_check: Callable[[str, int], GuardResult],
+        content: EffectContent | None = None,
     ) -> Decision:
         if not token:
             # No claim of standing at all: refuse, but there is nothing worth reporting.
@@ -209,7 +244,7 @@ class TokenVerifier:
                 detail="missing fencing token",
             )
         try:
-            claims = self.verify(token, work_key=work_key)
+            claims = self.verify(token, work_key=work_key, content=content)
         except InvalidToken as exc:
             said = unverified_claims(token)
             return self._refuse(
@@ -358,4 +393,5 @@ _TOKEN_TITLES = {
     "unknown_key": "The fencing token was signed with an unknown key",
     "wrong_work": "The fencing token is for another work item",
     "malformed": "The fencing token is missing or malformed",
+    "payload_mismatch": "The request is not the effect the token was decided on",
 }

@@ -11,6 +11,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from leaseboard_recipient.tokens import EffectContent
 from leaseboard_recipient.verifier import Decision, TokenVerifier, problem_for
 
 TOKEN_HEADER = "X-Fencing-Token"
@@ -25,9 +26,15 @@ def _environ_name(header: str) -> str:
 
 
 def decide_from_headers(
-    verifier: TokenVerifier, get: Callable[[str], str | None], *, cursor: Any = None
+    verifier: TokenVerifier,
+    get: Callable[[str], str | None],
+    *,
+    cursor: Any = None,
+    content: EffectContent | None = None,
 ) -> Decision:
-    """Run the fence for one request, given a header getter; shared by WSGI and Django."""
+    """Run the fence for one request, given a header getter; shared by WSGI and Django.
+    `content` is the effect the request executes (kind, target, payload), checked against
+    the token's digest."""
     token = get(TOKEN_HEADER)
     work_key = get(WORK_KEY_HEADER) or None
     raw_epoch = get(EPOCH_HEADER)
@@ -45,8 +52,8 @@ def decide_from_headers(
                 detail=f"{EPOCH_HEADER} must be a non-negative integer",
             )
     if cursor is not None:
-        return verifier.check_in(cursor, token, work_key=work_key, epoch=epoch)
-    return verifier.check(token, work_key=work_key, epoch=epoch)
+        return verifier.check_in(cursor, token, work_key=work_key, epoch=epoch, content=content)
+    return verifier.check(token, work_key=work_key, epoch=epoch, content=content)
 
 
 def problem_response(decision: Decision) -> tuple[int, list[tuple[str, str]], bytes]:
@@ -66,7 +73,9 @@ class FencingMiddleware:
     """Wrap a WSGI app: fenced requests reach it only with a valid, current epoch.
 
     `applies(environ)` selects fenced requests (default: mutating methods). Accepted claims
-    are put in `environ["leaseboard.fencing"]`.
+    are put in `environ["leaseboard.fencing"]`. `describe(environ)` says which effect a
+    request executes (an EffectContent; None: not known), checked against the token's
+    digest; it may read the body only if it puts it back in `wsgi.input`.
     """
 
     def __init__(
@@ -75,8 +84,10 @@ class FencingMiddleware:
         *,
         verifier: TokenVerifier,
         applies: Callable[[Mapping[str, Any]], bool] | None = None,
+        describe: Callable[[dict[str, Any]], EffectContent | None] | None = None,
     ) -> None:
         self.app = app
+        self.describe = describe
         self.verifier = verifier
         self.applies = applies or (
             lambda environ: environ.get("REQUEST_METHOD") in MUTATING_METHODS
@@ -87,7 +98,10 @@ class FencingMiddleware:
     ) -> Iterable[bytes]:
         if not self.applies(environ):
             return self.app(environ, start_response)
-        decision = decide_from_headers(self.verifier, lambda h: environ.get(_environ_name(h)))
+        content = self.describe(environ) if self.describe is not None else None
+        decision = decide_from_headers(
+            self.verifier, lambda h: environ.get(_environ_name(h)), content=content
+        )
         if not decision.accepted:
             status, headers, payload = problem_response(decision)
             start_response(f"{status} {_REASONS[status]}", headers)

@@ -34,11 +34,12 @@ class Renewal:
     epoch: int
     certainty: str
     expires_in_ms: int
+    hold_reason: str = ""  # an operator's hold: renewals go on, new effects are refused
 
 
 def _renew_fast(
     pairs: list[tuple[uuid.UUID, int]], executor_id: int
-) -> dict[uuid.UUID, tuple[int, int]]:
+) -> dict[uuid.UUID, tuple[int, int, str]]:
     params: list[Any] = []
     for lease_id, epoch in pairs:
         params.extend([Lease._meta.pk.get_db_prep_value(lease_id, connection), epoch])
@@ -46,10 +47,10 @@ def _renew_fast(
     with connection.cursor() as cursor:
         cursor.execute(sql.lease_renew(connection.vendor, len(pairs)), params)
         rows = cursor.fetchall()
-    out: dict[uuid.UUID, tuple[int, int]] = {}
-    for raw_id, epoch, expires_in in rows:
+    out: dict[uuid.UUID, tuple[int, int, str]] = {}
+    for raw_id, epoch, expires_in, hold_reason in rows:
         lease_id = raw_id if isinstance(raw_id, uuid.UUID) else uuid.UUID(str(raw_id))
-        out[lease_id] = (int(epoch), int(expires_in))
+        out[lease_id] = (int(epoch), int(expires_in), hold_reason or "")
     return out
 
 
@@ -92,7 +93,7 @@ def _renew_slow(*, lease_id: uuid.UUID, executor: Executor, epoch: int) -> Renew
             detail={"gap_ms": gap},
         )
         alerts_resolve(lease=lease, kind=Alert.Kind.JEOPARDY, now_ms=now)
-    return Renewal(lease.id, lease.epoch, Certainty.ACTIVE.value, expires - now)
+    return Renewal(lease.id, lease.epoch, Certainty.ACTIVE.value, expires - now, lease.hold_reason)
 
 
 def lease_renew(*, lease_id: Any, executor: Executor, epoch: int) -> Renewal:
@@ -101,8 +102,8 @@ def lease_renew(*, lease_id: Any, executor: Executor, epoch: int) -> Renewal:
     # A single autocommit statement is already atomic; no BEGIN/COMMIT round trips needed.
     hit = _renew_fast([(lid, epoch)], executor.id)
     if lid in hit:
-        got_epoch, expires_in = hit[lid]
-        return Renewal(lid, got_epoch, Certainty.ACTIVE.value, expires_in)
+        got_epoch, expires_in, hold_reason = hit[lid]
+        return Renewal(lid, got_epoch, Certainty.ACTIVE.value, expires_in, hold_reason)
     return _renew_slow(lease_id=lid, executor=executor, epoch=epoch)
 
 
@@ -114,6 +115,8 @@ class BatchResult:
     epoch: int | None = None
     expires_in_ms: int | None = None
     detail: str | None = None
+    on_hold: bool = False
+    hold_reason: str | None = None
 
 
 def lease_renew_many(*, executor: Executor, items: list[tuple[Any, int]]) -> list[BatchResult]:
@@ -137,8 +140,17 @@ def lease_renew_many(*, executor: Executor, items: list[tuple[Any, int]]) -> lis
     results: list[BatchResult] = []
     for raw, lid, epoch in parsed:
         if lid is not None and lid in hits and hits[lid][0] == epoch:
-            got_epoch, expires_in = hits[lid]
-            results.append(BatchResult(raw, True, epoch=got_epoch, expires_in_ms=expires_in))
+            got_epoch, expires_in, hold = hits[lid]
+            results.append(
+                BatchResult(
+                    raw,
+                    True,
+                    epoch=got_epoch,
+                    expires_in_ms=expires_in,
+                    on_hold=bool(hold),
+                    hold_reason=hold or None,
+                )
+            )
             continue
         if lid is None:
             results.append(BatchResult(raw, False, code="not_found", detail="not a lease id"))
@@ -148,9 +160,14 @@ def lease_renew_many(*, executor: Executor, items: list[tuple[Any, int]]) -> lis
             continue
         try:
             renewal = _renew_slow(lease_id=lid, executor=executor, epoch=epoch)
-            hits[lid] = (renewal.epoch, renewal.expires_in_ms)
+            hits[lid] = (renewal.epoch, renewal.expires_in_ms, renewal.hold_reason)
             result = BatchResult(
-                raw, True, epoch=renewal.epoch, expires_in_ms=renewal.expires_in_ms
+                raw,
+                True,
+                epoch=renewal.epoch,
+                expires_in_ms=renewal.expires_in_ms,
+                on_hold=bool(renewal.hold_reason),
+                hold_reason=renewal.hold_reason or None,
             )
         except LeaseboardError as exc:
             result = BatchResult(raw, False, code=exc.code, detail=exc.detail)
