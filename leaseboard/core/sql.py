@@ -15,6 +15,7 @@ from django.conf import settings
 
 from leaseboard.core.models.executors import Executor
 from leaseboard.core.models.leases import RENEWAL_SLOT, RENEWAL_WINDOW, Lease
+from leaseboard.core.models.work import WorkItem
 from leaseboard.domain.certainty import Certainty
 from leaseboard_recipient.guard import upsert_sql as recipient_guard_upsert_sql
 
@@ -152,3 +153,67 @@ def epoch_mark_upsert(vendor: str, table: str) -> str:
             "WHERE mark.high_water <= excluded.high_water RETURNING high_water"
         )
     raise _unsupported(vendor)
+
+
+def _insert_columns(model: type, vendor: str) -> tuple[list[str], list[str]]:
+    """A model's concrete columns but an auto-increment key, and a typed placeholder for
+    each (an INSERT … SELECT gives untyped literals no column type to take)."""
+    from django.db import connections
+
+    conn = connections["default"]
+    columns, placeholders = [], []
+    for field in model._meta.concrete_fields:
+        if field.primary_key and field.get_internal_type() in {"AutoField", "BigAutoField"}:
+            continue
+        columns.append(field.column)
+        cast = field.cast_db_type(conn) if vendor == POSTGRESQL else None
+        placeholders.append(f"CAST(%s AS {cast})" if cast else "%s")
+    return columns, placeholders
+
+
+def lease_grant(vendor: str) -> list[str]:
+    """A grant's writes — the holder's `is_active` read under a share lock (see
+    executor_active_shared), the work item's epoch raised, the lease and its `granted`
+    event inserted — in one statement on PostgreSQL (SQLite: four, in its IMMEDIATE
+    transaction that already serializes every writer). Nothing is written unless the
+    holder is active, or when it is not an agent.
+
+    Parameters, in order over the statements: executor id, whether to require it active,
+    the new epoch, the work item id, then every insert column of the lease, then every
+    insert column of the event (`grant_columns`). The last statement returns one row when
+    the grant was made, none when the holder is deactivated."""
+    from leaseboard.core.models.leases import LeaseEvent
+
+    table, item_table = Lease._meta.db_table, WorkItem._meta.db_table
+    lease_cols, lease_vals = _insert_columns(Lease, vendor)
+    event_cols, event_vals = _insert_columns(LeaseEvent, vendor)
+    executors = Executor._meta.db_table
+    if vendor == POSTGRESQL:
+        return [
+            f"WITH a AS (SELECT id FROM {executors} WHERE id = %s AND (is_active OR NOT %s) "
+            f"FOR SHARE), "
+            f"w AS (UPDATE {item_table} SET epoch = %s WHERE id = %s "
+            f"AND EXISTS (SELECT 1 FROM a) RETURNING id), "
+            f"l AS (INSERT INTO {table} ({', '.join(lease_cols)}) "
+            f"SELECT {', '.join(lease_vals)} FROM w RETURNING id) "
+            f"INSERT INTO {LeaseEvent._meta.db_table} ({', '.join(event_cols)}) "
+            f"SELECT {', '.join(event_vals)} FROM l RETURNING id"
+        ]
+    if vendor == SQLITE:
+        return [
+            f"SELECT id FROM {executors} WHERE id = %s AND (is_active OR NOT %s)",
+            f"UPDATE {item_table} SET epoch = %s WHERE id = %s",
+            f"INSERT INTO {table} ({', '.join(lease_cols)}) VALUES ({', '.join(lease_vals)})",
+            f"INSERT INTO {LeaseEvent._meta.db_table} ({', '.join(event_cols)}) "
+            f"VALUES ({', '.join(event_vals)}) RETURNING id",
+        ]
+    raise _unsupported(vendor)
+
+
+def grant_columns(model: type) -> list[str]:
+    """The attribute names whose values fill `lease_grant`'s insert columns of `model`."""
+    return [
+        f.attname
+        for f in model._meta.concrete_fields
+        if not (f.primary_key and f.get_internal_type() in {"AutoField", "BigAutoField"})
+    ]
