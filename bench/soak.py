@@ -286,7 +286,9 @@ def report(args, procs, tmp, samples, started_ms, ended_ms):  # type: ignore[no-
         "alerts": len(alert_lag), "alert_latency_p99_ms": pct(alert_lag, 0.99),
         "held_at_start": sum(a.get("held_at_start", 0) for a in agents),
         "held_at_end": sum(a.get("held_at_end", 0) for a in agents),
-        "errors": dict(errors), "errors_total": sum(errors.values()),
+        "errors": dict(errors),
+        "errors_total": sum(n for k, n in errors.items() if not k.startswith("warm-up")),
+        "warm_up_retries": sum(n for k, n in errors.items() if k.startswith("warm-up")),
         "load_average": os.getloadavg()[0], "memory": memory,
     }  # fmt: skip
     print(
@@ -299,7 +301,7 @@ def report(args, procs, tmp, samples, started_ms, ended_ms):  # type: ignore[no-
         "renewals_per_s", "batches_per_s", "renew_p50_ms", "renew_p99_ms", "effects_per_s",
         "effect_p50_ms", "effect_p99_ms", "abandoned", "expired_alerts", "sweep_lag_p50_ms",
         "sweep_lag_p99_ms", "alerts", "alert_latency_p99_ms", "held_at_start", "held_at_end",
-        "errors_total",
+        "warm_up_retries", "errors_total",
     ):  # fmt: skip
         value = figures[key]
         print(f"| {key} | {value:,.1f} |" if isinstance(value, float) else f"| {key} | {value} |")

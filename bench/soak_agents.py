@@ -65,7 +65,7 @@ async def run(args: argparse.Namespace) -> None:
     spare = [f"{args.prefix}-x{i}" for i in range(args.spare)]
     async with AsyncClient(args.url, args.token) as client:
         holdings = []
-        gate = asyncio.Semaphore(16)
+        gate = asyncio.Semaphore(8)
 
         def lost(holding: Any, error: LeaseError) -> None:
             stats["lost"] += 1
@@ -74,7 +74,7 @@ async def run(args: argparse.Namespace) -> None:
 
         async def hold(key: str) -> None:
             async with gate:
-                for attempt in range(5):
+                for attempt in range(10):
                     try:
                         holdings.append(await client.hold(key, on_lost=lost))
                         return

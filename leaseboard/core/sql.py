@@ -116,21 +116,13 @@ def lease_versions_unchanged(vendor: str, n_rows: int) -> str:
     """The ids of leases whose stored version still equals the one given: the sweep's
     compare-and-set check between its claim and its write.
 
-    Parameters per row: lease id, state, epoch, renewed_at_ms, expires_at_ms, due_at_ms."""
-    if vendor == POSTGRESQL:
-        rows = ", ".join(
-            ["(%s::uuid, %s, %s::bigint, %s::bigint, %s::bigint, %s::bigint)"] * n_rows
-        )
-        versions = f"(VALUES {rows}) AS v(id, state, epoch, renewed, expires, due)"
-        columns = ("v.id", "v.state", "v.epoch", "v.renewed", "v.expires", "v.due")
-    elif vendor == SQLITE:
-        rows = ", ".join(["(%s, %s, %s, %s, %s, %s)"] * n_rows)
-        versions = f"(VALUES {rows}) AS v"  # columns column1 … column6
-        columns = tuple(f"v.column{i}" for i in range(1, 7))
-    else:
-        raise _unsupported(vendor)
+    Parameters: `rows_params` of rows (lease id, state, epoch, renewed_at_ms,
+    expires_at_ms, due_at_ms)."""
+    names = ["id", "state", "epoch", "renewed", "expires", "due"]
+    types = ["uuid", "text", "bigint", "bigint", "bigint", "bigint"]
+    versions = rows_source(vendor, types, n_rows, names)
     stored = ("l.id", "l.state", "l.epoch", "l.renewed_at_ms", "l.expires_at_ms", "l.due_at_ms")
-    match = " AND ".join(f"{a} = {b}" for a, b in zip(stored, columns, strict=True))
+    match = " AND ".join(f"{a} = v.{b}" for a, b in zip(stored, names, strict=True))
     return f"SELECT l.id FROM {Lease._meta.db_table} l JOIN {versions} ON {match}"
 
 
@@ -217,3 +209,29 @@ def grant_columns(model: type) -> list[str]:
         for f in model._meta.concrete_fields
         if not (f.primary_key and f.get_internal_type() in {"AutoField", "BigAutoField"})
     ]
+
+
+def rows_source(vendor: str, types: list[str], n_rows: int, names: list[str]) -> str:
+    """A row source (for FROM or INSERT … SELECT) of `n_rows` rows whose columns are
+    `names`, of PostgreSQL `types`. PostgreSQL: one array parameter per column, unnested,
+    so a batch of 500 rows is a handful of parameters instead of thousands to interpolate
+    and parse; SQLite: a VALUES list, a parameter per value. Build the parameters with
+    `rows_params`."""
+    if vendor == POSTGRESQL:
+        arrays = ", ".join(f"%s::{t}[]" for t in types)
+        return f"unnest({arrays}) AS v({', '.join(names)})"
+    if vendor == SQLITE:
+        row = "(" + ", ".join(["%s"] * len(types)) + ")"
+        values = ", ".join([row] * n_rows)
+        selected = ", ".join(f"column{i + 1} AS {name}" for i, name in enumerate(names))
+        return f"(SELECT {selected} FROM (VALUES {values})) AS v"
+    raise _unsupported(vendor)
+
+
+def rows_params(vendor: str, rows: list[list[object]]) -> list[object]:
+    """The parameters of `rows_source` for these rows (each a list of column values)."""
+    if vendor == POSTGRESQL:
+        return [list(column) for column in zip(*rows, strict=True)] if rows else []
+    if vendor == SQLITE:
+        return [value for row in rows for value in row]
+    raise _unsupported(vendor)

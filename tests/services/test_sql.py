@@ -39,7 +39,7 @@ COVERED = {
     "executor_active_shared",
     "lease_grant",
 }
-HELPERS = {"literal", "grant_columns"}
+HELPERS = {"literal", "grant_columns", "rows_source", "rows_params"}
 # Parents first. Executor has a user link, so SQLite (foreign keys on) needs auth's tables.
 TABLES = (
     ContentType, Permission, Group, User, Queue, WorkItem, Executor, Lease, LeaseEvent, EpochMark
@@ -296,9 +296,8 @@ def test_lease_versions_unchanged_returns_only_leases_still_as_read(conn):
             swept.due_at_ms,
         ),  # fmt: skip
     }
-    params: list[Any] = []
-    for lid, version in as_read.items():
-        params += [lease_id(conn, lid), *version]
+    versions = [[lease_id(conn, lid), *version] for lid, version in as_read.items()]
+    params = sql.rows_params(conn.vendor, versions)
     rows = fetch(conn, sql.lease_versions_unchanged(conn.vendor, len(as_read)), params)
     assert {Lease._meta.pk.to_python(row[0]) for row in rows} == {same.id}
 
