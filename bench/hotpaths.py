@@ -5,8 +5,9 @@ machine. Optionally beside other servers on the same database in the same rounds
 
 - `--before DIR`: an older tree served the same way (e.g. main:
   `git archive main | tar -x -C DIR`), for before/after figures from one run;
-- `--variant NAME:VAR=VALUE,...`: this tree with environment overrides (e.g.
-  `nolane:LEASEBOARD_API_LANE=false`).
+- `--variant NAME:VAR=VALUE,...[@WORKERS:CLASS:THREADS]`: this tree with environment
+  overrides (e.g. `nolane:LEASEBOARD_API_LANE=false`) and/or its own gunicorn workers
+  (e.g. `gthread:@2:gthread:4`, `sync4:@4:sync:0`).
 
 Prints each measurement and, per path and server, the median rate and p99 over the rounds
 and the median of the per-round ratios to the bare anchor. `make bench` stays the one
@@ -87,11 +88,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     say(f"{len(leases)} leases held, {len(free)} free items")
 
-    def serve(app: str, env: dict[str, str], cwd: Path | None = None) -> Server:
+    def serve(app: str, env: dict[str, str], cwd: Path | None = None, gunicorn: str = "") -> Server:
         extra = {"cwd": cwd} if cwd else {}
+        workers, worker_class, threads = args.workers, args.worker_class, args.threads
+        if gunicorn:
+            w, worker_class, t = gunicorn.split(":")
+            workers, threads = int(w), int(t)
         return start_gunicorn(
-            app, env=env, workers=args.workers, worker_class=args.worker_class,
-            threads=args.threads, extra=("--backlog", "2048"), **extra,
+            app, env=env, workers=workers, worker_class=worker_class,
+            threads=threads, extra=("--backlog", "2048"), **extra,
         )  # fmt: skip
 
     servers: dict[str, Server] = {}
@@ -105,9 +110,11 @@ def main(argv: list[str] | None = None) -> int:
             servers["before"] = serve("leaseboard.wsgi:application", env, args.before)
         servers["api"] = serve("leaseboard.wsgi:application", api_env)
         for spec in args.variant:
+            spec, _, gunicorn = spec.partition("@")
             name, _, pairs = spec.partition(":")
             over = dict(kv.split("=", 1) for kv in pairs.split(",") if kv)
-            servers[name] = serve("leaseboard.wsgi:application", {**api_env, **over})
+            env = {**api_env, **over}
+            servers[name] = serve("leaseboard.wsgi:application", env, gunicorn=gunicorn)
         results = rounds(args, paths, servers, ctx, leases, free)
     finally:
         for server in servers.values():
