@@ -81,6 +81,15 @@ def rss_kb(pid: int) -> int:
     return 0
 
 
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds a process has used."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 def group_pids(pgid: int) -> list[int]:
     pids = []
     for entry in Path("/proc").iterdir():
@@ -236,13 +245,13 @@ def wait_ready(tmp: Path, procs: int, groups: dict[str, object]) -> None:
 
 def sample_rss(groups, seconds, every, tmp, procs):  # type: ignore[no-untyped-def]
     """RSS (kB) of every process of every group, every `every` seconds while agents run."""
-    samples: list[tuple[float, dict[str, int]]] = []
+    samples: list[tuple[float, dict[str, tuple[int, float]]]] = []
     t0 = time.time()
     while time.time() - t0 < seconds + 30:
         row = {}
         for name, proc in groups.items():
             for pid in group_pids(proc.pid):  # type: ignore[attr-defined]
-                row[f"{name}/{pid}"] = rss_kb(pid)
+                row[f"{name}/{pid}"] = (rss_kb(pid), cpu_s(pid))
         samples.append((time.time() - t0, row))
         if all((tmp / f"agents{i}.json").exists() for i in range(procs)):
             break
@@ -307,22 +316,27 @@ def report(args, procs, tmp, samples, started_ms, ended_ms):  # type: ignore[no-
         print(f"| {key} | {value:,.1f} |" if isinstance(value, float) else f"| {key} | {value} |")
     if errors:
         print(f"\nerrors: {dict(errors)}")
-    print("\n| process | RSS first MB | RSS last MB | change |\n|---|---|---|---|")
-    for name, (first, last) in memory.items():
+    print(
+        "\n| process | RSS first MB | RSS last MB | change | CPU (% of a core) |\n"
+        "|---|---|---|---|---|"
+    )
+    for name, (first, last, cpu, span) in memory.items():
         change = (last - first) / first * 100 if first else 0.0
-        print(f"| {name} | {first / 1024:.0f} | {last / 1024:.0f} | {change:+.1f}% |")
+        busy = cpu / span * 100 if span else 0.0
+        print(f"| {name} | {first / 1024:.0f} | {last / 1024:.0f} | {change:+.1f}% | {busy:.0f}% |")
     return figures
 
 
-def rss_table(samples) -> dict[str, tuple[int, int]]:  # type: ignore[no-untyped-def]
-    """Per process: RSS at the first sample taken while measuring and at its last one
-    (an agent process has exited by the final sample)."""
-    out: dict[str, tuple[int, int]] = {}
-    for _, row in samples:
-        for name, kb in row.items():
+def rss_table(samples) -> dict[str, tuple[int, int, float, float]]:  # type: ignore[no-untyped-def]
+    """Per process: RSS at the first sample taken while measuring and at its last one (an
+    agent process has exited by the final sample), and the CPU seconds between them over
+    the seconds between them."""
+    out: dict[str, tuple[int, int, float, float]] = {}
+    for at, row in samples:
+        for name, (kb, cpu) in row.items():
             if kb:
-                first = out.get(name, (kb, kb))[0]
-                out[name] = (first, kb)
+                first_kb, _, first_cpu, first_at = out.get(name, (kb, kb, cpu, at))
+                out[name] = (first_kb, kb, cpu - first_cpu, at - first_at)
     return dict(sorted(out.items()))
 
 
