@@ -62,7 +62,7 @@ def main() -> None:
             )
         if due:
             bulk_leases(
-                due, prefix="due-", holder=holder, jeopardy_in_ms=-100, expires_in_ms=60_000
+                due, prefix="due-", holder=holder, jeopardy_in_ms=-100, expires_in_ms=900_000
             )
         with connection.cursor() as cur:
             cur.execute("ANALYZE core_lease")
