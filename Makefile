@@ -1,5 +1,5 @@
 # Shortcuts; each calls dev.py, which needs only Python 3.11+.
-.PHONY: demo test bench lint chaos
+.PHONY: demo test bench lint chaos soak
 demo:
 	python3 dev.py demo
 test:
@@ -10,3 +10,6 @@ bench:
 	.venv/bin/python bench/run_all.py
 chaos:
 	.venv/bin/python -m bench.chaos
+# A fleet across nodes (bench/soak.py): SOAK_ARGS="--agents 2000 --seconds 180" for a small machine.
+soak:
+	.venv/bin/python bench/soak.py $(SOAK_ARGS)

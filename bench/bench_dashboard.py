@@ -22,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import BENCH_AUDIT_KEY, PG, ensure_database, setup_django
 
 TARGET_MS = 100.0
+SEARCH_TARGET_MS = 25.0  # issue 14: work-key search at 100k leases (pg_trgm index)
 
 
 def _fill_alerts(n_alerts: int) -> None:
@@ -134,6 +135,7 @@ def main() -> None:
     parser.add_argument("--leases", type=int, default=100_000)
     parser.add_argument("--alerts", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--only", default="", help="run only the cases whose name has this")
     parser.add_argument(
         "--db",
         default=os.environ.get("BENCH_DATABASE_URL", f"{PG}/leaseboard_bench_dashboard"),
@@ -216,7 +218,16 @@ def main() -> None:
         ("fragment   sort=holder", lambda: client.get("/?sort=holder", **hx), TARGET_MS),
         ("fragment   certainty=jeopardy", lambda: client.get("/?certainty=jeopardy", **hx), None),
         ("fragment   certainty=expired", lambda: client.get("/?certainty=expired", **hx), None),
-        ("fragment   search q=bench-00042", lambda: client.get("/?q=bench-00042", **hx), None),
+        (
+            "fragment   search q=bench-00042",
+            lambda: client.get("/?q=bench-00042", **hx),
+            SEARCH_TARGET_MS,
+        ),
+        (
+            "fragment   search q=42 (short: no trigram)",
+            lambda: client.get("/?q=42", **hx),
+            None,
+        ),
         ("alerts     GET /alerts/ (grouped)", lambda: client.get("/alerts/"), TARGET_MS),
         (
             "alerts     fragment (poll, grouped)",
@@ -233,6 +244,8 @@ def main() -> None:
     print(f"{'case':42} {'p50 ms':>8} {'p95 ms':>8}  target")
     failed = []
     for name, fn, target in cases:
+        if args.only and args.only not in name:
+            continue
         _refresh()
         p50, p95 = _timed(fn, args.runs)
         verdict = "" if target is None else ("ok" if p95 <= target else "OVER")
@@ -241,7 +254,7 @@ def main() -> None:
         if verdict == "OVER":
             failed.append(name)
     if failed:
-        print(f"\nover the {TARGET_MS:.0f} ms target: {', '.join(failed)}")
+        print(f"\nover their targets: {', '.join(failed)}")
 
 
 if __name__ == "__main__":

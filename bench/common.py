@@ -135,14 +135,18 @@ def setup_django(**values: str) -> None:
 
 
 def spawn(
-    cmd: Sequence[str], *, env: dict[str, str] | None = None, log: Path | None = None
+    cmd: Sequence[str],
+    *,
+    env: dict[str, str] | None = None,
+    log: Path | None = None,
+    cwd: Path = ROOT,
 ) -> subprocess.Popen:
-    """Start `cmd` in ROOT in its own process group (so a stop reaches its children too),
-    its output appended to `log` when given."""
+    """Start `cmd` in `cwd` (ROOT) in its own process group (so a stop reaches its children
+    too), its output appended to `log` when given."""
     out = open(log, "ab") if log else None  # the child inherits it
     return subprocess.Popen(
         list(cmd),
-        cwd=ROOT,
+        cwd=cwd,
         env=env,
         stdout=out,
         stderr=subprocess.STDOUT if out else None,
@@ -192,6 +196,7 @@ def start_gunicorn(
     extra: Sequence[str] = (),
     log: Path | None = None,
     what: str = "gunicorn",
+    cwd: Path = ROOT,
 ) -> Server:
     """gunicorn serving `app` on a free loopback port; returns once the port accepts."""
     port = free_port()
@@ -200,7 +205,7 @@ def start_gunicorn(
         "--bind", f"127.0.0.1:{port}", "--log-level", "warning",
         *(["--threads", str(threads)] if threads else []), *extra,
     ]  # fmt: skip
-    server = Server(spawn(cmd, env=env, log=log), port)
+    server = Server(spawn(cmd, env=env, log=log, cwd=cwd), port)
     try:
         wait_port(port, what + (f" (log: {log})" if log else ""))
     except RuntimeError:

@@ -150,7 +150,10 @@ def database_from_url(url: str) -> dict:
             "HOST": parsed.hostname or "",
             "PORT": str(parsed.port or ""),
             "CONN_MAX_AGE": env_int("DB_CONN_MAX_AGE", 60),
-            "CONN_HEALTH_CHECKS": True,
+            # Off by default: a health check is a `SELECT 1` round trip before the first query
+            # of every request. Without it a connection PostgreSQL dropped (a restart, a
+            # failover) fails the one request that finds it and is then closed and replaced.
+            "CONN_HEALTH_CHECKS": env_bool("DB_CONN_HEALTH_CHECKS", False),
             "OPTIONS": options,
             "TEST": {"NAME": os.environ.get("TEST_DATABASE_NAME") or None},
         }
@@ -208,6 +211,9 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: bearer-token API requests leave here for a lean chain of their own
+    # (leaseboard/api/lane.py); everything below is for browsers.
+    "leaseboard.api.lane.ApiLaneMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -223,6 +229,9 @@ MIDDLEWARE = [
     # Last, as django-axes asks: it turns a sign-in flagged as locked out into the page.
     "axes.middleware.AxesMiddleware",
 ]
+
+# false: bearer-token API requests take the full middleware stack too (a comparison only).
+LEASEBOARD_API_LANE = env_bool("LEASEBOARD_API_LANE", True)
 
 ROOT_URLCONF = "leaseboard.urls"
 WSGI_APPLICATION = "leaseboard.wsgi.application"

@@ -13,6 +13,7 @@ from ninja.security import HttpBearer
 
 from leaseboard.api import schemas as s
 from leaseboard.api.errors import problem, problem_from_error
+from leaseboard.api.jsoncodec import OrjsonParser, OrjsonRenderer
 from leaseboard.api.openapi import ContractAPI, problems
 from leaseboard.core.authority import Actor
 from leaseboard.core.models import Executor, Recipient
@@ -59,6 +60,8 @@ api = ContractAPI(
     description="Renewable, fenced leases on work. Every refusal is an RFC 9457 problem "
     "(application/problem+json) with a stable `code`. Work item keys: " + KEY_RULE + ".",
     problem_schema=s.Problem,
+    renderer=OrjsonRenderer(),
+    parser=OrjsonParser(),
 )
 
 # Path parameters, declared once: a key outside the alphabet is a 400 before any lookup.

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
+from typing import Any
 
 from django.conf import settings
+from django.db.models import Model
 
 from leaseboard.core.models.executors import Executor
 from leaseboard.core.models.leases import RENEWAL_SLOT, RENEWAL_WINDOW, Lease
+from leaseboard.core.models.work import WorkItem
 from leaseboard.domain.certainty import Certainty
 from leaseboard_recipient.guard import upsert_sql as recipient_guard_upsert_sql
 
@@ -116,21 +119,13 @@ def lease_versions_unchanged(vendor: str, n_rows: int) -> str:
     """The ids of leases whose stored version still equals the one given: the sweep's
     compare-and-set check between its claim and its write.
 
-    Parameters per row: lease id, state, epoch, renewed_at_ms, expires_at_ms, due_at_ms."""
-    if vendor == POSTGRESQL:
-        rows = ", ".join(
-            ["(%s::uuid, %s, %s::bigint, %s::bigint, %s::bigint, %s::bigint)"] * n_rows
-        )
-        versions = f"(VALUES {rows}) AS v(id, state, epoch, renewed, expires, due)"
-        columns: tuple[str, ...] = ("v.id", "v.state", "v.epoch", "v.renewed", "v.expires", "v.due")
-    elif vendor == SQLITE:
-        rows = ", ".join(["(%s, %s, %s, %s, %s, %s)"] * n_rows)
-        versions = f"(VALUES {rows}) AS v"  # columns column1 … column6
-        columns = tuple(f"v.column{i}" for i in range(1, 7))
-    else:
-        raise _unsupported(vendor)
+    Parameters: `rows_params` of rows (lease id, state, epoch, renewed_at_ms,
+    expires_at_ms, due_at_ms)."""
+    names = ["id", "state", "epoch", "renewed", "expires", "due"]
+    types = ["uuid", "text", "bigint", "bigint", "bigint", "bigint"]
+    versions = rows_source(vendor, types, n_rows, names)
     stored = ("l.id", "l.state", "l.epoch", "l.renewed_at_ms", "l.expires_at_ms", "l.due_at_ms")
-    match = " AND ".join(f"{a} = {b}" for a, b in zip(stored, columns, strict=True))
+    match = " AND ".join(f"{a} = v.{b}" for a, b in zip(stored, names, strict=True))
     return f"SELECT l.id FROM {Lease._meta.db_table} l JOIN {versions} ON {match}"
 
 
@@ -152,4 +147,95 @@ def epoch_mark_upsert(vendor: str, table: str) -> str:
             "SET high_water = excluded.high_water, updated_at = CURRENT_TIMESTAMP "
             "WHERE mark.high_water <= excluded.high_water RETURNING high_water"
         )
+    raise _unsupported(vendor)
+
+
+def _insert_columns(model: type[Model], vendor: str) -> tuple[list[str], list[str]]:
+    """A model's concrete columns but an auto-increment key, and a typed placeholder for
+    each (an INSERT … SELECT gives untyped literals no column type to take)."""
+    from django.db import connections
+
+    conn = connections["default"]
+    columns, placeholders = [], []
+    for field in model._meta.concrete_fields:
+        if field.primary_key and field.get_internal_type() in {"AutoField", "BigAutoField"}:
+            continue
+        columns.append(field.column)
+        # django-stubs lacks Field.cast_db_type
+        cast = field.cast_db_type(conn) if vendor == POSTGRESQL else None  # type: ignore[attr-defined]
+        placeholders.append(f"CAST(%s AS {cast})" if cast else "%s")
+    return columns, placeholders
+
+
+def lease_grant(vendor: str) -> list[str]:
+    """A grant's writes — the holder's `is_active` read under a share lock (see
+    executor_active_shared), the work item's epoch raised, the lease and its `granted`
+    event inserted — in one statement on PostgreSQL (SQLite: four, in its IMMEDIATE
+    transaction that already serializes every writer). Nothing is written unless the
+    holder is active, or when it is not an agent.
+
+    Parameters, in order over the statements: executor id, whether to require it active,
+    the new epoch, the work item id, then every insert column of the lease, then every
+    insert column of the event (`grant_columns`). The last statement returns one row when
+    the grant was made, none when the holder is deactivated."""
+    from leaseboard.core.models.leases import LeaseEvent
+
+    table, item_table = Lease._meta.db_table, WorkItem._meta.db_table
+    lease_cols, lease_vals = _insert_columns(Lease, vendor)
+    event_cols, event_vals = _insert_columns(LeaseEvent, vendor)
+    executors = Executor._meta.db_table
+    if vendor == POSTGRESQL:
+        return [
+            f"WITH a AS (SELECT id FROM {executors} WHERE id = %s AND (is_active OR NOT %s) "
+            f"FOR SHARE), "
+            f"w AS (UPDATE {item_table} SET epoch = %s WHERE id = %s "
+            f"AND EXISTS (SELECT 1 FROM a) RETURNING id), "
+            f"l AS (INSERT INTO {table} ({', '.join(lease_cols)}) "
+            f"SELECT {', '.join(lease_vals)} FROM w RETURNING id) "
+            f"INSERT INTO {LeaseEvent._meta.db_table} ({', '.join(event_cols)}) "
+            f"SELECT {', '.join(event_vals)} FROM l RETURNING id"
+        ]
+    if vendor == SQLITE:
+        return [
+            f"SELECT id FROM {executors} WHERE id = %s AND (is_active OR NOT %s)",
+            f"UPDATE {item_table} SET epoch = %s WHERE id = %s",
+            f"INSERT INTO {table} ({', '.join(lease_cols)}) VALUES ({', '.join(lease_vals)})",
+            f"INSERT INTO {LeaseEvent._meta.db_table} ({', '.join(event_cols)}) "
+            f"VALUES ({', '.join(event_vals)}) RETURNING id",
+        ]
+    raise _unsupported(vendor)
+
+
+def grant_columns(model: type[Model]) -> list[str]:
+    """The attribute names whose values fill `lease_grant`'s insert columns of `model`."""
+    return [
+        f.attname
+        for f in model._meta.concrete_fields
+        if not (f.primary_key and f.get_internal_type() in {"AutoField", "BigAutoField"})
+    ]
+
+
+def rows_source(vendor: str, types: list[str], n_rows: int, names: list[str]) -> str:
+    """A row source (for FROM or INSERT … SELECT) of `n_rows` rows whose columns are
+    `names`, of PostgreSQL `types`. PostgreSQL: one array parameter per column, unnested,
+    so a batch of 500 rows is a handful of parameters instead of thousands to interpolate
+    and parse; SQLite: a VALUES list, a parameter per value. Build the parameters with
+    `rows_params`."""
+    if vendor == POSTGRESQL:
+        arrays = ", ".join(f"%s::{t}[]" for t in types)
+        return f"unnest({arrays}) AS v({', '.join(names)})"
+    if vendor == SQLITE:
+        row = "(" + ", ".join(["%s"] * len(types)) + ")"
+        values = ", ".join([row] * n_rows)
+        selected = ", ".join(f"column{i + 1} AS {name}" for i, name in enumerate(names))
+        return f"(SELECT {selected} FROM (VALUES {values})) AS v"
+    raise _unsupported(vendor)
+
+
+def rows_params(vendor: str, rows: list[list[Any]]) -> list[Any]:
+    """The parameters of `rows_source` for these rows (each a list of column values)."""
+    if vendor == POSTGRESQL:
+        return [list(column) for column in zip(*rows, strict=True)] if rows else []
+    if vendor == SQLITE:
+        return [value for row in rows for value in row]
     raise _unsupported(vendor)

@@ -29,6 +29,7 @@ from leaseboard.core.models.leases import LIVE_STATES
 from leaseboard.core.services.alerts import alerts_open, lease_alert
 from leaseboard.core.services.approvals import approvals_expire_due
 from leaseboard.core.services.leases import leases_expire_locked
+from leaseboard.core.services.leases.base import lease_events_insert
 from leaseboard.sweeps.approver_notices import approval_reminders_open_due
 from leaseboard.sweeps.models import MetricCounter, NotificationDelivery, SweepState
 from leaseboard.takeovers.sweep import takeover_sweep_step
@@ -258,7 +259,7 @@ def _sweep_batch(
         nxt = lease.jeopardy_at_ms if lease.state == Lease.State.ACTIVE else lease.expires_at_ms
         Lease.objects.filter(id=lease.id).update(due_at_ms=nxt)
 
-    LeaseEvent.objects.bulk_create(events)
+    lease_events_insert(events)
     opened = alerts_open(alerts) + expiry_alert_ids
     report.alert_ids.extend(opened)
     if opened:
@@ -271,9 +272,8 @@ def _sweep_batch(
 def _unchanged_ids(claimed: list[Lease]) -> set:
     """Ids of claimed leases whose stored version still equals what the claim read."""
     pk = Lease._meta.pk
-    params: list[Any] = []
-    for lease in claimed:
-        params += [
+    rows: list[list[Any]] = [
+        [
             pk.get_db_prep_value(lease.id, connection),
             lease.state,
             lease.epoch,
@@ -281,8 +281,13 @@ def _unchanged_ids(claimed: list[Lease]) -> set:
             lease.expires_at_ms,
             lease.due_at_ms,
         ]
+        for lease in claimed
+    ]
     with connection.cursor() as cursor:
-        cursor.execute(sql.lease_versions_unchanged(connection.vendor, len(claimed)), params)
+        cursor.execute(
+            sql.lease_versions_unchanged(connection.vendor, len(claimed)),
+            sql.rows_params(connection.vendor, rows),
+        )
         return {pk.to_python(row[0]) for row in cursor.fetchall()}
 
 

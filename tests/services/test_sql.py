@@ -23,8 +23,9 @@ from django.db.models.sql import InsertQuery
 from django.db.utils import ConnectionHandler
 
 from leaseboard.core import sql
-from leaseboard.core.models import Executor, Lease, Queue, WorkItem
+from leaseboard.core.models import Executor, Lease, LeaseEvent, Queue, WorkItem
 from leaseboard.core.models.leases import RENEWAL_SLOT
+from leaseboard.core.services.leases.grants import grant_write
 from leaseboard.domain import reconciliation, vocabulary
 from leaseboard.domain.certainty import Certainty
 from leaseboard.sandbox.models import EpochMark
@@ -36,10 +37,13 @@ COVERED = {
     "lease_versions_unchanged",
     "epoch_mark_upsert",
     "executor_active_shared",
+    "lease_grant",
 }
-HELPERS = {"literal"}
+HELPERS = {"literal", "grant_columns", "rows_source", "rows_params"}
 # Parents first. Executor has a user link, so SQLite (foreign keys on) needs auth's tables.
-TABLES = (ContentType, Permission, Group, User, Queue, WorkItem, Executor, Lease, EpochMark)
+TABLES = (
+    ContentType, Permission, Group, User, Queue, WorkItem, Executor, Lease, LeaseEvent, EpochMark
+)  # fmt: skip
 
 
 def test_every_statement_in_the_module_runs_here():
@@ -292,9 +296,8 @@ def test_lease_versions_unchanged_returns_only_leases_still_as_read(conn):
             swept.due_at_ms,
         ),  # fmt: skip
     }
-    params: list[Any] = []
-    for lid, version in as_read.items():
-        params += [lease_id(conn, lid), *version]
+    versions = [[lease_id(conn, lid), *version] for lid, version in as_read.items()]
+    params = sql.rows_params(conn.vendor, versions)
     rows = fetch(conn, sql.lease_versions_unchanged(conn.vendor, len(as_read)), params)
     assert {Lease._meta.pk.to_python(row[0]) for row in rows} == {same.id}
 
@@ -309,6 +312,48 @@ def test_executor_active_shared_reads_the_flag_and_nothing_for_a_missing_executo
     assert [bool(r[0]) for r in fetch(conn, statement, [holder.id])] == [True]
     assert [bool(r[0]) for r in fetch(conn, statement, [other.id])] == [False]
     assert fetch(conn, statement, [990_999]) == []
+
+
+def test_lease_grant_raises_the_epoch_and_writes_the_lease_and_its_event_or_nothing(conn):
+    now = db_now(conn)
+    holder, other, item = scene(conn, now)
+    with conn.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {Executor._meta.db_table} SET is_active = %s WHERE id = %s", [False, other.id]
+        )
+
+    def grant(who: Executor, epoch: int, *, require_active: bool = True) -> tuple[Lease, bool]:
+        granted = lease(item, who, now, epoch)
+        event = LeaseEvent(
+            lease=granted,
+            work_item=item,
+            epoch=epoch,
+            kind=LeaseEvent.Kind.GRANTED,
+            at_ms=now,
+            detail={"by": who.name},
+        )
+        return granted, grant_write(conn, granted, event, require_active=require_active)
+
+    def state() -> tuple[list[tuple], list[tuple], list[tuple]]:
+        return (
+            fetch(conn, f"SELECT epoch FROM {WorkItem._meta.db_table} WHERE id = %s", [item.id]),
+            fetch(conn, f"SELECT epoch, holder_id FROM {Lease._meta.db_table} ORDER BY epoch"),
+            fetch(conn, f"SELECT epoch, kind FROM {LeaseEvent._meta.db_table} ORDER BY epoch"),
+        )
+
+    first, made = grant(holder, 10)
+    assert made and not first._state.adding
+    assert state() == ([(10,)], [(10, holder.id)], [(10, "granted")])
+    _, made = grant(other, 11)  # a deactivated agent: nothing at all is written
+    assert not made
+    assert state() == ([(10,)], [(10, holder.id)], [(10, "granted")])
+    with conn.cursor() as cursor:  # the first lease ends (one live lease per work item)
+        cursor.execute(
+            f"UPDATE {Lease._meta.db_table} SET state = 'released', ended_at_ms = %s", [now]
+        )
+    _, made = grant(other, 11, require_active=False)  # no check asked (a person's grant)
+    assert made
+    assert state()[0] == [(11,)] and len(state()[1]) == len(state()[2]) == 2
 
 
 def test_epoch_mark_upsert_raises_the_mark_and_refuses_a_lower_epoch(conn):

@@ -14,6 +14,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.db.models import Field
 
+from leaseboard.core import sql
 from leaseboard.core.authority import Actor, authorize
 from leaseboard.core.clock import db_now_ms
 from leaseboard.core.models import Alert, AlertSnooze, Executor, Lease
@@ -47,22 +48,25 @@ def alerts_open(alerts: list[Alert]) -> list[int]:
     if not alerts:
         return []
     fields = [_column_field(name) for name in _FIELDS]
-    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
-    row = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    names = [f.column for f in fields]
+    columns = ", ".join(connection.ops.quote_name(name) for name in names)
+    types = [f.cast_db_type(connection) or "text" for f in fields]  # type: ignore[attr-defined]
     opened: list[int] = []
     for start in range(0, len(alerts), 500):
         chunk = alerts[start : start + 500]
-        params: list[Any] = []
+        rows = []
         for alert in chunk:
             alert.acknowledge_note = alert.acknowledge_note or ""
-            for f in fields:
-                params.append(f.get_db_prep_save(getattr(alert, f.attname), connection))
-        sql = (
-            f"INSERT INTO {Alert._meta.db_table} ({columns}) VALUES "
-            f"{', '.join([row] * len(chunk))} ON CONFLICT (dedupe_key) DO NOTHING RETURNING id"
+            rows.append([f.get_db_prep_save(getattr(alert, f.attname), connection) for f in fields])
+        # One array per column on PostgreSQL (core.sql.rows_source), not a parameter per
+        # value; `WHERE true` lets SQLite parse the upsert after a SELECT.
+        source = sql.rows_source(connection.vendor, types, len(chunk), names)
+        statement = (
+            f"INSERT INTO {Alert._meta.db_table} ({columns}) SELECT {', '.join(names)} "
+            f"FROM {source} WHERE true ON CONFLICT (dedupe_key) DO NOTHING RETURNING id"
         )
         with connection.cursor() as cursor:
-            cursor.execute(sql, params)
+            cursor.execute(statement, sql.rows_params(connection.vendor, rows))
             opened.extend(int(r[0]) for r in cursor.fetchall())
     if opened:
         alerts_opened.send(sender=Alert, alert_ids=opened)

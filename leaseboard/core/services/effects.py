@@ -23,7 +23,7 @@ from leaseboard.core.services.alerts import alerts_open
 from leaseboard.core.services.fencing import fencing_token_issue
 from leaseboard.core.services.jsondocs import json_size_checked
 from leaseboard.core.services.leases import lease_expire_if_due_locked, parse_lease_id
-from leaseboard.core.services.policy import effect_policy_decide
+from leaseboard.core.services.policy import clock_and_policy_version, effect_policy_decide
 from leaseboard.core.signals import approval_requested
 from leaseboard.domain.authority import Act
 from leaseboard.domain.errors import (
@@ -226,8 +226,8 @@ def _effect_decide(
     )
     if lease is None:
         raise NotFound(f"no lease {lease_id}")
-    now = db_now_ms()
     item = lease.work_item
+    now, policy_version = clock_and_policy_version(item.queue_id)
     effect = Effect(
         work_item=item,
         lease=lease,
@@ -266,6 +266,7 @@ def _effect_decide(
             target=target,
             payload=payload,
             now_ms=now,
+            policy_version=policy_version,
         )
         effect.rule_name, effect.policy_version = policy.rule, policy.version
         if policy.decision == PolicyDecision.DENY:

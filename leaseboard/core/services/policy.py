@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from leaseboard.core.clock import db_now_ms
+from leaseboard.core.clock import DbNowMs, db_now_ms
 from leaseboard.core.models import Checkpoint, Effect, Executor, Lease, Queue, WorkItem
 from leaseboard.core.models.leases import LIVE_STATES
 from leaseboard.domain.errors import NotFound, ValidationFailed
@@ -48,10 +48,21 @@ _cache_lock = threading.Lock()
 CACHE_MAX = 1000
 
 
-def queue_policy(queue_id: int) -> QueuePolicy:
+def clock_and_policy_version(queue_id: int) -> tuple[int, int]:
+    """The database clock and the queue's policy version in one read (an effect's decision
+    needs both, after its lock): pass the version to `effect_policy_decide`."""
+    row = Queue.objects.filter(id=queue_id).values_list(DbNowMs(), "policy_version").first()
+    if row is None:
+        raise NotFound(f"no queue {queue_id}")
+    return int(row[0]), int(row[1])
+
+
+def queue_policy(queue_id: int, head: int | None = None) -> QueuePolicy:
     """The queue's compiled rule set at its current version (one primary-key read when
-    this process has compiled that version already)."""
-    head = Queue.objects.filter(id=queue_id).values_list("policy_version", flat=True).first()
+    this process has compiled that version already; none when the caller has just read
+    the version, `head`)."""
+    if head is None:
+        head = Queue.objects.filter(id=queue_id).values_list("policy_version", flat=True).first()
     if head is None:
         raise NotFound(f"no queue {queue_id}")
     hit = _cache.get((queue_id, head))
@@ -173,9 +184,11 @@ def effect_policy_decide(
     target: str,
     payload: Any,
     now_ms: int,
+    policy_version: int | None = None,
 ) -> PolicyVerdict:
-    """The queue's answer for this proposal: first matching rule, else its default."""
-    policy = queue_policy(item.queue_id)
+    """The queue's answer for this proposal: first matching rule, else its default (at
+    `policy_version` when the caller has read it, see clock_and_policy_version)."""
+    policy = queue_policy(item.queue_id, policy_version)
     ruling = decide(
         policy.rule_set,
         kind=kind,

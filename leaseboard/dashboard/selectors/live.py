@@ -25,7 +25,7 @@ from django.db import connection
 from django.db.models import F, Q, QuerySet
 
 from leaseboard.core.clock import now_ms_sql
-from leaseboard.core.models import Lease
+from leaseboard.core.models import Lease, WorkItem
 from leaseboard.core.models.leases import LIVE_STATES
 from leaseboard.dashboard.selectors.rows import LeaseRow, lease_row
 from leaseboard.domain.text import storable, storable_or_replaced
@@ -250,8 +250,21 @@ def _filtered(filters: LiveFilters) -> QuerySet[Lease]:
     if filters.holder:
         qs = qs.filter(holder__name=filters.holder)
     if filters.q:
-        qs = qs.filter(work_item__key__icontains=filters.q)
+        qs = qs.filter(work_item_id__in=_matching_items(filters.q))
     return qs
+
+
+SEARCH_IDS_CAP = 2000  # matching work items read once, as ids, up to this many
+
+
+def _matching_items(q: str) -> list[int] | QuerySet[WorkItem, int]:
+    """The work items whose key contains `q` (any case). Read once, as ids, when they are
+    few: every part of the list and its bounded total then filter on those ids instead of
+    each matching the keys again (over the pg_trgm index, core migration 0009). A broad
+    search stays a subquery."""
+    matching = WorkItem.objects.filter(key__icontains=q).values_list("id", flat=True)
+    ids = list(matching[: SEARCH_IDS_CAP + 1])
+    return ids if len(ids) <= SEARCH_IDS_CAP else matching
 
 
 def _parts(filters: LiveFilters, now_ms: int) -> list[QuerySet[Lease]]:

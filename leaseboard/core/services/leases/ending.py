@@ -19,6 +19,7 @@ from leaseboard.core.services.audit import audit_act
 from leaseboard.core.services.leases.base import (
     executor_id_of,
     fence_on_early_end,
+    lease_events_insert,
     parse_lease_id,
 )
 from leaseboard.domain.authority import Act
@@ -100,7 +101,7 @@ def leases_expire_locked(leases: list[Lease], now_ms: int) -> list[int]:
                 detail={"reason": reason, "materialized_at_ms": now_ms},
             )
         )
-    LeaseEvent.objects.bulk_create(events)
+    lease_events_insert(events)
     Alert.objects.filter(
         lease_id__in=ids, kind=Alert.Kind.JEOPARDY, resolved_at_ms__isnull=True
     ).update(resolved_at_ms=now_ms)

@@ -9,11 +9,13 @@ under it before the fence has passed (docs/fencing.md)."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Exists, OuterRef, Subquery
+from django.db.models import Exists, OuterRef, QuerySet, Subquery
 
 from leaseboard.core import sql
 from leaseboard.core.authority import Actor, authorize
@@ -28,6 +30,7 @@ from leaseboard.core.services.leases.base import (
     executor_id_of,
     next_grant_at,
     next_grant_at_sql,
+    skew_ms,
     timing_for,
 )
 from leaseboard.core.services.leases.ending import lease_end_locked, lease_expire_if_due_locked
@@ -62,11 +65,50 @@ def holder_active_checked(holder: Executor, grant_kind: str) -> None:
     with connection.cursor() as cursor:
         cursor.execute(sql.executor_active_shared(connection.vendor), [holder.id])
         row = cursor.fetchone()
-    if row is not None and row[0]:
-        return
+    if row is None or not row[0]:
+        refuse_inactive(holder, grant_kind)
+
+
+def refuse_inactive(holder: Executor, grant_kind: str) -> None:
     if grant_kind == Lease.GrantKind.ACQUIRE:
         raise Unauthenticated("this agent's credential is deactivated (quarantined)")
     raise ValidationFailed(f"agent {holder.name!r} is deactivated (quarantined)", param="agent")
+
+
+def _values(obj: Lease | LeaseEvent, conn: Any) -> list[object]:
+    fields = {f.attname: f for f in type(obj)._meta.concrete_fields}
+    return [
+        fields[name].get_db_prep_save(getattr(obj, name), conn)
+        for name in sql.grant_columns(type(obj))
+    ]
+
+
+def grant_write(conn: Any, lease: Lease, event: LeaseEvent, *, require_active: bool) -> bool:
+    """A grant's writes in one statement on `conn` (core.sql.lease_grant): the holder's
+    `is_active` under a share lock (when `require_active`), the work item's epoch to the
+    lease's, the lease, its `granted` event. False, having written nothing, when the
+    holder is deactivated or missing."""
+    groups: list[list[Any]] = [[lease.holder_id, require_active], [lease.epoch, lease.work_item_id]]
+    groups += [_values(lease, conn), _values(event, conn)]
+    statements = sql.lease_grant(conn.vendor)
+    with conn.cursor() as cursor:
+        if len(statements) == 1:
+            cursor.execute(statements[0], [value for group in groups for value in group])
+        else:  # the holder's check first, then the writes
+            check, *writes = statements
+            cursor.execute(check, groups[0])
+            if cursor.fetchone() is None:
+                return False
+            for statement, params in zip(writes, groups[1:], strict=True):
+                cursor.execute(statement, params)
+        row = cursor.fetchone()
+    if row is None:
+        return False
+    event.id = row[0]
+    for obj in (lease, event):
+        obj._state.adding = False
+        obj._state.db = conn.alias
+    return True
 
 
 def lease_grant_locked(
@@ -88,9 +130,7 @@ def lease_grant_locked(
     before the fence has passed carries it (`fenced_until_ms`). Recipients with an
     epoch-advance webhook get a notice row in this transaction (`notify_recipients=False`
     when the caller already knows none listens). An agent must be active (not
-    quarantined), read under a share lock (core.sql.executor_active_shared)."""
-    if holder.kind == Executor.Kind.AGENT:
-        holder_active_checked(holder, grant_kind)
+    quarantined), read under a share lock, in the grant's one statement (core.sql.lease_grant)."""
     policy = timing_for(item, ttl_ms, max_lifetime_ms)
     jeopardy_after = (
         jeopardy_after_ms if jeopardy_after_ms is not None else policy.jeopardy_after_ms
@@ -100,12 +140,10 @@ def lease_grant_locked(
     max_expires = now_ms + max(lifetime, policy.ttl_ms)
     expires = min(now_ms + policy.ttl_ms, max_expires)
     jeopardy_at = min(now_ms + jeopardy_after, expires)
-    item.epoch += 1
-    WorkItem.objects.filter(id=item.id).update(epoch=item.epoch)
-    lease = Lease.objects.create(
+    lease = Lease(
         work_item=item,
         holder=holder,
-        epoch=item.epoch,
+        epoch=item.epoch + 1,
         state=Lease.State.ACTIVE,
         grant_kind=grant_kind,
         granted_at_ms=now_ms,
@@ -121,7 +159,7 @@ def lease_grant_locked(
         fenced_until_ms=fenced_until_ms if fenced_until_ms > now_ms else 0,
         takeover_reason=takeover_reason[:1000],
     )
-    LeaseEvent.objects.create(
+    event = LeaseEvent(
         lease=lease,
         work_item=item,
         epoch=lease.epoch,
@@ -135,6 +173,9 @@ def lease_grant_locked(
             **({"fenced_until_ms": lease.fenced_until_ms} if lease.fenced_until_ms else {}),
         },
     )
+    if not grant_write(connection, lease, event, require_active=holder.kind == Executor.Kind.AGENT):
+        refuse_inactive(holder, grant_kind)
+    item.epoch = lease.epoch
     if notify_recipients:
         epoch_notices_open(work_item_id=item.id, epoch=item.epoch)
     return lease
@@ -162,14 +203,62 @@ def live_lease_locked(item: WorkItem) -> Lease | None:
     )
 
 
+def _gates_query(pk: int) -> QuerySet[Any, Any]:
+    """The acquire's gate read: the clock, the live lease, the reconciliation gate, the
+    latest checkpoint, the fence the latest grant left, whether any recipient listens."""
+    from leaseboard.core.models import Effect
+
+    return WorkItem.objects.filter(pk=pk).values_list(
+        DbNowMs(),
+        Subquery(
+            Lease.objects.filter(work_item=OuterRef("pk"), state__in=LIVE_STATES).values("id")[:1]
+        ),
+        Exists(Effect.objects.filter(OPEN_EFFECT, work_item=OuterRef("pk"))),
+        Subquery(
+            Checkpoint.objects.filter(work_item=OuterRef("pk")).order_by("-seq").values("id")[:1]
+        ),
+        # The fence the latest grant left: its lock delay after an expiry, or the
+        # `fenced_until` an early end recorded.
+        Subquery(
+            Lease.objects.filter(work_item=OuterRef("pk"))
+            .order_by("-epoch")
+            .annotate(until=next_grant_at_sql())
+            .values("until")[:1]
+        ),
+        recipients_listening(),
+    )
+
+
+_SENTINEL_PK = -7_212_345_678  # stands for the work item's id in the compiled statement
+
+
+@functools.cache
+def _gates_compiled(vendor: str, offset_ms: int, skew_ms: int) -> tuple[str, tuple[Any, ...]]:
+    """`_gates_query` compiled once per process (and per setting it bakes in): building
+    and compiling that queryset cost more CPU than the rest of an acquire together."""
+    statement, params = _gates_query(_SENTINEL_PK).query.sql_with_params()
+    assert params.count(_SENTINEL_PK) == 1
+    return statement, params
+
+
+def _gates(pk: int) -> tuple[Any, ...]:
+    statement, params = _gates_compiled(
+        connection.vendor, settings.LEASEBOARD_DB_CLOCK_OFFSET_MS, skew_ms()
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(statement, [pk if p == _SENTINEL_PK else p for p in params])
+        row = cursor.fetchone()
+    if row is None:
+        raise NotFound("no such work item")
+    return tuple(row)
+
+
 @transaction.atomic(durable=True)
 def lease_acquire(*, work_key: str, executor: Executor, ttl_ms: int | None = None) -> Grant:
     # Two round trips answer every gate question: lock the item, then, in a NEW statement
     # whose snapshot sees whatever committed while we waited for the lock, read the clock,
     # the live lease, the reconciliation gate and the latest checkpoint. (Subqueries in the
     # locking statement would use its pre-wait snapshot: the race test catches that.)
-    from leaseboard.core.models import Effect
-
     authorize(Act.ACQUIRE, Actor.of_executor(executor))
     item = (
         WorkItem.objects.select_for_update(no_key=True, of=("self",))
@@ -179,33 +268,7 @@ def lease_acquire(*, work_key: str, executor: Executor, ttl_ms: int | None = Non
     )
     if item is None:
         raise NotFound(f"no work item {work_key!r}")
-    gates = (
-        WorkItem.objects.filter(pk=item.pk)
-        .values_list(
-            DbNowMs(),
-            Subquery(
-                Lease.objects.filter(work_item=OuterRef("pk"), state__in=LIVE_STATES).values("id")[
-                    :1
-                ]
-            ),
-            Exists(Effect.objects.filter(OPEN_EFFECT, work_item=OuterRef("pk"))),
-            Subquery(
-                Checkpoint.objects.filter(work_item=OuterRef("pk"))
-                .order_by("-seq")
-                .values("id")[:1]
-            ),
-            # The fence the latest grant left: its lock delay after an expiry, or the
-            # `fenced_until` an early end recorded.
-            Subquery(
-                Lease.objects.filter(work_item=OuterRef("pk"))
-                .order_by("-epoch")
-                .annotate(until=next_grant_at_sql())
-                .values("until")[:1]
-            ),
-            recipients_listening(),
-        )
-        .get()
-    )
+    gates = _gates(item.pk)
     now, live_lease_id, unreconciled, checkpoint_id, fence_until, listening = gates
     if item.admission != WorkItem.Admission.ADMITTED:
         raise WorkNotAdmitted(

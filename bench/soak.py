@@ -1,0 +1,344 @@
+"""`make soak`: a fleet against several nodes, on PostgreSQL and Redis, for minutes.
+
+- `--web` gunicorn instances (default 3, each `--web-workers` sync workers) behind a
+  loopback HAProxy (Debian's `haproxy`, round robin, `/healthz` checks);
+- `--workers` Celery workers (default 2) and one Celery beat (sweeps every second);
+- `--agents` simulated agents (default 10,000) in `--procs` processes (bench/soak_agents.py):
+  each agent holds one lease through the SDK's asyncio client, one credential per process,
+  so each process renews all its leases in one batch request per tick; each process also
+  proposes `--effects` effects per second and grants itself `--abandon` leases per second
+  that it never renews, for the sweep to expire.
+
+Reports renewals/s, batch renew p50/p99, effect p99, sweep lag (an abandoned lease's
+expiry to its `expired` event: due → materialized) p50/p99, alert latency (an alert's due
+time to its opening) p99, RSS of every process sampled every `--sample-s` seconds (first
+sample after the warm-up vs the last: flat within 10%?), errors. Not part of the test
+suite. Default 10,000 agents × 10 minutes; a machine with two cores bears about 2,000 × 3
+minutes (docs/deployment.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.common import (
+    PG,
+    PY,
+    django_env,
+    free_port,
+    migrate,
+    recreate_database,
+    sayer,
+    setup_django,
+    spawn,
+    start_gunicorn,
+    stop_group,
+    wait_port,
+)
+
+say = sayer("soak")
+HAPROXY = """global
+    maxconn 4000
+defaults
+    mode http
+    timeout connect 5s
+    timeout client 60s
+    timeout server 60s
+frontend leaseboard
+    bind 127.0.0.1:{port}
+    default_backend web
+backend web
+    balance roundrobin
+    option httpchk
+    http-check send meth GET uri /healthz ver HTTP/1.1 hdr Host 127.0.0.1
+{servers}
+"""
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    values = sorted(values)
+    return values[min(len(values) - 1, int(len(values) * q))]
+
+
+def rss_kb(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds a process has used."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def group_pids(pgid: int) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid:
+                pids.append(int(entry.name))
+    return sorted(pids)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    p.add_argument("--agents", type=int, default=10_000)
+    p.add_argument("--seconds", type=int, default=600)
+    p.add_argument("--procs", type=int, default=0, help="agent processes (0: 1 per 1,000)")
+    p.add_argument("--web", type=int, default=3)
+    p.add_argument("--web-workers", type=int, default=2)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--effects", type=int, default=2, help="effects per second per process")
+    p.add_argument("--abandon", type=int, default=1, help="abandoned leases/s per process")
+    p.add_argument("--ttl-ms", type=int, default=15_000)
+    p.add_argument("--sample-s", type=float, default=10.0)
+    p.add_argument("--db", default=os.environ.get("SOAK_DB", "leaseboard_soak"))
+    p.add_argument("--redis", default=os.environ.get("SOAK_REDIS_URL", "redis://127.0.0.1:6379/13"))
+    p.add_argument("--json", default="", help="also write the figures here")
+    args = p.parse_args(argv)
+    procs = args.procs or max(1, (args.agents + 999) // 1000)
+    if not shutil.which("haproxy"):
+        say("haproxy is not installed: apt-get install -y haproxy")
+        return 1
+    tmp = Path(tempfile.mkdtemp(prefix="lb-soak-"))
+    db_url = f"{PG}/{args.db}"
+    env = django_env(
+        db_url,
+        drop=("LEASEBOARD_TESTING", "REDIS_URL"),
+        CELERY_BROKER_URL=args.redis,
+        LEASEBOARD_CELERY_QUEUE=f"lb-soak-{os.getpid()}",
+        LEASEBOARD_SWEEP_INTERVAL_S="1",
+        LEASEBOARD_DATA_DIR=str(tmp / "data"),
+        DB_CONN_MAX_AGE="600",
+        LOG_LEVEL="ERROR",
+    )
+    say(f"database {args.db}; {args.agents} agents in {procs} processes for {args.seconds} s")
+    recreate_database(args.db)
+    migrate(env)
+    setup_django(**env)
+    per, spare = args.agents // procs, args.abandon * (args.seconds + 5)
+    tokens = seed(procs, per, spare, args.ttl_ms)
+
+    groups: dict[str, object] = {}
+    try:
+        nodes = []
+        for i in range(args.web):
+            server = start_gunicorn(
+                "leaseboard.wsgi:application", env=env, workers=args.web_workers,
+                extra=("--backlog", "2048", "--timeout", "30", "--max-requests", "0"),
+                log=tmp / f"web{i}.log", what=f"web{i}",
+            )  # fmt: skip
+            groups[f"web{i}"] = server.proc
+            nodes.append(server.port)
+        port = free_port()
+        servers = "\n".join(
+            f"    server web{i} 127.0.0.1:{n} check inter 5s" for i, n in enumerate(nodes)
+        )
+        (tmp / "haproxy.cfg").write_text(HAPROXY.format(port=port, servers=servers))
+        groups["haproxy"] = spawn(
+            ["haproxy", "-db", "-f", str(tmp / "haproxy.cfg")], log=tmp / "haproxy.log"
+        )
+        wait_port(port, "haproxy")
+        url = f"http://127.0.0.1:{port}"
+        celery = [PY, "-m", "celery", "-A", "leaseboard"]
+        for i in range(args.workers):
+            groups[f"worker{i}"] = spawn(
+                [*celery, "worker", "-P", "solo", "-n", f"soak{i}@%h", "--without-mingle",
+                 "--without-gossip", "-l", "WARNING"],
+                env=env, log=tmp / f"worker{i}.log",
+            )  # fmt: skip
+        groups["beat"] = spawn(
+            [*celery, "beat", "-l", "WARNING", "-s", str(tmp / "beat-schedule")],
+            env=env, log=tmp / "beat.log",
+        )  # fmt: skip
+        start_file = tmp / "start"
+        for i in range(procs):
+            groups[f"agents{i}"] = spawn(
+                [PY, str(Path(__file__).parent / "soak_agents.py"), "--url", url,
+                 "--token", tokens[i], "--prefix", f"soak{i}",
+                 "--out", str(tmp / f"agents{i}.json"),
+                 "--start-file", str(start_file), "--agents", str(per),
+                 "--seconds", str(args.seconds), "--effects", str(args.effects),
+                 "--abandon", str(args.abandon), "--spare", str(spare)],
+                env=env, log=tmp / f"agents{i}.log",
+            )  # fmt: skip
+        say(f"{args.web} web nodes behind haproxy at {url}, {args.workers} workers, beat")
+        wait_ready(tmp, procs, groups)
+        say("every agent holds its lease: measuring")
+        started_ms = db_clock()
+        start_file.write_text("go")
+        samples = sample_rss(groups, args.seconds, args.sample_s, tmp, procs)
+        ended_ms = db_clock()
+    finally:
+        for proc in groups.values():
+            stop_group(proc)  # type: ignore[arg-type]
+    figures = report(args, procs, tmp, samples, started_ms, ended_ms)
+    if args.json:
+        Path(args.json).write_text(json.dumps(figures, indent=1))
+    say(f"logs in {tmp}")
+    return 0 if figures["errors_total"] == 0 else 2
+
+
+def seed(procs: int, per: int, spare: int, ttl_ms: int) -> list[str]:
+    """A queue with the soak's ttl, one agent credential per process, and every work item
+    an agent process will hold or abandon (`soak<i>-<n>`, `soak<i>-x<n>`), admitted, made
+    in bulk."""
+    from leaseboard.core.clock import db_now_ms
+    from leaseboard.core.models import Queue, WorkItem
+    from leaseboard.core.services.executors import agent_create
+
+    timing = {"ttl_ms": ttl_ms, "max_lifetime_ms": 24 * 3_600_000}
+    queue = Queue.objects.create(name="soak", timing=timing)
+    now = db_now_ms()
+    keys = [f"soak{i}-{n}" for i in range(procs) for n in range(per)]
+    keys += [f"soak{i}-x{n}" for i in range(procs) for n in range(spare)]
+    WorkItem.objects.bulk_create(
+        [
+            WorkItem(key=k, queue=queue, admission="admitted", created_at_ms=now,
+                     admitted_at_ms=now)
+            for k in keys
+        ],
+        batch_size=2000,
+    )  # fmt: skip
+    return [agent_create(name=f"soak-agent-{i}")[1] for i in range(procs)]
+
+
+def db_clock() -> int:
+    from leaseboard.core.clock import db_now_ms
+
+    return db_now_ms()
+
+
+def wait_ready(tmp: Path, procs: int, groups: dict[str, object]) -> None:
+    deadline = time.time() + 1800
+    while not all((tmp / f"agents{i}.json.ready").exists() for i in range(procs)):
+        if time.time() > deadline:
+            raise RuntimeError("agents did not get their leases in 30 minutes")
+        for name, proc in groups.items():
+            if proc.poll() is not None:  # type: ignore[attr-defined]
+                raise RuntimeError(f"{name} exited early (logs in {tmp})")
+        time.sleep(1)
+
+
+def sample_rss(groups, seconds, every, tmp, procs):  # type: ignore[no-untyped-def]
+    """RSS (kB) of every process of every group, every `every` seconds while agents run."""
+    samples: list[tuple[float, dict[str, tuple[int, float]]]] = []
+    t0 = time.time()
+    while time.time() - t0 < seconds + 30:
+        row = {}
+        for name, proc in groups.items():
+            for pid in group_pids(proc.pid):  # type: ignore[attr-defined]
+                row[f"{name}/{pid}"] = (rss_kb(pid), cpu_s(pid))
+        samples.append((time.time() - t0, row))
+        if all((tmp / f"agents{i}.json").exists() for i in range(procs)):
+            break
+        time.sleep(every)
+    return samples
+
+
+def report(args, procs, tmp, samples, started_ms, ended_ms):  # type: ignore[no-untyped-def]
+    from django.db import connection
+
+    agents = [json.loads((tmp / f"agents{i}.json").read_text()) for i in range(procs)]
+    renew_ms = [v for a in agents for v in a["renew_ms"]]
+    effect_ms = [v for a in agents for v in a["effect_ms"]]
+    errors: Counter[str] = Counter()
+    for a in agents:
+        errors.update(a["errors"])
+    with connection.cursor() as cursor:
+        # A lease's `expired` event is dated at its expiry (the logical time); the alert the
+        # sweep opens in the same transaction is dated when the sweep ran (the database
+        # clock): an expired alert's opened − due is the sweep's lag, due → materialized.
+        cursor.execute(
+            "SELECT kind, opened_at_ms - due_at_ms FROM core_alert WHERE due_at_ms "
+            "BETWEEN %s AND %s AND kind IN ('expired', 'jeopardy')",
+            [started_ms, ended_ms],
+        )
+        rows = cursor.fetchall()
+        sweep_lag = [float(lag) for kind, lag in rows if kind == "expired"]
+        alert_lag = [float(lag) for _, lag in rows]
+    seconds = (ended_ms - started_ms) / 1000
+    memory = rss_table(samples)
+    figures = {
+        "agents": args.agents, "procs": procs, "web": args.web, "web_workers": args.web_workers,
+        "workers": args.workers, "seconds": round(seconds), "ttl_ms": args.ttl_ms,
+        "renewals_per_s": sum(a["renewed"] for a in agents) / seconds,
+        "batches_per_s": sum(a["batches"] for a in agents) / seconds,
+        "renew_p50_ms": pct(renew_ms, 0.5), "renew_p99_ms": pct(renew_ms, 0.99),
+        "effects_per_s": sum(a["effects"] for a in agents) / seconds,
+        "effect_p50_ms": pct(effect_ms, 0.5), "effect_p99_ms": pct(effect_ms, 0.99),
+        "abandoned": sum(a["abandoned"] for a in agents), "expired_alerts": len(sweep_lag),
+        "sweep_lag_p50_ms": pct(sweep_lag, 0.5), "sweep_lag_p99_ms": pct(sweep_lag, 0.99),
+        "alerts": len(alert_lag), "alert_latency_p99_ms": pct(alert_lag, 0.99),
+        "held_at_start": sum(a.get("held_at_start", 0) for a in agents),
+        "held_at_end": sum(a.get("held_at_end", 0) for a in agents),
+        "errors": dict(errors),
+        "errors_total": sum(n for k, n in errors.items() if not k.startswith("warm-up")),
+        "warm_up_retries": sum(n for k, n in errors.items() if k.startswith("warm-up")),
+        "load_average": os.getloadavg()[0], "memory": memory,
+    }  # fmt: skip
+    print(
+        f"\n{args.agents} agents, {procs} agent processes, {args.web} web nodes × "
+        f"{args.web_workers} workers behind haproxy, {args.workers} Celery workers + beat, "
+        f"{seconds:.0f} s, ttl {args.ttl_ms} ms, load average {figures['load_average']:.1f}\n"
+    )
+    print("| figure | value |\n|---|---|")
+    for key in (
+        "renewals_per_s", "batches_per_s", "renew_p50_ms", "renew_p99_ms", "effects_per_s",
+        "effect_p50_ms", "effect_p99_ms", "abandoned", "expired_alerts", "sweep_lag_p50_ms",
+        "sweep_lag_p99_ms", "alerts", "alert_latency_p99_ms", "held_at_start", "held_at_end",
+        "warm_up_retries", "errors_total",
+    ):  # fmt: skip
+        value = figures[key]
+        print(f"| {key} | {value:,.1f} |" if isinstance(value, float) else f"| {key} | {value} |")
+    if errors:
+        print(f"\nerrors: {dict(errors)}")
+    print(
+        "\n| process | RSS first MB | RSS last MB | change | CPU (% of a core) |\n"
+        "|---|---|---|---|---|"
+    )
+    for name, (first, last, cpu, span) in memory.items():
+        change = (last - first) / first * 100 if first else 0.0
+        busy = cpu / span * 100 if span else 0.0
+        print(f"| {name} | {first / 1024:.0f} | {last / 1024:.0f} | {change:+.1f}% | {busy:.0f}% |")
+    return figures
+
+
+def rss_table(samples) -> dict[str, tuple[int, int, float, float]]:  # type: ignore[no-untyped-def]
+    """Per process: RSS at the first sample taken while measuring and at its last one (an
+    agent process has exited by the final sample), and the CPU seconds between them over
+    the seconds between them."""
+    out: dict[str, tuple[int, int, float, float]] = {}
+    for at, row in samples:
+        for name, (kb, cpu) in row.items():
+            if kb:
+                first_kb, _, first_cpu, first_at = out.get(name, (kb, kb, cpu, at))
+                out[name] = (first_kb, kb, cpu - first_cpu, at - first_at)
+    return dict(sorted(out.items()))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
