@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
@@ -39,7 +38,7 @@ from leaseboard.core.clock import db_now_ms
 from leaseboard.core.models import Effect
 from leaseboard.domain.authority import Role
 from leaseboard.sweeps.models import ApprovalNotice
-from leaseboard.sweeps.notifications import NO_SECRET_ERROR, backoff_s, signed_post
+from leaseboard.sweeps.notifications import NO_SECRET_ERROR, signed_post
 
 log = logging.getLogger(__name__)
 
@@ -236,21 +235,7 @@ def _deliver(notice: ApprovalNotice, now_ms: int) -> None:
         secret,
         {"X-Leaseboard-Effect": str(effect.id), "X-Leaseboard-Notice": str(notice.id)},
     )
-    if sent.ok:
-        rows.update(
-            status=ApprovalNotice.Status.DELIVERED,
-            last_status_code=sent.status_code,
-            last_error="",
-            delivered_at=timezone.now(),
-        )
-        return
-    give_up = sent.give_up(attempt)
-    rows.update(
-        status=ApprovalNotice.Status.FAILED if give_up else ApprovalNotice.Status.PENDING,
-        last_status_code=sent.status_code,
-        last_error=sent.error,
-        due_at=timezone.now() + timedelta(seconds=backoff_s(attempt)),
-    )
+    sent.record(rows, attempt, ApprovalNotice.Status)
 
 
 def _email(notice: ApprovalNotice, rows: Any, now_ms: int) -> None:

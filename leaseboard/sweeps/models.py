@@ -38,7 +38,21 @@ class DeliveryStatus(models.TextChoices):
     FAILED = "failed"
 
 
-class NotificationDelivery(models.Model):
+class Attempts(models.Model):
+    """What an outbox row keeps of its delivery attempts."""
+
+    Status = DeliveryStatus
+
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    last_status_code = models.PositiveIntegerField(null=True, blank=True)
+    last_error = models.CharField(max_length=500, blank=True, default="")
+
+    class Meta:
+        abstract = True
+
+
+class NotificationDelivery(Attempts):
     """One row per (alert, channel, target): the delivery log and the idempotency key of
     the notification tasks. A retried task finds its row and does not send twice."""
 
@@ -51,10 +65,6 @@ class NotificationDelivery(models.Model):
     alert = models.ForeignKey(Alert, on_delete=models.CASCADE, related_name="deliveries")
     channel = models.CharField(max_length=10, choices=Channel.choices)
     target = models.CharField(max_length=500)
-    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
-    attempts = models.PositiveIntegerField(default=0)
-    last_status_code = models.PositiveIntegerField(null=True, blank=True)
-    last_error = models.CharField(max_length=500, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     delivered_at = models.DateTimeField(null=True, blank=True)
@@ -72,7 +82,7 @@ class NotificationDelivery(models.Model):
         indexes = [models.Index(fields=["status", "updated_at"], name="notify_status_idx")]
 
 
-class ApprovalNotice(models.Model):
+class ApprovalNotice(Attempts):
     """Outbox and delivery log of approver notifications: one row per (effect, kind,
     channel, target), written in the transaction that made the effect wait (kind
     `request`) or by the sweep before its deadline (`reminder`). Delivery takes the due
@@ -90,10 +100,6 @@ class ApprovalNotice(models.Model):
     kind = models.CharField(max_length=10, choices=Kind.choices)
     channel = models.CharField(max_length=10, choices=NotificationDelivery.Channel.choices)
     target = models.CharField(max_length=500)
-    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
-    attempts = models.PositiveIntegerField(default=0)
-    last_status_code = models.PositiveIntegerField(null=True, blank=True)
-    last_error = models.CharField(max_length=500, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     due_at = models.DateTimeField(auto_now_add=True)
     delivered_at = models.DateTimeField(null=True, blank=True)

@@ -192,6 +192,26 @@ class Sent:
             code is not None and 400 <= code < 500 and code not in (408, 429)
         )
 
+    def record(self, rows: Any, attempt: int, status: Any) -> None:
+        """Write this attempt's outcome on an outbox's claimed `rows` (a queryset of rows
+        with status, last_status_code, last_error, delivered_at and due_at; `status` their
+        choices with DELIVERED, FAILED and PENDING): delivered, given up, or due again
+        after the backoff."""
+        if self.ok:
+            rows.update(
+                status=status.DELIVERED,
+                last_status_code=self.status_code,
+                last_error="",
+                delivered_at=timezone.now(),
+            )
+            return
+        rows.update(
+            status=status.FAILED if self.give_up(attempt) else status.PENDING,
+            last_status_code=self.status_code,
+            last_error=self.error,
+            due_at=timezone.now() + timedelta(seconds=backoff_s(attempt)),
+        )
+
 
 def signed_post(url: str, payload: dict[str, Any], secret: str, headers: dict[str, str]) -> Sent:
     """POST `payload` as compact JSON signed with `secret` (SIGNATURE_HEADER); one attempt,
@@ -284,18 +304,4 @@ def _epoch_notices_send(notices: list[EpochNotice]) -> None:
         recipient.webhook_secret,
         {"X-Leaseboard-Epoch-Notices": str(len(notices))},
     )
-    if sent.ok:
-        rows.update(
-            status=EpochNotice.Status.DELIVERED,
-            last_status_code=sent.status_code,
-            last_error="",
-            delivered_at=timezone.now(),
-        )
-        return
-    give_up = sent.give_up(attempt)
-    rows.update(
-        status=EpochNotice.Status.FAILED if give_up else EpochNotice.Status.PENDING,
-        last_status_code=sent.status_code,
-        last_error=sent.error,
-        due_at=timezone.now() + timedelta(seconds=backoff_s(attempt)),
-    )
+    sent.record(rows, attempt, EpochNotice.Status)
