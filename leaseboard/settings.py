@@ -142,6 +142,11 @@ def database_from_url(url: str) -> dict:
         if "prepare_threshold" in options:
             raw = str(options["prepare_threshold"])
             options["prepare_threshold"] = None if raw.lower() == "none" else int(raw)
+        # PostgreSQL's JIT compiles any plan estimated above jit_above_cost: 100+ ms an
+        # OLTP statement never wins back (a sweep batch of 200 leases: 151 ms with it, 37 ms
+        # without; docs/benchmarks.md). Off unless the URL's `options` say otherwise.
+        if "jit" not in str(options.get("options", "")):
+            options["options"] = ("-c jit=off " + str(options.get("options", ""))).strip()
         return {
             "ENGINE": "django.db.backends.postgresql",
             "NAME": unquote(parsed.path.lstrip("/")) or "leaseboard",

@@ -34,7 +34,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from leaseboard.core.models import Alert, EpochNotice
+from leaseboard.core.models import Alert, EpochNotice, Queue
 from leaseboard.core.services.epoch_notices import epoch_notices_payload
 from leaseboard.sweeps.models import NotificationDelivery
 
@@ -90,10 +90,14 @@ def alerts_with_targets(alert_ids: list[int]) -> list[int]:
     """The alerts among `alert_ids` whose queue (or the default) has notification targets."""
     if not alert_ids:
         return []
-    rows = Alert.objects.filter(id__in=alert_ids).values_list(
-        "id", "kind", "work_item__queue__notify"
-    )
-    return [aid for aid, kind, notify in rows if notify_targets(notify, kind)]
+    # The queues that configure targets, each read (and decoded) once: a sweep batch opens
+    # hundreds of alerts on a handful of queues, and where neither a queue nor the default
+    # names a target (the common case) the alerts need not be read at all.
+    notify = dict(Queue.objects.exclude(notify={}).values_list("id", "notify"))
+    if not notify and not settings.LEASEBOARD_NOTIFY_DEFAULT:
+        return []
+    rows = Alert.objects.filter(id__in=alert_ids).values_list("id", "kind", "work_item__queue_id")
+    return [aid for aid, kind, queue_id in rows if notify_targets(notify.get(queue_id), kind)]
 
 
 def _config(alert: Alert) -> dict[str, Any]:

@@ -26,10 +26,11 @@ from leaseboard.core import sql
 from leaseboard.core.clock import db_now_ms
 from leaseboard.core.models import Alert, Lease, LeaseEvent
 from leaseboard.core.models.leases import LIVE_STATES
-from leaseboard.core.services.alerts import alerts_open, lease_alert
+from leaseboard.core.services.alerts import alerts_open
 from leaseboard.core.services.approvals import approvals_expire_due
 from leaseboard.core.services.leases import leases_expire_locked
 from leaseboard.core.services.leases.base import lease_events_insert
+from leaseboard.core.signals import alerts_opened
 from leaseboard.sweeps.approver_notices import approval_reminders_open_due
 from leaseboard.sweeps.models import MetricCounter, NotificationDelivery, SweepState
 from leaseboard.takeovers.sweep import takeover_sweep_step
@@ -169,68 +170,66 @@ def _plan(lease: Lease, now: int, window: OutageWindow | None) -> str:
     return REDUE  # due_at is behind the stored times; only move it forward
 
 
+# What a claim reads of each due lease: enough to plan its transition and to check, before
+# the write, that it is still the version read (compare-and-set), plus its holder's name.
+_CLAIMED = (
+    "id",
+    "state",
+    "epoch",
+    "renewed_at_ms",
+    "jeopardy_at_ms",
+    "expires_at_ms",
+    "max_expires_at_ms",
+    "due_at_ms",
+    "ttl_ms",
+    "holder_name",
+    "holder_kind",
+)
+
+
 @transaction.atomic(durable=True)
 def _sweep_batch(
     *,
     batch_size: int,
     window: OutageWindow | None,
     report: SweepReport,
-    before_write: Callable[[list[Lease]], None] | None,
+    before_write: Callable[[list[Any]], None] | None,
 ) -> int:
     now = db_now_ms()
+    # Rows, not model instances: a batch of jeopardy transitions never builds a Lease.
     claimed = list(
         Lease.objects.select_for_update(skip_locked=True, no_key=True, of=("self",))
-        .select_related("holder")
         .filter(state__in=LIVE_STATES, due_at_ms__lte=now)
-        .order_by("due_at_ms")[:batch_size]
+        .annotate(holder_name=F("holder__name"), holder_kind=F("holder__kind"))
+        .order_by("due_at_ms")
+        .values_list(*_CLAIMED, named=True)[:batch_size]
     )
     if not claimed:
         return 0
     if before_write is not None:
         before_write(claimed)
-    # Compare-and-set: only leases still exactly as claimed are written. The row locks
-    # make this hold against other transactions; the check also guards this one.
-    unchanged = _unchanged_ids(claimed)
-    report.skipped += len(claimed) - len(unchanged)
-    plans: dict[str, list[Lease]] = {JEOPARDY: [], EXPIRE: [], RECOVER: [], REDUE: []}
-    for lease in claimed:
-        if lease.id in unchanged:
-            plans[_plan(lease, now, window)].append(lease)
+    plans: dict[str, list[Any]] = {JEOPARDY: [], EXPIRE: [], RECOVER: [], REDUE: []}
+    for row in claimed:
+        plans[_plan(row, now, window)].append(row)
 
-    alerts: list[Alert] = []
+    marked, opened = _jeopardy_mark(plans[JEOPARDY], now)
+    report.jeopardy += marked
+    report.skipped += len(plans[JEOPARDY]) - marked
+
+    # The rarer transitions, on model instances. Compare-and-set: only leases still exactly
+    # as claimed are written. The row locks make this hold against other transactions; the
+    # check also guards this one.
+    rest = plans[EXPIRE] + plans[RECOVER] + plans[REDUE]
+    unchanged = _unchanged_ids(rest) if rest else set()
+    report.skipped += len(rest) - len(unchanged)
+    leases = Lease.objects.select_related("holder").in_bulk(unchanged) if unchanged else {}
+
+    def still(plan: str) -> list[Lease]:
+        return [leases[row.id] for row in plans[plan] if row.id in leases]
+
+    recovered = still(RECOVER)
     events: list[LeaseEvent] = []
-    if plans[JEOPARDY]:
-        Lease.objects.filter(id__in=[lease.id for lease in plans[JEOPARDY]]).update(
-            state=Lease.State.JEOPARDY, due_at_ms=F("expires_at_ms")
-        )
-        for lease in plans[JEOPARDY]:
-            at = min(now, lease.jeopardy_at_ms)
-            events.append(
-                LeaseEvent(
-                    lease_id=lease.id,
-                    work_item_id=lease.work_item_id,
-                    epoch=lease.epoch,
-                    kind=LeaseEvent.Kind.JEOPARDY,
-                    at_ms=at,
-                    detail={"materialized_at_ms": now, "expires_at_ms": lease.expires_at_ms},
-                )
-            )
-            # A fact that stays true when read later (no countdown frozen into the text);
-            # the page shows the expiry time from the detail.
-            alert = lease_alert(
-                lease,
-                Alert.Kind.JEOPARDY,
-                f"{lease.holder.name} missed its renewals: none for "
-                f"{(lease.jeopardy_at_ms - lease.renewed_at_ms) / 1000:.1f} s "
-                f"(ttl {lease.ttl_ms / 1000:.1f} s)",
-                due_at_ms=lease.jeopardy_at_ms,
-                now_ms=now,
-            )
-            alert.detail["expires_at_ms"] = lease.expires_at_ms
-            alerts.append(alert)
-        report.jeopardy += len(plans[JEOPARDY])
-
-    for lease in plans[RECOVER]:
+    for lease in recovered:
         grace_until = min(max(lease.expires_at_ms, now + lease.ttl_ms), lease.max_expires_at_ms)
         Lease.objects.filter(id=lease.id).update(
             state=Lease.State.JEOPARDY, expires_at_ms=grace_until, due_at_ms=grace_until
@@ -250,26 +249,75 @@ def _sweep_batch(
                 },
             )
         )
-    report.recovered += len(plans[RECOVER])
+    lease_events_insert(events)
+    report.recovered += len(recovered)
 
-    expiry_alert_ids = leases_expire_locked(plans[EXPIRE], now)
-    report.expired += len(plans[EXPIRE])
+    expired = still(EXPIRE)
+    expiry_alert_ids = leases_expire_locked(expired, now)
+    report.expired += len(expired)
 
-    for lease in plans[REDUE]:
+    for lease in still(REDUE):
         nxt = lease.jeopardy_at_ms if lease.state == Lease.State.ACTIVE else lease.expires_at_ms
         Lease.objects.filter(id=lease.id).update(due_at_ms=nxt)
 
-    lease_events_insert(events)
-    opened = alerts_open(alerts) + expiry_alert_ids
-    report.alert_ids.extend(opened)
-    if opened:
-        for kind, due in Alert.objects.filter(id__in=opened).values_list("kind", "due_at_ms"):
-            report.alerts_by_kind[kind] += 1
-            report.latencies_s.append(max(0, now - (due or now)) / 1000)
+    if expiry_alert_ids:
+        opened += Alert.objects.filter(id__in=expiry_alert_ids).values_list(
+            "id", "kind", "due_at_ms"
+        )
+    for alert_id, kind, due in opened:
+        report.alert_ids.append(alert_id)
+        report.alerts_by_kind[kind] += 1
+        report.latencies_s.append(max(0, now - (due or now)) / 1000)
     return len(claimed)
 
 
-def _unchanged_ids(claimed: list[Lease]) -> set:
+def _jeopardy_mark(rows: list[Any], now: int) -> tuple[int, list[tuple[int, str, int | None]]]:
+    """Move claimed leases that missed their renewals to JEOPARDY, each with its event and
+    alert (core.sql.lease_jeopardy_mark: one statement on PostgreSQL). Returns how many
+    leases moved, and (id, kind, due time) of each alert opened."""
+    if not rows:
+        return 0, []
+    pk = Lease._meta.pk
+    params = sql.rows_params(
+        connection.vendor,
+        [
+            [
+                pk.get_db_prep_value(row.id, connection),
+                row.state,
+                row.epoch,
+                row.renewed_at_ms,
+                row.expires_at_ms,
+                row.due_at_ms,
+                f"{Alert.Kind.JEOPARDY.value}:{row.id}:{row.epoch}",
+                # A fact that stays true when read later (no countdown frozen into the
+                # text); the page shows the expiry time from the detail.
+                (
+                    f"{row.holder_name} missed its renewals: none for "
+                    f"{(row.jeopardy_at_ms - row.renewed_at_ms) / 1000:.1f} s "
+                    f"(ttl {row.ttl_ms / 1000:.1f} s)"
+                )[:500],
+                row.holder_name,
+                row.holder_kind,
+                now,
+            ]
+            for row in rows
+        ],
+    )
+    marked, opened = 0, []
+    with connection.cursor() as cursor:
+        for statement in sql.lease_jeopardy_mark(connection.vendor, len(rows)):
+            cursor.execute(statement, params)
+            for what, alert_id, due in cursor.fetchall():
+                if what == "lease":
+                    marked += 1
+                else:
+                    opened.append((int(alert_id), Alert.Kind.JEOPARDY.value, due))
+    if opened:
+        alerts_opened.send(sender=Alert, alert_ids=[alert_id for alert_id, _, _ in opened])
+    return marked, opened
+
+
+def _unchanged_ids(claimed: list[Any]) -> set:
     """Ids of claimed leases whose stored version still equals what the claim read."""
     pk = Lease._meta.pk
     rows: list[list[Any]] = [

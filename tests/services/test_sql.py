@@ -9,6 +9,7 @@ get the same rows. A statement added to the module without a case here fails
 from __future__ import annotations
 
 import inspect
+import json
 import time
 import uuid
 from collections.abc import Iterator
@@ -23,7 +24,7 @@ from django.db.models.sql import InsertQuery
 from django.db.utils import ConnectionHandler
 
 from leaseboard.core import sql
-from leaseboard.core.models import Executor, Lease, LeaseEvent, Queue, WorkItem
+from leaseboard.core.models import Alert, Executor, Lease, LeaseEvent, Queue, WorkItem
 from leaseboard.core.models.leases import RENEWAL_SLOT
 from leaseboard.core.services.leases.grants import grant_write
 from leaseboard.domain import reconciliation, vocabulary
@@ -38,11 +39,13 @@ COVERED = {
     "epoch_mark_upsert",
     "executor_active_shared",
     "lease_grant",
+    "lease_jeopardy_mark",
 }
 HELPERS = {"literal", "grant_columns", "rows_source", "rows_params"}
 # Parents first. Executor has a user link, so SQLite (foreign keys on) needs auth's tables.
 TABLES = (
-    ContentType, Permission, Group, User, Queue, WorkItem, Executor, Lease, LeaseEvent, EpochMark
+    ContentType, Permission, Group, User, Queue, WorkItem, Executor, Lease, LeaseEvent, Alert,
+    EpochMark,
 )  # fmt: skip
 
 
@@ -300,6 +303,72 @@ def test_lease_versions_unchanged_returns_only_leases_still_as_read(conn):
     params = sql.rows_params(conn.vendor, versions)
     rows = fetch(conn, sql.lease_versions_unchanged(conn.vendor, len(as_read)), params)
     assert {Lease._meta.pk.to_python(row[0]) for row in rows} == {same.id}
+
+
+def test_lease_jeopardy_mark_moves_only_unchanged_leases_and_opens_each_alert_once(conn):
+    now = db_now(conn)
+    holder, _, _ = scene(conn, now)
+    items = [
+        WorkItem(
+            id=990_300 + n,
+            key=f"sql-jeopardy-{n}",
+            queue_id=990_001,
+            admission=WorkItem.Admission.ADMITTED,
+            created_at_ms=now,
+            epoch=1,
+        )  # fmt: skip
+        for n in range(3)
+    ]
+    insert(conn, *items)
+    due = {"jeopardy_at_ms": now - 500, "due_at_ms": now - 500, "expires_at_ms": now + 4_500}
+    fresh, alerted, renewed = (lease(items[n], holder, now, 1, **due) for n in range(3))
+    insert(conn, fresh, alerted, renewed)
+    key = f"jeopardy:{alerted.id}:1"  # a jeopardy alert this lease already has
+    insert(conn, Alert(id=990_001, kind="jeopardy", dedupe_key=key, message="earlier",
+                       detail={}, opened_at_ms=now - 100, lease_id=alerted.id,
+                       work_item_id=alerted.work_item_id, epoch=1))  # fmt: skip
+
+    def row(claimed: Lease, renewed_at_ms: int) -> list[Any]:
+        return [
+            lease_id(conn, claimed.id), claimed.state, claimed.epoch, renewed_at_ms,
+            claimed.expires_at_ms, claimed.due_at_ms, f"jeopardy:{claimed.id}:1",
+            f"message {claimed.work_item_id}", holder.name, holder.kind, now,
+        ]  # fmt: skip
+
+    # The claim read `renewed` before its renewal landed: its version no longer matches.
+    rows = [row(fresh, fresh.renewed_at_ms), row(alerted, alerted.renewed_at_ms)]
+    rows.append(row(renewed, renewed.renewed_at_ms - 1))
+    params = sql.rows_params(conn.vendor, rows)
+    answers = []
+    for statement in sql.lease_jeopardy_mark(conn.vendor, len(rows)):
+        answers += fetch(conn, statement, params)
+    assert sorted(what for what, _, _ in answers) == ["alert", "lease", "lease"]
+    ((_, alert_id, alert_due),) = [a for a in answers if a[0] == "alert"]
+    assert alert_due == fresh.jeopardy_at_ms
+
+    for marked in (fresh, alerted):
+        after = lease_row(conn, marked.id)
+        assert (after["state"], after["due_at_ms"]) == ("jeopardy", marked.expires_at_ms)
+    assert lease_row(conn, renewed.id)["state"] == "active"
+    events = fetch(
+        conn,
+        f"SELECT lease_id, kind, at_ms, detail FROM {LeaseEvent._meta.db_table} ORDER BY at_ms",
+    )
+    assert {Lease._meta.pk.to_python(e[0]) for e in events} == {fresh.id, alerted.id}
+    for _, kind, at_ms, detail in events:
+        assert (kind, at_ms) == ("jeopardy", now - 500)  # dated when jeopardy began
+        detail = json.loads(detail) if isinstance(detail, str) else detail
+        assert detail == {"materialized_at_ms": now, "expires_at_ms": now + 4_500}
+    alerts = fetch(
+        conn,
+        f"SELECT id, dedupe_key, message, detail, opened_at_ms FROM {Alert._meta.db_table} "
+        "ORDER BY opened_at_ms",
+    )
+    assert [a[1] for a in alerts] == [key, f"jeopardy:{fresh.id}:1"]
+    opened = alerts[1]
+    assert (opened[0], opened[2], opened[4]) == (alert_id, "message 990300", now)
+    detail = json.loads(opened[3]) if isinstance(opened[3], str) else opened[3]
+    assert detail == {"holder": "sql-holder", "holder_kind": "agent", "expires_at_ms": now + 4_500}
 
 
 def test_executor_active_shared_reads_the_flag_and_nothing_for_a_missing_executor(conn):

@@ -20,12 +20,20 @@ class Alert(models.Model):
     Kind = text_choices(AlertKind, module=__name__, qualname="Alert.Kind")
 
     kind = models.CharField(max_length=20, choices=Kind.choices)
-    dedupe_key = models.CharField(max_length=200, unique=True)
+    # Unique through alert_dedupe_unique (Meta): a plain unique index, without the
+    # pattern-ops twin Django adds for `unique=True` on PostgreSQL for LIKE queries no
+    # one runs; every sweep-opened alert writes each index.
+    dedupe_key = models.CharField(max_length=200)
     lease = models.ForeignKey(
         Lease, null=True, blank=True, on_delete=models.PROTECT, related_name="alerts"
     )
-    work_item = models.ForeignKey(
-        WorkItem, null=True, blank=True, on_delete=models.PROTECT, related_name="alerts"
+    work_item = models.ForeignKey(  # alert_work_idx leads with it: no index of its own
+        WorkItem,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="alerts",
+        db_index=False,
     )
     epoch = models.BigIntegerField(null=True, blank=True)
     message = models.CharField(max_length=500)
@@ -42,6 +50,7 @@ class Alert(models.Model):
     acknowledge_note = models.CharField(max_length=1000, blank=True, default="")
 
     class Meta:
+        constraints = [models.UniqueConstraint(fields=["dedupe_key"], name="alert_dedupe_unique")]
         indexes = [
             models.Index(
                 fields=["-opened_at_ms"],

@@ -37,8 +37,15 @@ class Lease(models.Model):
     GrantKind = text_choices(vocabulary.GrantKind, module=__name__, qualname="Lease.GrantKind")
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    work_item = models.ForeignKey(WorkItem, on_delete=models.PROTECT, related_name="leases")
-    holder = models.ForeignKey(Executor, on_delete=models.PROTECT, related_name="leases")
+    # No single-column indexes on these two: lease_epoch_unique (work_item, epoch) and
+    # lease_holder_state_idx (holder, state) lead with them. A sweep or a renew moves
+    # due_at_ms, which no HOT update can keep, so every index is one more write per change.
+    work_item = models.ForeignKey(
+        WorkItem, on_delete=models.PROTECT, related_name="leases", db_index=False
+    )
+    holder = models.ForeignKey(
+        Executor, on_delete=models.PROTECT, related_name="leases", db_index=False
+    )
     epoch = models.BigIntegerField()
     state = models.CharField(max_length=10, choices=State.choices, default=State.ACTIVE)
     grant_kind = models.CharField(max_length=10, choices=GrantKind.choices)
@@ -112,7 +119,6 @@ class Lease(models.Model):
                 fields=["due_at_ms"], condition=Q(state__in=LIVE_STATES), name="lease_due_idx"
             ),
             models.Index(fields=["holder", "state"], name="lease_holder_state_idx"),
-            models.Index(fields=["work_item", "-epoch"], name="lease_work_epoch_idx"),
             models.Index(fields=["-ended_at_ms"], name="lease_ended_idx"),
         ]
 
@@ -140,7 +146,10 @@ class LeaseEvent(models.Model):
         EXTENDED = "extended"  # human standing extended
 
     lease = models.ForeignKey(Lease, on_delete=models.PROTECT, related_name="events")
-    work_item = models.ForeignKey(WorkItem, on_delete=models.PROTECT, related_name="lease_events")
+    # lease_event_work_idx (work_item, at_ms) leads with it: no index of its own.
+    work_item = models.ForeignKey(
+        WorkItem, on_delete=models.PROTECT, related_name="lease_events", db_index=False
+    )
     epoch = models.BigIntegerField()
     kind = models.CharField(max_length=12, choices=Kind.choices)
     at_ms = models.BigIntegerField()
