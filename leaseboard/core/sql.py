@@ -63,26 +63,22 @@ def lease_renew(vendor: str, n_rows: int) -> str:
     expiry from the database clock. Fast path: stored state 'active' only; a lease the
     sweep moved to jeopardy renews through the slow path, which records the recovery.
 
-    Parameters: (lease id, epoch) per row, then the holder's executor id.
+    Parameters: `rows_params` of rows (lease id, epoch), then the holder's executor id.
     Rows returned: (lease id, epoch, expires_in_ms, hold_reason) for each lease renewed
     ("" when no operator holds it)."""
     window = RENEWAL_WINDOW * RENEWAL_SLOT
     if vendor == POSTGRESQL:
         recent = f"right(l.recent_renewals || lpad(c.n::text, 13, '0') || ',', {window})"
         least, greatest = "LEAST", "GREATEST"
-        rows = ", ".join(["(%s::uuid, %s::bigint)"] * n_rows)
-        pairs, lid, ep = f"(VALUES {rows}) AS v(lid, ep)", "v.lid", "v.ep"
         returning = "l.id, l.epoch, l.expires_at_ms - c.n, l.hold_reason"
     elif vendor == SQLITE:
         recent = f"substr(l.recent_renewals || printf('%%013d', c.n) || ',', -{window})"
         least, greatest = "min", "max"
-        rows = ", ".join(["(%s, %s)"] * n_rows)
-        # SQLite names VALUES columns column1, column2 and has no column-alias list.
-        pairs, lid, ep = f"(VALUES {rows}) AS v", "v.column1", "v.column2"
         # SQLite's RETURNING cannot name FROM tables; renewed_at_ms is the same clock read.
         returning = "id, epoch, expires_at_ms - renewed_at_ms, hold_reason"
     else:
         raise _unsupported(vendor)
+    pairs = rows_source(vendor, ["uuid", "bigint"], n_rows, ["lid", "ep"])
     return (
         f"UPDATE {Lease._meta.db_table} AS l SET "
         f"renewed_at_ms = c.n, "
@@ -93,7 +89,7 @@ def lease_renew(vendor: str, n_rows: int) -> str:
         f"max_gap_ms = {greatest}(l.max_gap_ms, c.n - l.renewed_at_ms), "
         f"recent_renewals = {recent} "
         f"FROM (SELECT {now_ms(vendor)} AS n) AS c, {pairs} "
-        f"WHERE l.id = {lid} AND l.holder_id = %s AND l.epoch = {ep} "
+        f"WHERE l.id = v.lid AND l.holder_id = %s AND l.epoch = v.ep "
         f"AND l.state = {literal(Certainty.ACTIVE)} AND l.expires_at_ms > c.n "
         f"RETURNING {returning}"
     )
@@ -299,8 +295,11 @@ def rows_source(vendor: str, types: list[str], n_rows: int, names: list[str]) ->
     """A row source (for FROM or INSERT … SELECT) of `n_rows` rows whose columns are
     `names`, of PostgreSQL `types`. PostgreSQL: one array parameter per column, unnested,
     so a batch of 500 rows is a handful of parameters instead of thousands to interpolate
-    and parse; SQLite: a VALUES list, a parameter per value. Build the parameters with
-    `rows_params`."""
+    and parse (one row: a typed VALUES row, which the planner knows is one row); SQLite: a
+    VALUES list, a parameter per value. Build the parameters with `rows_params`."""
+    if vendor == POSTGRESQL and n_rows == 1:
+        row = ", ".join(f"%s::{t}" for t in types)
+        return f"(VALUES ({row})) AS v({', '.join(names)})"
     if vendor == POSTGRESQL:
         arrays = ", ".join(f"%s::{t}[]" for t in types)
         return f"unnest({arrays}) AS v({', '.join(names)})"
@@ -314,6 +313,8 @@ def rows_source(vendor: str, types: list[str], n_rows: int, names: list[str]) ->
 
 def rows_params(vendor: str, rows: list[list[Any]]) -> list[Any]:
     """The parameters of `rows_source` for these rows (each a list of column values)."""
+    if vendor == POSTGRESQL and len(rows) == 1:
+        return list(rows[0])
     if vendor == POSTGRESQL:
         return [list(column) for column in zip(*rows, strict=True)] if rows else []
     if vendor == SQLITE:

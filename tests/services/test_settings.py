@@ -25,7 +25,16 @@ def test_a_postgres_url_becomes_typed_database_settings():
         "sslmode": "require",
         "server_side_binding": True,
         "prepare_threshold": 3,
+        "options": "-c jit=off",  # an OLTP statement never wins back a JIT compile
     }
+
+
+def test_a_postgres_url_may_keep_jit_or_add_its_own_options():
+    assert database_from_url("postgres://h/db?options=-c%20jit%3Don")["OPTIONS"] == {
+        "options": "-c jit=on"
+    }
+    extra = database_from_url("postgres://h/db?options=-c%20work_mem%3D64MB")["OPTIONS"]
+    assert extra == {"options": "-c jit=off -c work_mem=64MB"}
 
 
 def test_a_sqlite_url_runs_in_wal_with_immediate_transactions(tmp_path):

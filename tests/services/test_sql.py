@@ -24,6 +24,7 @@ from django.db.models.sql import InsertQuery
 from django.db.utils import ConnectionHandler
 
 from leaseboard.core import sql
+from leaseboard.core.compiled import CompiledRead, attnames, model_insert
 from leaseboard.core.models import Alert, Executor, Lease, LeaseEvent, Queue, WorkItem
 from leaseboard.core.models.leases import RENEWAL_SLOT
 from leaseboard.core.services.leases.grants import grant_write
@@ -242,10 +243,8 @@ def test_lease_renew_sets_an_absolute_expiry_only_for_this_holders_live_matching
 
     pairs = [(mine, 1), (capped, 1), (stale, 2), (theirs, 1), (jeopardy, 1), (overdue, 1)]
     pairs.append((released, 1))
-    params: list[Any] = []
-    for row, epoch in pairs:
-        params += [lease_id(conn, row.id), epoch]
-    params.append(holder.id)
+    versions = [[lease_id(conn, row.id), epoch] for row, epoch in pairs]
+    params = [*sql.rows_params(conn.vendor, versions), holder.id]
     rows = fetch(conn, sql.lease_renew(conn.vendor, len(pairs)), params)
 
     renewed = {Lease._meta.pk.to_python(rid): (epoch, left) for rid, epoch, left, _hold in rows}
@@ -262,6 +261,11 @@ def test_lease_renew_sets_an_absolute_expiry_only_for_this_holders_live_matching
     assert renewed[capped.id][1] == now + 4_000 - capped_after["renewed_at_ms"]
     for untouched in (stale, theirs, jeopardy, overdue, released):
         assert lease_row(conn, untouched.id)["renew_count"] == 0
+    # One lease: a typed VALUES row on PostgreSQL instead of arrays, the same renewal.
+    one = [*sql.rows_params(conn.vendor, versions[:1]), holder.id]
+    (again,) = fetch(conn, sql.lease_renew(conn.vendor, 1), one)
+    assert Lease._meta.pk.to_python(again[0]) == mine.id
+    assert lease_row(conn, mine.id)["renew_count"] == 2
 
 
 def test_lease_versions_unchanged_returns_only_leases_still_as_read(conn):
@@ -441,3 +445,68 @@ def test_epoch_mark_upsert_refuses_a_table_name_that_is_not_an_identifier():
     for vendor in sql.VENDORS:
         with pytest.raises(ValueError):
             sql.epoch_mark_upsert(vendor, "marks; DROP TABLE core_lease")
+
+
+# --- reads compiled once (leaseboard.core.compiled), on both databases --------------------
+
+
+def _lease_with_item_and_holder(lease_id: uuid.UUID, marker: int) -> Any:
+    from django.db.models import OuterRef, Subquery, Value
+
+    return (
+        Lease.objects.select_for_update(no_key=True, of=("self",))
+        .filter(id=lease_id)
+        .annotate(
+            marker=Value(marker),
+            first_event=Subquery(LeaseEvent.objects.filter(lease=OuterRef("pk")).values("id")[:1]),
+        )
+        .values_list(
+            *attnames(Lease),
+            *attnames(WorkItem, "work_item__"),
+            *attnames(Executor, "holder__"),
+            "marker",
+            "first_event",
+        )
+    )
+
+
+LEASE_READ = CompiledRead(
+    _lease_with_item_and_holder,
+    (uuid.UUID(int=0x7E57), -424_242),
+    Lease,
+    related=(("work_item", WorkItem), ("holder", Executor)),
+)
+
+
+def test_a_compiled_read_makes_the_instances_the_orm_would(conn):
+    now = db_now(conn)
+    holder, _, item = scene(conn, now)
+    written = lease(item, holder, now, 9)
+    model_insert(written, using=conn)  # the compiled insert, read back below
+    found = LEASE_READ.row(written.id, 7, using=conn)
+    assert found is not None
+    read, extra = found
+    assert isinstance(read, Lease) and read.id == written.id  # a UUID on both databases
+    for field in Lease._meta.concrete_fields:
+        assert getattr(read, field.attname) == getattr(written, field.attname), field.name
+    assert read.work_item.key == "sql-dialects" and read.work_item.epoch == 9
+    assert read.work_item.scope == {}  # JSON decoded by the field's converter
+    assert read.holder.name == "sql-holder" and read.holder.kind == "agent"
+    assert extra == [7, None]  # annotations, in order; each call's own marker
+    assert LEASE_READ.row(written.id, 8, using=conn)[1] == [8, None]  # type: ignore[index]
+    assert LEASE_READ.row(uuid.uuid4(), 7, using=conn) is None
+
+
+def test_a_compiled_read_refuses_a_sentinel_it_cannot_place(conn):
+    twice = CompiledRead(
+        lambda key: WorkItem.objects.filter(key=key, queue__name=key).values_list("id"),
+        ("sentinel:twice",),
+        WorkItem,
+    )
+    with pytest.raises(AssertionError, match="appears 2 times"):
+        twice.values("x", using=conn)
+
+
+def test_a_compiled_insert_refuses_a_model_whose_key_the_database_makes(conn):
+    with pytest.raises(TypeError, match="database-made key"):
+        model_insert(Queue(name="q"), using=conn)

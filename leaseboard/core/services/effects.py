@@ -15,9 +15,11 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import QuerySet, Subquery
 
 from leaseboard.core.authority import Actor, authorize, verdict
 from leaseboard.core.clock import db_now_ms
+from leaseboard.core.compiled import CompiledRead, attnames, model_insert
 from leaseboard.core.models import Alert, Effect, Executor, Lease, WorkItem
 from leaseboard.core.services.alerts import alerts_open
 from leaseboard.core.services.fencing import fencing_token_issue
@@ -150,7 +152,7 @@ def effect_decided(
     effect.decided_at_ms = None if decision == Effect.Decision.PENDING_APPROVAL else now_ms
     effect.decided_by_id = user_id
     if effect._state.adding:
-        effect.save(force_insert=True)
+        model_insert(effect)  # what save(force_insert=True) writes, compiled once
     else:
         effect.save(
             update_fields=[
@@ -201,6 +203,31 @@ def effect_propose(
     return effect
 
 
+def _lease_locked_read(lease_id: uuid.UUID, executor_id: int, key: str) -> QuerySet[Any, Any]:
+    first = Effect.objects.filter(executor_id=executor_id, idempotency_key=key).values("id")[:1]
+    return (
+        Lease.objects.select_for_update(no_key=True, of=("self",))
+        .filter(id=lease_id)
+        .annotate(first_effect_id=Subquery(first))
+        .values_list(
+            *attnames(Lease),
+            *attnames(WorkItem, "work_item__"),
+            *attnames(Executor, "holder__"),
+            "first_effect_id",
+        )
+    )
+
+
+# The lease under a row lock, with its work item and holder, and the id of an effect this
+# executor proposed under the idempotency key (None if none): one statement, compiled once.
+_LEASE_LOCKED = CompiledRead(
+    _lease_locked_read,
+    (uuid.UUID(int=0x5E_17_1E1), -9_000_000_001, "sentinel:effect-idempotency-key"),
+    Lease,
+    related=(("work_item", WorkItem), ("holder", Executor)),
+)
+
+
 @transaction.atomic(durable=True)
 def _effect_decide(
     *,
@@ -212,20 +239,26 @@ def _effect_decide(
     idempotency_key: str,
     payload: Any,
 ) -> Effect:
-    first = Effect.objects.filter(executor=executor, idempotency_key=idempotency_key).first()
+    # Locking the lease orders us against a revoke or takeover: once that commits, this
+    # decision sees the ended lease and the raised epoch. The same statement asks whether
+    # the idempotency key was used already; its snapshot may predate our lock wait, and a
+    # retry that committed meanwhile makes our insert fail on the key's unique constraint,
+    # answered in `effect_propose` as that retry was.
+    found = _LEASE_LOCKED.row(lease_id, executor.id, idempotency_key)
+    first_id = found[1][0] if found is not None else None
+    if found is None:  # no such lease; a key used for another lease is still a conflict
+        first = Effect.objects.filter(executor=executor, idempotency_key=idempotency_key).first()
+    elif first_id is not None:
+        first = Effect.objects.get(id=first_id)
+    else:
+        first = None
     if first is not None:
         _same_request(first, lease_id, kind, target, payload)
         return first
-    # Locking the lease orders us against a revoke or takeover: once that commits, this
-    # decision sees the ended lease and the raised epoch.
-    lease = (
-        Lease.objects.select_for_update(no_key=True, of=("self",))
-        .select_related("work_item", "holder")
-        .filter(id=lease_id)
-        .first()
-    )
-    if lease is None:
+    if found is None:
         raise NotFound(f"no lease {lease_id}")
+    lease = found[0]
+    assert isinstance(lease, Lease)
     item = lease.work_item
     now, policy_version = clock_and_policy_version(item.queue_id)
     effect = Effect(

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from leaseboard.core.clock import DbNowMs, db_now_ms
+from leaseboard.core.compiled import CompiledRead
 from leaseboard.core.models import Checkpoint, Effect, Executor, Lease, Queue, WorkItem
 from leaseboard.core.models.leases import LIVE_STATES
 from leaseboard.domain.errors import NotFound, ValidationFailed
@@ -48,10 +49,18 @@ _cache_lock = threading.Lock()
 CACHE_MAX = 1000
 
 
+# Compiled once per process (core.compiled): an effect authorization runs it every time.
+_CLOCK_AND_VERSION = CompiledRead(
+    lambda queue_id: Queue.objects.filter(id=queue_id).values_list(DbNowMs(), "policy_version"),
+    (-9_000_000_002,),
+    Queue,
+)
+
+
 def clock_and_policy_version(queue_id: int) -> tuple[int, int]:
     """The database clock and the queue's policy version in one read (an effect's decision
     needs both, after its lock): pass the version to `effect_policy_decide`."""
-    row = Queue.objects.filter(id=queue_id).values_list(DbNowMs(), "policy_version").first()
+    row = _CLOCK_AND_VERSION.values(queue_id)
     if row is None:
         raise NotFound(f"no queue {queue_id}")
     return int(row[0]), int(row[1])

@@ -9,7 +9,6 @@ under it before the fence has passed (docs/fencing.md)."""
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +19,8 @@ from django.db.models import Exists, OuterRef, QuerySet, Subquery
 from leaseboard.core import sql
 from leaseboard.core.authority import Actor, authorize
 from leaseboard.core.clock import DbNowMs, db_now_ms
-from leaseboard.core.models import Checkpoint, Executor, Lease, LeaseEvent, WorkItem
+from leaseboard.core.compiled import CompiledRead, attnames
+from leaseboard.core.models import Checkpoint, Executor, Lease, LeaseEvent, Queue, WorkItem
 from leaseboard.core.models.leases import LIVE_STATES
 from leaseboard.core.services.envelopes import envelope_grant_check_locked
 from leaseboard.core.services.epoch_notices import epoch_notices_open, recipients_listening
@@ -229,28 +229,29 @@ def _gates_query(pk: int) -> QuerySet[Any, Any]:
     )
 
 
-_SENTINEL_PK = -7_212_345_678  # stands for the work item's id in the compiled statement
-
-
-@functools.cache
-def _gates_compiled(vendor: str, offset_ms: int, skew_ms: int) -> tuple[str, tuple[Any, ...]]:
-    """`_gates_query` compiled once per process (and per setting it bakes in): building
-    and compiling that queryset cost more CPU than the rest of an acquire together."""
-    statement, params = _gates_query(_SENTINEL_PK).query.sql_with_params()
-    assert params.count(_SENTINEL_PK) == 1
-    return statement, params
+# The gate read, compiled once per process (core.compiled): building and compiling that
+# queryset cost more CPU than the rest of an acquire together.
+_GATES = CompiledRead(_gates_query, (-7_212_345_678,), WorkItem, varies_with=skew_ms)
 
 
 def _gates(pk: int) -> tuple[Any, ...]:
-    statement, params = _gates_compiled(
-        connection.vendor, settings.LEASEBOARD_DB_CLOCK_OFFSET_MS, skew_ms()
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(statement, [pk if p == _SENTINEL_PK else p for p in params])
-        row = cursor.fetchone()
+    row = _GATES.values(pk)
     if row is None:
         raise NotFound("no such work item")
     return tuple(row)
+
+
+# The work item under a row lock, with its queue: the acquire's first statement.
+_ITEM_LOCKED = CompiledRead(
+    lambda key: (
+        WorkItem.objects.select_for_update(no_key=True, of=("self",))
+        .filter(key=key)
+        .values_list(*attnames(WorkItem), *attnames(Queue, "queue__"))
+    ),
+    ("sentinel:acquire-work-key",),
+    WorkItem,
+    related=(("queue", Queue),),
+)
 
 
 @transaction.atomic(durable=True)
@@ -260,14 +261,11 @@ def lease_acquire(*, work_key: str, executor: Executor, ttl_ms: int | None = Non
     # the live lease, the reconciliation gate and the latest checkpoint. (Subqueries in the
     # locking statement would use its pre-wait snapshot: the race test catches that.)
     authorize(Act.ACQUIRE, Actor.of_executor(executor))
-    item = (
-        WorkItem.objects.select_for_update(no_key=True, of=("self",))
-        .select_related("queue")
-        .filter(key=work_key)
-        .first()
-    )
-    if item is None:
+    found = _ITEM_LOCKED.row(work_key)
+    if found is None:
         raise NotFound(f"no work item {work_key!r}")
+    item = found[0]
+    assert isinstance(item, WorkItem)
     gates = _gates(item.pk)
     now, live_lease_id, unreconciled, checkpoint_id, fence_until, listening = gates
     if item.admission != WorkItem.Admission.ADMITTED:

@@ -40,10 +40,9 @@ class Renewal:
 def _renew_fast(
     pairs: list[tuple[uuid.UUID, int]], executor_id: int
 ) -> dict[uuid.UUID, tuple[int, int, str]]:
-    params: list[Any] = []
-    for lease_id, epoch in pairs:
-        params.extend([Lease._meta.pk.get_db_prep_value(lease_id, connection), epoch])
-    params.append(executor_id)
+    prep = Lease._meta.pk.get_db_prep_value
+    rows = [[prep(lease_id, connection), epoch] for lease_id, epoch in pairs]
+    params = [*sql.rows_params(connection.vendor, rows), executor_id]
     with connection.cursor() as cursor:
         cursor.execute(sql.lease_renew(connection.vendor, len(pairs)), params)
         rows = cursor.fetchall()
