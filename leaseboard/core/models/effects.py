@@ -22,12 +22,22 @@ class Effect(models.Model):
     Source = text_choices(rc.Source, module=__name__, qualname="Effect.Source")
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    work_item = models.ForeignKey(WorkItem, on_delete=models.PROTECT, related_name="effects")
+    # No single-column indexes on work_item and executor: effect_work_idx and
+    # effect_executor_idx (and the idempotency key) lead with them, and every effect
+    # proposed writes each index.
+    work_item = models.ForeignKey(
+        WorkItem, on_delete=models.PROTECT, related_name="effects", db_index=False
+    )
     lease = models.ForeignKey(
         Lease, null=True, blank=True, on_delete=models.PROTECT, related_name="effects"
     )
     executor = models.ForeignKey(
-        Executor, null=True, blank=True, on_delete=models.PROTECT, related_name="effects"
+        Executor,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="effects",
+        db_index=False,
     )
     source = models.CharField(max_length=10, choices=Source.choices, default=Source.AGENT)
     epoch = models.BigIntegerField()  # the epoch the proposer presented
