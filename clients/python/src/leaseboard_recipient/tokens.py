@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import json
 from collections.abc import Mapping
@@ -146,6 +147,17 @@ def public_key_raw(private_key_raw: bytes) -> bytes:
     return key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
 
 
+@functools.lru_cache(maxsize=16)
+def _signer(private_key_raw: bytes) -> tuple[Ed25519PrivateKey, str]:
+    """A signing key and its key id, made once per key: loading the key and deriving its
+    public half cost about as much as the signature itself, on every token issued."""
+    key = Ed25519PrivateKey.from_private_bytes(private_key_raw)
+    public = key.public_key().public_bytes(
+        serialization.Encoding.Raw, serialization.PublicFormat.Raw
+    )
+    return key, key_id(public)
+
+
 def key_id(public_key_raw: bytes) -> str:
     """Short stable id of a public key: the first 16 hex digits of its SHA-256."""
     if len(public_key_raw) != KEY_BYTES:
@@ -194,12 +206,12 @@ def sign_token(claims: FencingClaims, *, private_key_raw: bytes) -> str:
     token look forged, so it is refused here, where the wiring bug is.
     """
     _check_claim_types(claims)
-    own_kid = key_id(public_key_raw(private_key_raw))
+    key, own_kid = _signer(bytes(private_key_raw))
     if claims.kid != own_kid:
         raise ValueError(f"claims.kid {claims.kid!r} does not match the signing key ({own_kid})")
     payload = json.dumps(_payload(claims), sort_keys=True, separators=(",", ":")).encode()
     segment = _b64e(payload)
-    signature = Ed25519PrivateKey.from_private_bytes(private_key_raw).sign(segment.encode("ascii"))
+    signature = key.sign(segment.encode("ascii"))
     return f"{segment}.{_b64e(signature)}"
 
 
