@@ -23,69 +23,133 @@ class Migration(migrations.Migration):
             name="dedupe_key",
             field=models.CharField(max_length=200),
         ),
-        migrations.AlterField(
-            model_name="alert",
-            name="work_item",
-            field=models.ForeignKey(
-                blank=True,
-                db_index=False,
-                null=True,
-                on_delete=django.db.models.deletion.PROTECT,
-                related_name="alerts",
-                to="core.workitem",
-            ),
+        # Each foreign key below: the state drops db_index; the database drops exactly the
+        # one index Django made for it. (AlterField would drop every index on the column
+        # that Meta.indexes does not name, the partial unique lease_one_live_per_work_item
+        # among them: tests/services/test_schema.py.)
+        migrations.SeparateDatabaseAndState(
+            state_operations=[
+                migrations.AlterField(
+                    model_name="alert",
+                    name="work_item",
+                    field=models.ForeignKey(
+                        blank=True,
+                        db_index=False,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="alerts",
+                        to="core.workitem",
+                    ),
+                ),
+            ],
+            database_operations=[
+                migrations.RunSQL(
+                    "DROP INDEX IF EXISTS core_alert_work_item_id_cf41fea0",
+                    reverse_sql="CREATE INDEX core_alert_work_item_id_cf41fea0 ON core_alert (work_item_id)",
+                )
+            ],
         ),
-        migrations.AlterField(
-            model_name="effect",
-            name="executor",
-            field=models.ForeignKey(
-                blank=True,
-                db_index=False,
-                null=True,
-                on_delete=django.db.models.deletion.PROTECT,
-                related_name="effects",
-                to="core.executor",
-            ),
+        migrations.SeparateDatabaseAndState(
+            state_operations=[
+                migrations.AlterField(
+                    model_name="effect",
+                    name="executor",
+                    field=models.ForeignKey(
+                        blank=True,
+                        db_index=False,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="effects",
+                        to="core.executor",
+                    ),
+                ),
+            ],
+            database_operations=[
+                migrations.RunSQL(
+                    "DROP INDEX IF EXISTS core_effect_executor_id_0de6773b",
+                    reverse_sql="CREATE INDEX core_effect_executor_id_0de6773b ON core_effect (executor_id)",
+                )
+            ],
         ),
-        migrations.AlterField(
-            model_name="effect",
-            name="work_item",
-            field=models.ForeignKey(
-                db_index=False,
-                on_delete=django.db.models.deletion.PROTECT,
-                related_name="effects",
-                to="core.workitem",
-            ),
+        migrations.SeparateDatabaseAndState(
+            state_operations=[
+                migrations.AlterField(
+                    model_name="effect",
+                    name="work_item",
+                    field=models.ForeignKey(
+                        db_index=False,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="effects",
+                        to="core.workitem",
+                    ),
+                ),
+            ],
+            database_operations=[
+                migrations.RunSQL(
+                    "DROP INDEX IF EXISTS core_effect_work_item_id_5f2c2740",
+                    reverse_sql="CREATE INDEX core_effect_work_item_id_5f2c2740 ON core_effect (work_item_id)",
+                )
+            ],
         ),
-        migrations.AlterField(
-            model_name="lease",
-            name="holder",
-            field=models.ForeignKey(
-                db_index=False,
-                on_delete=django.db.models.deletion.PROTECT,
-                related_name="leases",
-                to="core.executor",
-            ),
+        migrations.SeparateDatabaseAndState(
+            state_operations=[
+                migrations.AlterField(
+                    model_name="lease",
+                    name="holder",
+                    field=models.ForeignKey(
+                        db_index=False,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="leases",
+                        to="core.executor",
+                    ),
+                ),
+            ],
+            database_operations=[
+                migrations.RunSQL(
+                    "DROP INDEX IF EXISTS core_lease_holder_id_b5a2d875",
+                    reverse_sql="CREATE INDEX core_lease_holder_id_b5a2d875 ON core_lease (holder_id)",
+                )
+            ],
         ),
-        migrations.AlterField(
-            model_name="lease",
-            name="work_item",
-            field=models.ForeignKey(
-                db_index=False,
-                on_delete=django.db.models.deletion.PROTECT,
-                related_name="leases",
-                to="core.workitem",
-            ),
+        migrations.SeparateDatabaseAndState(
+            state_operations=[
+                migrations.AlterField(
+                    model_name="lease",
+                    name="work_item",
+                    field=models.ForeignKey(
+                        db_index=False,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="leases",
+                        to="core.workitem",
+                    ),
+                ),
+            ],
+            database_operations=[
+                migrations.RunSQL(
+                    "DROP INDEX IF EXISTS core_lease_work_item_id_b64b1bf5",
+                    reverse_sql="CREATE INDEX core_lease_work_item_id_b64b1bf5 ON core_lease (work_item_id)",
+                )
+            ],
         ),
-        migrations.AlterField(
-            model_name="leaseevent",
-            name="work_item",
-            field=models.ForeignKey(
-                db_index=False,
-                on_delete=django.db.models.deletion.PROTECT,
-                related_name="lease_events",
-                to="core.workitem",
-            ),
+        migrations.SeparateDatabaseAndState(
+            state_operations=[
+                migrations.AlterField(
+                    model_name="leaseevent",
+                    name="work_item",
+                    field=models.ForeignKey(
+                        db_index=False,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="lease_events",
+                        to="core.workitem",
+                    ),
+                ),
+            ],
+            database_operations=[
+                migrations.RunSQL(
+                    "DROP INDEX IF EXISTS core_leaseevent_work_item_id_3c01d253",
+                    reverse_sql="CREATE INDEX core_leaseevent_work_item_id_3c01d253 ON core_leaseevent (work_item_id)",
+                )
+            ],
         ),
         migrations.AddConstraint(
             model_name="alert",
