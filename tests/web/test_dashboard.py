@@ -318,6 +318,65 @@ def test_filters_and_search(operator_client, agent):
     assert re.search(r'data-counter="jeopardy"[^>]*>1<', html)
 
 
+def _counters_scene(executor) -> None:  # type: ignore[no-untyped-def]
+    """Leases in every place the counters look: 2 active, 2 in jeopardy (one past its
+    jeopardy time, one marked by a sweep), 3 expired in the last hour (one ended by a
+    sweep, one active and one marked in jeopardy that reached their expiry unswept), and two
+    the counters skip (one released, one expired over an hour ago)."""
+    from leaseboard.core.services.leases import lease_release
+    from leaseboard.sweeps import services
+
+    for _ in range(2):
+        leased_item(executor)
+    marked, marked_lapsed, swept, swept_old, released = (leased_item(executor) for _ in range(5))
+    for lease in (marked, marked_lapsed, swept, swept_old):
+        age_lease(lease.id, lease.jeopardy_after_ms + 100)
+    assert services.sweep_run().jeopardy == 4
+    for lease in (swept, swept_old):
+        age_lease(lease.id, lease.ttl_ms)
+    assert services.sweep_run().expired == 2
+    with connection.cursor() as cur:
+        cur.execute(
+            "UPDATE core_lease SET ended_at_ms = ended_at_ms - 3600001 WHERE id = %s",
+            [str(swept_old.id)],
+        )
+    lease_release(lease_id=released.id, executor=executor, epoch=released.epoch)
+    # After the last sweep: time alone moves these.
+    overdue, lapsed = leased_item(executor), leased_item(executor)
+    age_lease(overdue.id, overdue.jeopardy_after_ms + 100)
+    age_lease(lapsed.id, lapsed.ttl_ms + 100)
+    age_lease(marked_lapsed.id, marked_lapsed.ttl_ms)
+    states = sorted(Lease.objects.values_list("state", flat=True))
+    assert states == ["active"] * 4 + ["expired"] * 2 + ["jeopardy"] * 2 + ["released"]
+
+
+def test_the_counters_count_each_lease_where_its_time_and_state_put_it(operator_client, agent):
+    from leaseboard.dashboard.selectors.live import live_counters
+
+    executor, _ = agent()
+    _counters_scene(executor)
+    _, counters = live_counters()
+    assert (counters.active, counters.jeopardy, counters.expired_last_hour) == (2, 2, 3)
+    html = operator_client.get("/", **HX).content.decode()
+    for name, value in (("active", 2), ("jeopardy", 2), ("expired", 3)):
+        assert re.search(rf'data-counter="{name}"[^>]*>{value}<', html), name
+
+
+def test_each_counter_stops_one_past_its_cap(agent, monkeypatch):
+    from leaseboard.dashboard.selectors import live
+
+    executor, _ = agent()
+    _counters_scene(executor)
+    for _ in range(3):
+        leased_item(executor)  # 5 active
+    monkeypatch.setattr(live, "COUNTER_CAP", 2)
+    _, counters = live.live_counters()
+    assert (counters.active, counters.jeopardy, counters.expired_last_hour) == (3, 2, 3)
+    monkeypatch.setattr(live, "COUNTER_CAP", 1)
+    _, counters = live.live_counters()
+    assert (counters.active, counters.jeopardy, counters.expired_last_hour) == (2, 2, 2)
+
+
 def test_work_item_page_shows_the_refused_stale_effect_and_the_timeline(operator_client, agent):
     a, _ = agent("old-holder")
     b, _ = agent("new-holder")

@@ -118,6 +118,14 @@ class Lease(models.Model):
             models.Index(
                 fields=["due_at_ms"], condition=Q(state__in=LIVE_STATES), name="lease_due_idx"
             ),
+            # The live page's counters (dashboard.selectors.live.live_counters): each is a
+            # range of one state's due times, read from the index alone (expires_at_ms in
+            # the key), so a count stops after its cap whatever else the table holds.
+            models.Index(
+                fields=["state", "due_at_ms", "expires_at_ms"],
+                condition=Q(state__in=LIVE_STATES),
+                name="lease_live_state_due_idx",
+            ),
             models.Index(fields=["holder", "state"], name="lease_holder_state_idx"),
             models.Index(fields=["-ended_at_ms"], name="lease_ended_idx"),
         ]
