@@ -8,6 +8,7 @@ Enum values appear in SQL only through `literal`, built from the domain enum.
 
 from __future__ import annotations
 
+import functools
 import re
 from enum import StrEnum
 from typing import Any
@@ -243,6 +244,7 @@ def _insert_columns(model: type[Model], vendor: str) -> tuple[list[str], list[st
     return columns, placeholders
 
 
+@functools.cache  # built per vendor once: every acquire, takeover and assignment runs it
 def lease_grant(vendor: str) -> list[str]:
     """A grant's writes — the holder's `is_active` read under a share lock (see
     executor_active_shared), the work item's epoch raised, the lease and its `granted`
@@ -282,6 +284,7 @@ def lease_grant(vendor: str) -> list[str]:
     raise _unsupported(vendor)
 
 
+@functools.cache
 def grant_columns(model: type[Model]) -> list[str]:
     """The attribute names whose values fill `lease_grant`'s insert columns of `model`."""
     return [

@@ -45,7 +45,12 @@ class Alert(models.Model):
     resolved_at_ms = models.BigIntegerField(null=True, blank=True)
     acknowledged_at_ms = models.BigIntegerField(null=True, blank=True)
     acknowledged_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        db_index=False,  # a partial index in Meta: most rows hold NULL
     )
     acknowledge_note = models.CharField(max_length=1000, blank=True, default="")
 
@@ -58,6 +63,11 @@ class Alert(models.Model):
                 name="alert_open_idx",
             ),
             models.Index(fields=["work_item", "-opened_at_ms"], name="alert_work_idx"),
+            models.Index(
+                fields=["acknowledged_by"],
+                condition=Q(acknowledged_by__isnull=False),
+                name="alert_acknowledged_by_idx",
+            ),
         ]
 
 

@@ -59,7 +59,12 @@ class Effect(models.Model):
     proposed_at_ms = models.BigIntegerField()
     decided_at_ms = models.BigIntegerField(null=True, blank=True)
     decided_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        db_index=False,  # a partial index in Meta: most rows hold NULL
     )
     # The commit-time rule that decided (by name; "" when the queue's default did) and the
     # queue's policy version then: the audit log holds that version's rule set.
@@ -77,7 +82,12 @@ class Effect(models.Model):
     resolution_note = models.CharField(max_length=1000, blank=True, default="")
     resolved_at_ms = models.BigIntegerField(null=True, blank=True)
     resolved_by = models.ForeignKey(
-        Executor, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+        Executor,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        db_index=False,  # a partial index in Meta: most rows hold NULL
     )
 
     class Meta:
@@ -104,6 +114,17 @@ class Effect(models.Model):
         ]
         indexes = [
             models.Index(fields=["work_item", "proposed_at_ms"], name="effect_work_idx"),
+            # Partial: an agent's effect (no deciding user, no resolver) enters neither.
+            models.Index(
+                fields=["decided_by"],
+                condition=Q(decided_by__isnull=False),
+                name="effect_decided_by_idx",
+            ),
+            models.Index(
+                fields=["resolved_by"],
+                condition=Q(resolved_by__isnull=False),
+                name="effect_resolved_by_idx",
+            ),
             models.Index(
                 fields=["work_item"],
                 condition=Q(

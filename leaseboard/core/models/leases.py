@@ -78,11 +78,21 @@ class Lease(models.Model):
     held_at_ms = models.BigIntegerField(null=True, blank=True)
     hold_reason = models.CharField(max_length=1100, blank=True, default="", db_default="")
     held_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        db_index=False,  # a partial index in Meta: most rows hold NULL
     )
     takeover_reason = models.CharField(max_length=1000, blank=True, default="")
     ended_by = models.ForeignKey(
-        Executor, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+        Executor,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        db_index=False,  # a partial index in Meta: most rows hold NULL
     )
 
     # Bounded renewal history: aggregates plus a fixed-width window of recent renewal times.
@@ -126,7 +136,19 @@ class Lease(models.Model):
                 name="lease_due_idx",
             ),
             models.Index(fields=["holder", "state"], name="lease_holder_state_idx"),
-            models.Index(fields=["-ended_at_ms"], name="lease_ended_idx"),
+            # Partial: a live lease (ended_at_ms, ended_by, held_by all NULL) enters none
+            # of these three, so a renew or a grant writes three index entries fewer.
+            models.Index(
+                fields=["-ended_at_ms"],
+                condition=Q(ended_at_ms__isnull=False),
+                name="lease_ended_idx",
+            ),
+            models.Index(
+                fields=["ended_by"], condition=Q(ended_by__isnull=False), name="lease_ended_by_idx"
+            ),
+            models.Index(
+                fields=["held_by"], condition=Q(held_by__isnull=False), name="lease_held_by_idx"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -161,7 +183,12 @@ class LeaseEvent(models.Model):
     kind = models.CharField(max_length=12, choices=Kind.choices)
     at_ms = models.BigIntegerField()
     actor = models.ForeignKey(
-        Executor, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+        Executor,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        db_index=False,  # a partial index in Meta: most rows hold NULL
     )
     detail = models.JSONField(default=dict, blank=True)
 
@@ -169,6 +196,9 @@ class LeaseEvent(models.Model):
         indexes = [
             models.Index(fields=["work_item", "at_ms"], name="lease_event_work_idx"),
             models.Index(fields=["at_ms"], name="lease_event_at_idx"),
+            models.Index(
+                fields=["actor"], condition=Q(actor__isnull=False), name="lease_event_actor_idx"
+            ),
         ]
 
 

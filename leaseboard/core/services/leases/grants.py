@@ -9,6 +9,7 @@ under it before the fence has passed (docs/fencing.md)."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,12 +76,14 @@ def refuse_inactive(holder: Executor, grant_kind: str) -> None:
     raise ValidationFailed(f"agent {holder.name!r} is deactivated (quarantined)", param="agent")
 
 
+@functools.cache
+def _grant_fields(model: type[Lease | LeaseEvent]) -> list[Any]:
+    fields = {f.attname: f for f in model._meta.concrete_fields}
+    return [fields[name] for name in sql.grant_columns(model)]
+
+
 def _values(obj: Lease | LeaseEvent, conn: Any) -> list[object]:
-    fields = {f.attname: f for f in type(obj)._meta.concrete_fields}
-    return [
-        fields[name].get_db_prep_save(getattr(obj, name), conn)
-        for name in sql.grant_columns(type(obj))
-    ]
+    return [f.get_db_prep_save(getattr(obj, f.attname), conn) for f in _grant_fields(type(obj))]
 
 
 def grant_write(conn: Any, lease: Lease, event: LeaseEvent, *, require_active: bool) -> bool:
