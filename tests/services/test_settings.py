@@ -27,14 +27,17 @@ def test_a_postgres_url_becomes_typed_database_settings():
         "prepare_threshold": 3,
         "options": "-c jit=off",  # an OLTP statement never wins back a JIT compile
     }
+    # By default the hot paths' statements are prepared after 5 runs; `none` turns it off.
+    assert database_from_url("postgres://h/db")["OPTIONS"]["prepare_threshold"] == 5
+    off = database_from_url("postgres://h/db?prepare_threshold=none")["OPTIONS"]
+    assert off["prepare_threshold"] is None
 
 
 def test_a_postgres_url_may_keep_jit_or_add_its_own_options():
-    assert database_from_url("postgres://h/db?options=-c%20jit%3Don")["OPTIONS"] == {
-        "options": "-c jit=on"
-    }
+    on = database_from_url("postgres://h/db?options=-c%20jit%3Don")["OPTIONS"]
+    assert on["options"] == "-c jit=on"
     extra = database_from_url("postgres://h/db?options=-c%20work_mem%3D64MB")["OPTIONS"]
-    assert extra == {"options": "-c jit=off -c work_mem=64MB"}
+    assert extra["options"] == "-c jit=off -c work_mem=64MB"
 
 
 def test_a_sqlite_url_runs_in_wal_with_immediate_transactions(tmp_path):

@@ -42,7 +42,7 @@ COVERED = {
     "lease_grant",
     "lease_jeopardy_mark",
 }
-HELPERS = {"literal", "grant_columns", "rows_source", "rows_params"}
+HELPERS = {"literal", "grant_columns", "rows_source", "rows_params", "prepared_cursor"}
 # Parents first. Executor has a user link, so SQLite (foreign keys on) needs auth's tables.
 TABLES = (
     ContentType, Permission, Group, User, Queue, WorkItem, Executor, Lease, LeaseEvent, Alert,
@@ -512,3 +512,22 @@ def test_a_compiled_read_refuses_a_sentinel_it_cannot_place(conn):
 def test_a_compiled_insert_refuses_a_model_whose_key_the_database_makes(conn):
     with pytest.raises(TypeError, match="database-made key"):
         model_insert(Queue(name="q"), using=conn)
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db
+def test_the_hot_paths_statements_are_prepared_after_a_few_runs(agent):
+    from leaseboard.core.services.leases import lease_renew
+    from tests.builders import leased_item
+
+    executor, _ = agent()
+    lease = leased_item(executor, "sql-prepared")
+    for _ in range(6):  # psycopg prepares a statement on its 5th run on a connection
+        lease_renew(lease_id=lease.id, executor=executor, epoch=lease.epoch)
+    for _ in range(6):  # Django's own cursors bind on the client and never prepare
+        assert Lease.objects.filter(id=lease.id, epoch=lease.epoch).exists()
+    prepared = [
+        row[0] for row in fetch(pg_connection, "SELECT statement FROM pg_prepared_statements")
+    ]
+    assert any("UPDATE core_lease AS l SET renewed_at_ms" in text for text in prepared)
+    assert not any('"core_lease"."epoch" =' in text for text in prepared)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F, Value
+from django.db.models import BigIntegerField, F, Value
 from django.db.models.functions import Least
 
 from leaseboard.core.authority import Actor, authorize
@@ -81,7 +81,9 @@ def leases_expire_locked(leases: list[Lease], now_ms: int) -> list[int]:
     ids = [lease.id for lease in leases]
     Lease.objects.filter(id__in=ids).update(
         state=Lease.State.EXPIRED,
-        ended_at_ms=Least(Value(now_ms), F("expires_at_ms")),
+        # A millisecond clock needs a bigint: an untyped Value is an integer, which psycopg's
+        # server-side binding (opt-in, `server_side_binding=true`) truncates to 32 bits.
+        ended_at_ms=Least(Value(now_ms, output_field=BigIntegerField()), F("expires_at_ms")),
         end_reason=reason,
         ended_by=None,
     )

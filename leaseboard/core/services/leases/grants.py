@@ -94,7 +94,7 @@ def grant_write(conn: Any, lease: Lease, event: LeaseEvent, *, require_active: b
     groups: list[list[Any]] = [[lease.holder_id, require_active], [lease.epoch, lease.work_item_id]]
     groups += [_values(lease, conn), _values(event, conn)]
     statements = sql.lease_grant(conn.vendor)
-    with conn.cursor() as cursor:
+    with sql.prepared_cursor(conn) as cursor:
         if len(statements) == 1:
             cursor.execute(statements[0], [value for group in groups for value in group])
         else:  # the holder's check first, then the writes

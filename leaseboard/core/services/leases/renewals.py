@@ -43,7 +43,9 @@ def _renew_fast(
     prep = Lease._meta.pk.get_db_prep_value
     rows = [[prep(lease_id, connection), epoch] for lease_id, epoch in pairs]
     params = [*sql.rows_params(connection.vendor, rows), executor_id]
-    with connection.cursor() as cursor:
+    # Prepared: the single renew's statement is one text whatever the lease; a batch's
+    # text depends only on its size.
+    with sql.prepared_cursor(connection) as cursor:
         cursor.execute(sql.lease_renew(connection.vendor, len(pairs)), params)
         rows = cursor.fetchall()
     out: dict[uuid.UUID, tuple[int, int, str]] = {}
