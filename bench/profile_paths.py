@@ -148,7 +148,7 @@ def main() -> None:
         request(2 * 10**6)
     print(f"one request's statements ({len(queries.captured_queries)}):")
     for query in queries.captured_queries:
-        print(f"  {query['sql'][:110]}")
+        print(f"  {(query['sql'] or '(not shown: parameters Django cannot compose)')[:110]}")
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from enum import StrEnum
 from typing import Any
 
 from django.conf import settings
+from django.db.backends.utils import CursorDebugWrapper
 from django.db.models import Model
 
 from leaseboard.core.models.executors import Executor
@@ -56,7 +57,19 @@ def prepared_cursor(connection: Any) -> Any:
     import psycopg
 
     connection.ensure_connection()
-    return connection.make_cursor(psycopg.Cursor(connection.connection))
+    raw = psycopg.Cursor(connection.connection)
+    # As Django's own cursor(): logged when queries are (DEBUG, CaptureQueriesContext).
+    if connection.queries_logged:
+        return _PreparedDebugCursor(raw, connection)
+    return connection.make_cursor(raw)
+
+
+class _PreparedDebugCursor(CursorDebugWrapper):
+    """Logs the statement's text with its placeholders: Django composes the executed SQL
+    only for its own client-side cursors and would log None here."""
+
+    def debug_sql(self, sql=None, params=None, use_last_executed_query=False, many=False):  # type: ignore[no-untyped-def]
+        return super().debug_sql(sql, params, use_last_executed_query=False, many=many)
 
 
 def now_ms(vendor: str) -> str:
