@@ -17,6 +17,7 @@ Layers, lowest first. A module may import modules of the layers in its row, neve
 | client    | leaseboard_client (agent SDK, any Python agent)         | client                  |
 | recipient | leaseboard_recipient (recipient-side guard)             | recipient, tokens       |
 | settings  | leaseboard.settings (read it via django.conf.settings)  | settings, domain        |
+|           | and leaseboard.envconf (its environment readers)        |                         |
 | core      | leaseboard.core: models, services, selectors, sql,      | core, domain, tokens,   |
 |           | signals, clock (core.sql runs the recipient guard's     | recipient               |
 |           | own statement)                                          |                         |
@@ -62,6 +63,7 @@ OWN = ("leaseboard", "leaseboard_client", "leaseboard_recipient")
 LAYER_OF_PACKAGE = {
     "domain": "domain",
     "settings": "settings",
+    "envconf": "settings",
     "core": "core",
     "takeovers": "workflow",
     "policy": "workflow",

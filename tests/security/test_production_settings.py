@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from leaseboard.settings import env_proxy_header
+from leaseboard.envconf import env_proxy_header
 
 ROOT = Path(__file__).resolve().parents[2]
 

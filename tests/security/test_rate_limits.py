@@ -12,7 +12,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from leaseboard.api import ratelimit
-from leaseboard.settings import env_rate
+from leaseboard.envconf import env_rate
 
 pytestmark = pytest.mark.django_db
 

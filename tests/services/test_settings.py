@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from leaseboard.settings import database_from_url, env_int
+from leaseboard.envconf import database_from_url, env_int
 
 
 def test_a_postgres_url_becomes_typed_database_settings():

@@ -30,8 +30,8 @@ from leaseboard.core.models.leases import RENEWAL_SLOT
 from leaseboard.core.services.leases.grants import grant_write
 from leaseboard.domain import reconciliation, vocabulary
 from leaseboard.domain.certainty import Certainty
+from leaseboard.envconf import sqlite_database
 from leaseboard.sandbox.models import EpochMark
-from leaseboard.settings import sqlite_database
 
 COVERED = {
     "now_ms",
