@@ -16,7 +16,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -60,12 +60,23 @@ class SweepReport:
     latencies_s: list[float] = field(default_factory=list)
 
 
+class Claimed(Protocol):
+    """What a sweep's claim reads of a due lease (a row of `_CLAIMED`, or a Lease)."""
+
+    state: str
+    ttl_ms: int
+    jeopardy_at_ms: int
+    expires_at_ms: int
+    max_expires_at_ms: int
+    due_at_ms: int
+
+
 @dataclass(frozen=True)
 class OutageWindow:
     from_ms: int
     to_ms: int
 
-    def covers(self, lease: Lease) -> bool:
+    def covers(self, lease: Claimed) -> bool:
         """A lease that fell due while nothing swept, for longer than its own ttl."""
         return self.from_ms < lease.due_at_ms <= self.to_ms and (
             self.to_ms - self.from_ms > lease.ttl_ms
@@ -160,7 +171,7 @@ def sweep_clock_tick(report: SweepReport | None = None) -> OutageWindow | None:
     return OutageWindow(state.outage_from_ms, state.outage_to_ms)
 
 
-def _plan(lease: Lease, now: int, window: OutageWindow | None) -> str:
+def _plan(lease: Claimed, now: int, window: OutageWindow | None) -> str:
     if window is not None and window.covers(lease) and lease.max_expires_at_ms > now:
         return RECOVER
     if now >= lease.expires_at_ms:

@@ -178,6 +178,17 @@ def scene(conn: Any, now: int) -> tuple[Executor, Executor, WorkItem]:
     return holder, other, item
 
 
+def work_items(conn: Any, now: int, first_id: int, name: str, n: int) -> list[WorkItem]:
+    """`n` admitted work items of the scene's queue, inserted, each to hold one lease."""
+    items = [
+        WorkItem(id=first_id + i, key=f"sql-{name}-{i}", queue_id=990_001,
+                 admission=WorkItem.Admission.ADMITTED, created_at_ms=now, epoch=1)
+        for i in range(n)
+    ]  # fmt: skip
+    insert(conn, *items)
+    return items
+
+
 def lease(item: WorkItem, holder: Executor, now: int, epoch: int, **changes: Any) -> Lease:
     values: dict[str, Any] = {
         "id": uuid.uuid4(),
@@ -220,18 +231,7 @@ def test_lease_renew_sets_an_absolute_expiry_only_for_this_holders_live_matching
     holder, other, item = scene(conn, now)
     # One item may hold one live lease; these rows only exercise the WHERE clause, so the
     # renewable ones sit on items of their own.
-    items = [
-        WorkItem(
-            id=990_100 + n,
-            key=f"sql-renew-{n}",
-            queue_id=990_001,
-            admission=WorkItem.Admission.ADMITTED,
-            created_at_ms=now,
-            epoch=1,
-        )  # fmt: skip
-        for n in range(6)
-    ]
-    insert(conn, *items)
+    items = work_items(conn, now, 990_100, "renew", 6)
     mine = lease(items[0], holder, now, 1)
     capped = lease(
         items[1], holder, now, 1, expires_at_ms=now + 4_000, max_expires_at_ms=now + 4_000
@@ -273,18 +273,7 @@ def test_lease_renew_sets_an_absolute_expiry_only_for_this_holders_live_matching
 def test_lease_versions_unchanged_returns_only_leases_still_as_read(conn):
     now = db_now(conn)
     holder, _, item = scene(conn, now)
-    items = [
-        WorkItem(
-            id=990_200 + n,
-            key=f"sql-version-{n}",
-            queue_id=990_001,
-            admission=WorkItem.Admission.ADMITTED,
-            created_at_ms=now,
-            epoch=1,
-        )  # fmt: skip
-        for n in range(3)
-    ]
-    insert(conn, *items)
+    items = work_items(conn, now, 990_200, "version", 3)
     same, renewed, swept = (lease(items[n], holder, now, 1) for n in range(3))
     insert(conn, same, renewed, swept)
     as_read = {
@@ -314,18 +303,7 @@ def test_lease_versions_unchanged_returns_only_leases_still_as_read(conn):
 def test_lease_jeopardy_mark_moves_only_unchanged_leases_and_opens_each_alert_once(conn):
     now = db_now(conn)
     holder, _, _ = scene(conn, now)
-    items = [
-        WorkItem(
-            id=990_300 + n,
-            key=f"sql-jeopardy-{n}",
-            queue_id=990_001,
-            admission=WorkItem.Admission.ADMITTED,
-            created_at_ms=now,
-            epoch=1,
-        )  # fmt: skip
-        for n in range(3)
-    ]
-    insert(conn, *items)
+    items = work_items(conn, now, 990_300, "jeopardy", 3)
     due = {"jeopardy_at_ms": now - 500, "due_at_ms": now - 500, "expires_at_ms": now + 4_500}
     fresh, alerted, renewed = (lease(items[n], holder, now, 1, **due) for n in range(3))
     insert(conn, fresh, alerted, renewed)
