@@ -50,3 +50,15 @@ def test_a_second_live_lease_on_one_work_item_is_refused_by_the_database(agent):
     twin.epoch = lease.epoch + 1
     with pytest.raises(IntegrityError), transaction.atomic():
         twin.save(force_insert=True)
+
+
+def test_the_key_search_index_takes_new_keys_at_once_and_ended_leases_carry_their_state():
+    """core 0017: a search never reads a pending list of keys waiting for a vacuum;
+    core 0016: the "expired in the last hour" counter reads state from lease_ended_idx."""
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL storage parameters and INCLUDE columns")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT reloptions FROM pg_class WHERE relname = 'workitem_key_upper_trgm'")
+        assert cursor.fetchone()[0] == ["fastupdate=off"]
+        cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'lease_ended_idx'")
+        assert "INCLUDE (state)" in cursor.fetchone()[0]

@@ -25,8 +25,10 @@ from django.db import connection
 from django.db.models import F, Q, QuerySet
 
 from leaseboard.core.clock import now_ms_sql
+from leaseboard.core.lookups import AnyOf
 from leaseboard.core.models import Lease, WorkItem
 from leaseboard.core.models.leases import LIVE_STATES
+from leaseboard.core.sql import prepared_cursor
 from leaseboard.dashboard.selectors.rows import LeaseRow, lease_row
 from leaseboard.domain.text import storable, storable_or_replaced
 
@@ -209,7 +211,8 @@ def live_counters() -> tuple[int, Counters]:
         ),
         # In jeopardy (marked by a sweep), not expired.
         _bounded(f"{live} AND state = 'jeopardy' AND due_at_ms > c.n", "due_at_ms"),
-        # Over lease_ended_idx: the last hour's endings, newest first.
+        # Over lease_ended_idx (state included): the last hour's endings, newest first,
+        # from the index alone.
         _bounded(
             f"FROM {t} WHERE state = 'expired' AND ended_at_ms >= c.n - {HOUR_MS}",
             "ended_at_ms DESC",
@@ -228,7 +231,8 @@ def live_counters() -> tuple[int, Counters]:
         _bounded(f"FROM {takeovers} WHERE status = 'pending'") if takeovers else "NULL",
     ]
     sql = f"WITH c AS (SELECT {now} AS n) SELECT c.n, {', '.join(counts)} FROM c"
-    with connection.cursor() as cursor:
+    # The same text every poll: prepared once per connection, it skips ~1 ms of planning.
+    with prepared_cursor(connection) as cursor:
         cursor.execute(sql)
         row = cursor.fetchone()
     n, active, overdue, jeopardy, expired, unswept_active, unswept_jeopardy, pending = row
@@ -274,7 +278,11 @@ def _filtered(filters: LiveFilters) -> QuerySet[Lease]:
     if filters.holder:
         qs = qs.filter(holder__name=filters.holder)
     if filters.q:
-        qs = qs.filter(work_item_id__in=_matching_items(filters.q))
+        items = _matching_items(filters.q)
+        if isinstance(items, list):
+            qs = qs.filter(AnyOf(F("work_item_id"), items))
+        else:
+            qs = qs.filter(work_item_id__in=items)
     return qs
 
 

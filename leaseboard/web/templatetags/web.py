@@ -11,6 +11,7 @@ from urllib.parse import urlencode
 
 from django import template
 from django.utils.html import format_html
+from django.utils.safestring import SafeString
 
 from leaseboard.domain.vocabulary import REASON_LABELS, ReasonCategory
 
@@ -74,6 +75,22 @@ def ms_duration(value: int | None) -> str:
         return f"{sign}{minutes} m {seconds:02d} s"
     hours, minutes = divmod(minutes, 60)
     return f"{sign}{hours} h {minutes:02d} m"
+
+
+CERTAINTY_LABELS = {
+    "active": "● ACTIVE",
+    "jeopardy": "▲ JEOPARDY",
+    "expired": "✕ EXPIRED",
+    "released": "○ RELEASED",
+    "revoked": "⊘ REVOKED",
+}
+
+
+@register.filter
+def certainty_badge(certainty: str) -> SafeString:
+    """A lease's certainty as its badge (templates/dashboard/_certainty.html)."""
+    label = CERTAINTY_LABELS.get(certainty) or str(certainty).upper()
+    return format_html('<span class="cert cert-{}">{}</span>', certainty, label)
 
 
 @register.filter

@@ -1,0 +1,111 @@
+"""The live page's rows, written by the `live_rows` tag, are the markup the template loop
+wrote (below, as it stood), for every combination of what a row shows: live or ended,
+picking or not, operator or not, on hold, end reason, renewals, a gap past the threshold,
+and keys that need escaping and quoting."""
+
+from __future__ import annotations
+
+import itertools
+import re
+import uuid
+from pathlib import Path
+
+import pytest
+from django.template import engines
+from django.urls import reverse
+
+from leaseboard.core.models import Executor, Lease, Queue, WorkItem
+from leaseboard.dashboard.selectors.rows import LeaseRow
+
+# The loop templates/dashboard/_live.html ran before the tag, kept as the reference.
+TEMPLATE_LOOP = (Path(__file__).parent / "live_rows_template_loop.html").read_text()
+
+TAG = "{% load live_rows %}{% live_rows rows can_pick roles %}"
+
+KEYS = ["job-1", "a b/<c>&\"d'", "zürich?x=1#frag", "100%/~:@!$&'()*+,;=", "//lead"]
+
+
+def _normal(html: str) -> str:
+    """Whitespace between tags is not markup."""
+    return re.sub(r">\s+<", "><", html.strip())
+
+
+def _row(i: int, key: str, certainty: str, *, held: bool, reason: str, renewals: int,
+         gap_over: bool, ended_at: int | None) -> LeaseRow:  # fmt: skip
+    queue = Queue(id=1, name="q<1>")
+    item = WorkItem(id=i, key=key, queue=queue)
+    holder = Executor(id=7 + i, name=f"agent-{i}&<x>", kind="agent" if i % 2 else "human")
+    lease = Lease(
+        id=uuid.UUID(int=i + 1),
+        work_item=item,
+        holder=holder,
+        epoch=3 + i,
+        state=certainty if certainty in ("active", "jeopardy", "expired") else "released",
+        renew_count=renewals,
+        max_gap_ms=9_000 if gap_over else 1_500,
+        jeopardy_after_ms=5_000,
+        held_at_ms=1_700_000_000_000 if held else None,
+        hold_reason='paged "ops" <now>' if held else "",
+        end_reason=reason,
+        ended_at_ms=ended_at,
+        expires_at_ms=1_700_000_123_456,
+        jeopardy_at_ms=1_700_000_100_000,
+    )
+    return LeaseRow(lease=lease, certainty=certainty, expires_in_ms=61_234, jeopardy_in_ms=0)
+
+
+def _rows() -> list[LeaseRow]:
+    rows = []
+    combos = itertools.product(
+        ("active", "jeopardy", "expired", "released", "revoked"),
+        (False, True),  # on hold
+        ("", "revoked: <operator> said so"),
+        (0, 4),  # renewals
+        (False, True),  # gap past the threshold
+        (None, 1_700_000_200_000),  # ended at
+    )
+    for i, (certainty, held, reason, renewals, gap_over, ended_at) in enumerate(combos):
+        rows.append(
+            _row(
+                i,
+                KEYS[i % len(KEYS)],
+                certainty,
+                held=held,
+                reason=reason,
+                renewals=renewals,
+                gap_over=gap_over,
+                ended_at=ended_at,
+            )  # fmt: skip
+        )
+    return rows
+
+
+@pytest.mark.parametrize(
+    ("can_pick", "roles"),
+    [(True, {"operator"}), (True, {"approver"}), (False, {"manager"}), (False, set())],
+)
+def test_the_rows_tag_writes_the_markup_the_template_loop_wrote(can_pick, roles):
+    django = engines["django"]
+    rows = _rows()
+    context = {"rows": rows, "can_pick": can_pick, "roles": roles}
+    expected = _normal(django.from_string(TEMPLATE_LOOP).render(context))
+    got = _normal(django.from_string(TAG).render(context))
+    assert got.count("<tr ") == len(rows) == 160
+    assert got == expected
+
+
+def test_row_links_are_the_reversed_urls_of_keys_that_need_quoting():
+    rows = [_row(i, k, "active", held=False, reason="", renewals=1, gap_over=False,
+                 ended_at=None) for i, k in enumerate(KEYS)]  # fmt: skip
+    html = (
+        engines["django"]
+        .from_string(TAG)
+        .render({"rows": rows, "can_pick": False, "roles": {"operator"}})
+    )
+    for key in KEYS:
+        url = reverse("dashboard:work_item", args=[key]).replace("&", "&amp;")
+        url = url.replace("'", "&#x27;")
+        assert f'href="{url}"' in html, key
+        takeover = reverse("takeovers:request", args=[key]).replace("&", "&amp;")
+        assert f'href="{takeover.replace(chr(39), "&#x27;")}"' in html, key
+    assert "&lt;c&gt;" in html and "<c>" not in html
