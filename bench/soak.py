@@ -15,6 +15,9 @@ time to its opening) p99, RSS of every process sampled every `--sample-s` second
 sample after the warm-up vs the last: flat within 10%?), errors. Not part of the test
 suite. Default 10,000 agents × 10 minutes; a machine with two cores bears about 2,000 × 3
 minutes (docs/deployment.md).
+
+`SOAK_MEMPROBE=<dir>` in the environment: each agent process also samples where its memory
+goes (bench/soak_memprobe.py; read it with bench/soak_memdiff.py <dir>).
 """
 
 from __future__ import annotations

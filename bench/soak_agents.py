@@ -6,6 +6,12 @@ second, this process proposes effects under a few random holdings and grants its
 
 Writes its figures as JSON to `--out` when the run is over: batch renew latencies, leases
 renewed, effect latencies, lost holdings, errors by kind.
+
+`SOAK_MEMPROBE=<dir>` (opt-in, off by default) writes where this process's memory goes to
+`<dir>/<prefix>.jsonl` every `SOAK_MEMPROBE_S` seconds (30) while measuring: RSS, glibc's
+heap (mallinfo2: in use, free), Python's allocated blocks, live objects by type, asyncio
+tasks; with `SOAK_TRACEMALLOC=<frames>` also tracemalloc snapshots (`<prefix>-<n>.snap`,
+compare them with bench/soak_memdiff.py).
 """
 
 from __future__ import annotations
@@ -15,11 +21,14 @@ import asyncio
 import json
 import os
 import random
+import sys
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.soak_memprobe import MemProbe
 from leaseboard_client import AsyncClient
 from leaseboard_client.errors import LeaseError
 
@@ -87,6 +96,16 @@ async def run(args: argparse.Namespace) -> None:
         while not Path(args.start_file).exists():
             await asyncio.sleep(0.2)
         stats["held_at_start"] = sum(1 for h in holdings if not h.lost)
+        probe = MemProbe.from_env(
+            args.prefix,
+            extras={
+                "renewer_holdings": lambda: len(client.renewer.holdings()),
+                "pool": lambda: len(client._http._transport._pool.connections),  # type: ignore[attr-defined]
+                "stats_values": lambda: len(stats["renew_ms"]) + len(stats["effect_ms"]),
+            },
+        )
+        if probe is not None:
+            probe.start()
         measuring = True
         end = time.monotonic() + args.seconds
         n = 0
@@ -115,6 +134,8 @@ async def run(args: argparse.Namespace) -> None:
                     stats["errors"][f"abandon:{exc.code}"] += 1
             await asyncio.sleep(max(0.0, 1.0 - (time.monotonic() - tick)))
         measuring = False
+        if probe is not None:
+            probe.stop()
         stats["held_at_end"] = sum(1 for h in holdings if not h.lost)
         stats["errors"] = dict(stats["errors"])
         Path(args.out).write_text(json.dumps(stats))

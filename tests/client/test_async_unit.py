@@ -6,6 +6,8 @@ cancellation, and lock delays — through httpx.MockTransport and a fake monoton
 from __future__ import annotations
 
 import asyncio
+import gc
+import weakref
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
@@ -27,6 +29,7 @@ from leaseboard_client import (
     Renewer,
     StaleEpoch,
     TransientError,
+    WorkLeased,
 )
 from leaseboard_client.aio import loop_renewer
 from tests.client.fakes import TIMING, FakeClock, FakeServer
@@ -403,3 +406,64 @@ def test_a_lock_delay_past_the_budget_is_raised_with_its_retry_after(
 
     run(scenario())
     assert sum(p.endswith("/lease") for _, p, _ in server.requests) == 1
+
+
+# -- memory ----------------------------------------------------------------------------------------
+
+
+def test_every_answer_is_freed_when_its_call_returns_not_left_to_the_garbage_collector(
+    server: FakeServer, clock: FakeClock
+) -> None:
+    """httpx 0.28 ties each response to its stream in a reference cycle. The SDK cuts it
+    once the answer is read: with the cyclic collector off, no answer outlives its call
+    (sync and async, granted, renewed in a batch, refused, released). Left to the
+    collector, dead batch renew answers piled up between its full collections: the soak's
+    agent processes grew by megabytes (bench/soak_memprobe.py)."""
+    answers: list[weakref.ref[httpx.Response]] = []
+
+    def recorded(request: httpx.Request) -> httpx.Response:
+        response = server(request)
+        answers.append(weakref.ref(response))
+        return response
+
+    def client_args() -> dict[str, Any]:
+        transport = httpx.MockTransport(recorded)
+        return {"timing": TIMING, "transport": transport, "clock": clock}
+
+    refused = {"code": "work_leased", "title": "Leased to another agent"}
+    renewer = Renewer(clock=clock, start_thread=False)
+    async_renewer = hand_driven(clock)
+
+    async def scenario() -> None:
+        async with AsyncClient("http://lb.test", "t", renewer=async_renewer, **client_args()) as c:
+            holdings = [await c.hold(f"job-a{i}") for i in range(3)]
+            clock.now += 5.0
+            await async_renewer.tick()
+            async with holdings[0].effect("payment.refund", target="invoice-7"):
+                pass
+            server.fail_next.append(httpx.Response(409, json=refused))
+            with pytest.raises(WorkLeased):
+                await c.acquire("job-a0")
+            for holding in holdings:
+                await holding.release()
+
+    gc.collect()
+    gc.disable()
+    try:
+        with Client("http://lb.test", "t", renewer=renewer, **client_args()) as sync:
+            holdings = [sync.hold(f"job-s{i}") for i in range(3)]
+            clock.now += 5.0
+            renewer.tick()
+            with holdings[0].effect("payment.refund", target="invoice-7"):
+                pass
+            server.fail_next.append(httpx.Response(409, json=refused))
+            with pytest.raises(WorkLeased):
+                sync.acquire("job-s0")
+            for holding in holdings:
+                holding.release()
+        run(scenario())
+        alive = sum(answer() is not None for answer in answers)
+    finally:
+        gc.enable()
+    assert server.count("/api/v1/leases/renew") == 2 and len(answers) == 20
+    assert alive == 0

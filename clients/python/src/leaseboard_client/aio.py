@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 import httpx
 
 from leaseboard_client import protocol
-from leaseboard_client.api import lock_delay_wait
+from leaseboard_client.api import lock_delay_wait, unbind
 from leaseboard_client.effects import REPORT_BACKOFF_S, Effect
 from leaseboard_client.errors import LeaseError, LockDelay, TransientError
 from leaseboard_client.protocol import (
@@ -391,7 +391,7 @@ class AsyncClient:
     async def _call(self, call: Call) -> tuple[dict[str, Any], float]:
         sent_at = self.clock()
         try:
-            response = await self._http.request(call.method, call.path, json=call.body)
+            response = unbind(await self._http.request(call.method, call.path, json=call.body))
         except httpx.TimeoutException as exc:
             raise TransientError(f"{call.method} {call.path} timed out", code="timeout") from exc
         except httpx.TransportError as exc:
