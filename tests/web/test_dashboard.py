@@ -318,6 +318,36 @@ def test_filters_and_search(operator_client, agent):
     assert re.search(r'data-counter="jeopardy"[^>]*>1<', html)
 
 
+def test_search_pages_stay_right_after_their_statements_are_prepared(
+    operator_client, agent, monkeypatch
+):
+    """A search's statements are prepared once they have run a few times on a connection
+    (more than psycopg's threshold of 5 here); its pages, total and misses stay right, and
+    a broad search (more matches than are read as ids) gives the same rows unprepared."""
+    from leaseboard.dashboard.selectors import live
+
+    executor, _ = agent()
+    ids = {str(leased_item(executor, key=f"refund-{i}").id) for i in range(7)}
+    leased_item(executor, key="deploy-1")
+
+    def page(url: str) -> tuple[list[str], str]:
+        html = operator_client.get(url, **HX).content.decode()
+        return re.findall(r'<tr id="lease-([0-9a-f-]{36})"', html), html
+
+    for _ in range(8):
+        first, html = page("/?q=REFUND&size=5")
+        assert len(first) == 5 and "of 7," in html
+        cursor = re.search(r'href="(/\?[^"]*cursor=[^"]+)"[^>]*rel="next"', html)
+        assert cursor
+        rest, _ = page(cursor.group(1).replace("&amp;", "&"))
+        assert set(first) | set(rest) == ids and len(rest) == 2
+        missing, html = page("/?q=no-such-key")
+        assert missing == [] and "No leases match." in html
+    monkeypatch.setattr(live, "SEARCH_IDS_CAP", 3)  # 7 matches: a subquery, not ids
+    broad, html = page("/?q=refund")
+    assert set(broad) == ids and "of 7," in html
+
+
 def _counters_scene(executor) -> None:  # type: ignore[no-untyped-def]
     """Leases in every place the counters look: 2 active, 2 in jeopardy (one past its
     jeopardy time, one marked by a sweep), 3 expired in the last hour (one ended by a

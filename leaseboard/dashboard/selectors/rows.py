@@ -5,20 +5,38 @@ leases."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
 
-from leaseboard.core.models import Lease
 from leaseboard.domain.certainty import Certainty, LeaseTimes, state_at
 
 
-def certainty_of(lease: Lease, now_ms: int) -> str:
+class TimedLease(Protocol):
+    """What a row reads of its lease: a Lease, or the live page's LiveLease."""
+
+    @property
+    def state(self) -> str: ...
+    @property
+    def jeopardy_at_ms(self) -> int: ...
+    @property
+    def expires_at_ms(self) -> int: ...
+    @property
+    def max_gap_ms(self) -> int: ...
+    @property
+    def jeopardy_after_ms(self) -> int: ...
+
+
+L = TypeVar("L", bound=TimedLease)
+
+
+def certainty_of(lease: TimedLease, now_ms: int) -> str:
     return state_at(
         LeaseTimes(Certainty(lease.state), lease.jeopardy_at_ms, lease.expires_at_ms), now_ms
     ).value
 
 
 @dataclass(frozen=True)
-class LeaseRow:
-    lease: Lease
+class LeaseRow(Generic[L]):
+    lease: L
     certainty: str
     expires_in_ms: int
     jeopardy_in_ms: int
@@ -34,7 +52,7 @@ class LeaseRow:
         return self.lease.max_gap_ms >= self.lease.jeopardy_after_ms
 
 
-def lease_row(lease: Lease, now_ms: int) -> LeaseRow:
+def lease_row(lease: L, now_ms: int) -> LeaseRow[L]:
     return LeaseRow(
         lease=lease,
         certainty=certainty_of(lease, now_ms),

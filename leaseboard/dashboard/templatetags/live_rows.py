@@ -16,6 +16,7 @@ from django import template
 from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
 
+from leaseboard.dashboard.selectors.live import LiveLease
 from leaseboard.dashboard.selectors.rows import LeaseRow
 from leaseboard.web.templatetags.web import certainty_badge, ms_ago, ms_duration
 
@@ -31,7 +32,9 @@ def _prefix(name: str, placeholder: str) -> str:
 
 
 @register.simple_tag
-def live_rows(rows: Sequence[LeaseRow], can_pick: bool, roles: Collection[str]) -> SafeString:
+def live_rows(
+    rows: Sequence[LeaseRow[LiveLease]], can_pick: bool, roles: Collection[str]
+) -> SafeString:
     work_url = _prefix("dashboard:work_item", "k")
     executor_url = _prefix("dashboard:executor", "0")
     takeover_url = _prefix("takeovers:request", "k") if "operator" in roles else ""
@@ -41,7 +44,9 @@ def live_rows(rows: Sequence[LeaseRow], can_pick: bool, roles: Collection[str]) 
     return mark_safe("".join(out))  # every value in it is escaped
 
 
-def _row(row: LeaseRow, can_pick: bool, work_url: str, executor_url: str, takeover_url: str) -> str:
+def _row(
+    row: LeaseRow[LiveLease], can_pick: bool, work_url: str, executor_url: str, takeover_url: str
+) -> str:
     lease = row.lease
     item = lease.work_item
     holder = lease.holder
