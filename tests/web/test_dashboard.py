@@ -393,7 +393,7 @@ def test_the_counters_count_each_lease_where_its_time_and_state_put_it(operator_
 
 
 def test_each_counter_stops_one_past_its_cap(agent, monkeypatch):
-    from leaseboard.dashboard.selectors import live
+    from leaseboard.dashboard.selectors import counters as live
 
     executor, _ = agent()
     _counters_scene(executor)

@@ -126,7 +126,7 @@ class Lease(models.Model):
         ]
         indexes = [
             # The sweep's claims, in due order; and the live page's counters
-            # (dashboard.selectors.live.live_counters), read from the index alone: state
+            # (dashboard.selectors.counters.live_counters), read from the index alone: state
             # and expires_at_ms ride along (PostgreSQL; SQLite has no INCLUDE). One index
             # for both, not a second one that every renew and sweep write would update.
             models.Index(

@@ -1,12 +1,8 @@
-"""The live leases page: the counters (one bounded query with the database clock), a keyset
-page of leases in a stable order (work key by default; holder or time left on request),
-the leases that ended a moment ago kept in place (greyed, with their end reason) for
-LEASEBOARD_DASHBOARD_ENDED_VISIBLE_MS, and the version that lets the polled fragment
-answer 304.
-
-The pending-takeovers counter reads the takeover workflow's table, found by app label in
-Django's app registry (as the templates find its URLs by name), so the dashboard imports
-nothing from that app; without the app the counter shows "—".
+"""The live leases page: the counters (selectors/counters.py), a keyset page of leases in a
+stable order (work key by default; holder or time left on request), the leases that ended a
+moment ago kept in place (greyed, with their end reason) for
+LEASEBOARD_DASHBOARD_ENDED_VISIBLE_MS, and the version that lets the polled fragment answer
+304. The rows are read as values (rows.LiveLease).
 """
 
 from __future__ import annotations
@@ -15,28 +11,23 @@ import base64
 import binascii
 import hashlib
 import json
-import uuid
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
-from django.apps import apps
 from django.conf import settings
 from django.core.exceptions import EmptyResultSet
 from django.db import connection
 from django.db.models import F, Q, QuerySet
 
-from leaseboard.core.clock import now_ms_sql
 from leaseboard.core.lookups import AnyOf
 from leaseboard.core.models import Lease, WorkItem
 from leaseboard.core.models.leases import LIVE_STATES
 from leaseboard.core.sql import POSTGRESQL, prepared_cursor
-from leaseboard.dashboard.selectors.rows import LeaseRow, lease_row
+from leaseboard.dashboard.selectors.counters import COUNTER_CAP, HOUR_MS, Counters, live_counters
+from leaseboard.dashboard.selectors.rows import ROW_FIELDS, LeaseRow, LiveLease, lease_row
 from leaseboard.domain.text import storable, storable_or_replaced
 
-# Counters are exact up to this many, then shown as "1000+": each is a bounded scan.
-COUNTER_CAP = 1_000
-HOUR_MS = 3_600_000
 PAGE_SIZES = (10, 25, 50, 100, 200)
 DEFAULT_PAGE_SIZE = 50
 CERTAINTY_FILTERS = ("", "active", "jeopardy", "expired")
@@ -143,16 +134,6 @@ class LiveFilters:
         return SORT_LABELS[self.sort_name] + (" (descending)" if self.descending else "")
 
 
-@dataclass(frozen=True)
-class Counters:
-    active: int
-    jeopardy: int
-    expired_last_hour: int
-    # None (rendered "—") when the takeover workflow is not installed.
-    pending_takeovers: int | None = None
-    cap: int = COUNTER_CAP
-
-
 @dataclass
 class LivePage:
     filters: LiveFilters
@@ -170,162 +151,6 @@ class LivePage:
     @property
     def total_cap(self) -> int:
         return COUNTER_CAP
-
-
-def _bounded(sql_from_where: str, order_by: str = "") -> str:
-    """Count the rows of `sql_from_where`, stopping at COUNTER_CAP+1. `order_by` names the
-    index order to read them in, so the count starts where its rows are densest."""
-    order = f" ORDER BY {order_by}" if order_by else ""
-    return f"(SELECT count(*) FROM (SELECT 1 {sql_from_where}{order} LIMIT {COUNTER_CAP + 1}) AS b)"
-
-
-def _pending_takeovers_table() -> str | None:
-    """The takeover requests' table, looked up by app label: the dashboard counts the rows
-    (over their partial unique index of pending requests) without importing the app."""
-    if not apps.is_installed("leaseboard.takeovers"):
-        return None
-    return apps.get_model("takeovers", "TakeoverRequest")._meta.db_table
-
-
-def live_counters() -> tuple[int, Counters]:
-    """The database clock and the page counters in one query. Each count stops at
-    COUNTER_CAP+1 rows, so its cost is bounded however many leases exist."""
-    t = Lease._meta.db_table
-    now = now_ms_sql()
-    # Every live count walks lease_due_idx (due_at_ms over live leases, state and
-    # expires_at_ms included) from the clock up or down, read from the index alone:
-    # due_at_ms is jeopardy_at_ms while active and expires_at_ms once in jeopardy (so
-    # due_at_ms <= expires_at_ms). The clock is a query parameter the planner cannot see;
-    # the order keeps each count on the index, starting where its rows are, instead of a
-    # scan of the table for rows that may not be there (84 ms of a search page at 100k
-    # leases, docs/benchmarks.md). Worst case, a healthy fleet with nothing in jeopardy:
-    # that count reads every live entry above the clock, ~6 ms at 100k.
-    live = f"FROM {t} WHERE state IN ('active', 'jeopardy')"
-    takeovers = _pending_takeovers_table()
-    counts = [
-        # Active, jeopardy not reached.
-        _bounded(f"{live} AND state = 'active' AND due_at_ms > c.n", "due_at_ms"),
-        # Active past its jeopardy time, not expired: newest first, just below the clock;
-        # further down lie the leases already expired that no sweep has ended yet.
-        _bounded(
-            f"{live} AND state = 'active' AND due_at_ms <= c.n AND expires_at_ms > c.n",
-            "due_at_ms DESC",
-        ),
-        # In jeopardy (marked by a sweep), not expired.
-        _bounded(f"{live} AND state = 'jeopardy' AND due_at_ms > c.n", "due_at_ms"),
-        # Over lease_ended_idx (state included): the last hour's endings, newest first,
-        # from the index alone.
-        _bounded(
-            f"FROM {t} WHERE state = 'expired' AND ended_at_ms >= c.n - {HOUR_MS}",
-            "ended_at_ms DESC",
-        ),
-        # Expired by time, not yet materialized by a sweep: already expired for humans.
-        # Oldest first, one state at a time.
-        _bounded(
-            f"{live} AND state = 'active' AND due_at_ms <= c.n AND expires_at_ms <= c.n",
-            "due_at_ms",
-        ),
-        _bounded(
-            f"{live} AND state = 'jeopardy' AND due_at_ms <= c.n AND expires_at_ms <= c.n",
-            "due_at_ms",
-        ),
-        # Over the partial unique index of pending requests (one per work item).
-        _bounded(f"FROM {takeovers} WHERE status = 'pending'") if takeovers else "NULL",
-    ]
-    sql = f"WITH c AS (SELECT {now} AS n) SELECT c.n, {', '.join(counts)} FROM c"
-    # The same text every poll: prepared once per connection, it skips ~1 ms of planning.
-    with prepared_cursor(connection) as cursor:
-        cursor.execute(sql)
-        row = cursor.fetchone()
-    n, active, overdue, jeopardy, expired, unswept_active, unswept_jeopardy, pending = row
-    return int(n), Counters(
-        active=int(active),
-        jeopardy=min(int(overdue) + int(jeopardy), COUNTER_CAP + 1),
-        expired_last_hour=min(
-            int(expired) + int(unswept_active) + int(unswept_jeopardy), COUNTER_CAP + 1
-        ),
-        pending_takeovers=None if pending is None else int(pending),
-    )
-
-
-ROW_FIELDS = (
-    "id",
-    "epoch",
-    "state",
-    "grant_kind",
-    "granted_at_ms",
-    "renewed_at_ms",
-    "jeopardy_at_ms",
-    "expires_at_ms",
-    "due_at_ms",
-    "ended_at_ms",
-    "end_reason",
-    "renew_count",
-    "max_gap_ms",
-    "jeopardy_after_ms",
-    "ttl_ms",
-    "held_at_ms",
-    "hold_reason",
-    "holder_id",
-    "work_item__key",
-    "work_item__queue__name",
-    "holder__name",
-    "holder__kind",
-)
-
-
-@dataclass(slots=True)
-class LiveQueue:
-    name: str
-
-
-@dataclass(slots=True)
-class LiveItem:
-    key: str
-    queue: LiveQueue
-
-
-@dataclass(slots=True)
-class LiveHolder:
-    name: str
-    kind: str
-
-
-@dataclass(slots=True)
-class LiveLease:
-    """A lease as the live page lists it, read as plain values: the page reads up to 2 x 201
-    rows per view and polls every 2 s, and four model instances a row (lease, work item,
-    queue, holder, with their deferred fields) cost more than the rows' SQL (about 5 ms of a
-    50-row search at 100k leases). The attribute paths are the model's, so the template,
-    the sort keys ("work_item__key") and the cursor read it as they read a Lease."""
-
-    id: uuid.UUID
-    epoch: int
-    state: str
-    grant_kind: str
-    granted_at_ms: int
-    renewed_at_ms: int
-    jeopardy_at_ms: int
-    expires_at_ms: int
-    due_at_ms: int
-    ended_at_ms: int | None
-    end_reason: str
-    renew_count: int
-    max_gap_ms: int
-    jeopardy_after_ms: int
-    ttl_ms: int
-    held_at_ms: int | None
-    hold_reason: str
-    holder_id: int
-    work_item: LiveItem
-    holder: LiveHolder
-
-    @classmethod
-    def from_values(cls, values: tuple[Any, ...]) -> LiveLease:
-        """From a row of ROW_FIELDS, in that order (its first 18 are this class's own)."""
-        *own, key, queue, holder_name, holder_kind = values
-        item, holder = LiveItem(key, LiveQueue(queue)), LiveHolder(holder_name, holder_kind)
-        return cls(*own, item, holder)  # type: ignore[call-arg]  # ROW_FIELDS' order
 
 
 def _filtered(filters: LiveFilters) -> tuple[QuerySet[Lease], bool]:

@@ -4,8 +4,9 @@ leases."""
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from leaseboard.domain.certainty import Certainty, LeaseTimes, state_at
 
@@ -59,3 +60,84 @@ def lease_row(lease: L, now_ms: int) -> LeaseRow[L]:
         expires_in_ms=max(0, lease.expires_at_ms - now_ms),
         jeopardy_in_ms=max(0, lease.jeopardy_at_ms - now_ms),
     )
+
+
+# The live page's row: its lease's own fields, then its work item's, queue's and holder's.
+ROW_FIELDS = (
+    "id",
+    "epoch",
+    "state",
+    "grant_kind",
+    "granted_at_ms",
+    "renewed_at_ms",
+    "jeopardy_at_ms",
+    "expires_at_ms",
+    "due_at_ms",
+    "ended_at_ms",
+    "end_reason",
+    "renew_count",
+    "max_gap_ms",
+    "jeopardy_after_ms",
+    "ttl_ms",
+    "held_at_ms",
+    "hold_reason",
+    "holder_id",
+    "work_item__key",
+    "work_item__queue__name",
+    "holder__name",
+    "holder__kind",
+)
+
+
+@dataclass(slots=True)
+class LiveQueue:
+    name: str
+
+
+@dataclass(slots=True)
+class LiveItem:
+    key: str
+    queue: LiveQueue
+
+
+@dataclass(slots=True)
+class LiveHolder:
+    name: str
+    kind: str
+
+
+@dataclass(slots=True)
+class LiveLease:
+    """A lease as the live page lists it, read as plain values: the page reads up to 2 x 201
+    rows per view and polls every 2 s, and four model instances a row (lease, work item,
+    queue, holder, with their deferred fields) cost more than the rows' SQL (about 5 ms of a
+    50-row search at 100k leases). The attribute paths are the model's, so the template,
+    the sort keys ("work_item__key") and the cursor read it as they read a Lease."""
+
+    id: uuid.UUID
+    epoch: int
+    state: str
+    grant_kind: str
+    granted_at_ms: int
+    renewed_at_ms: int
+    jeopardy_at_ms: int
+    expires_at_ms: int
+    due_at_ms: int
+    ended_at_ms: int | None
+    end_reason: str
+    renew_count: int
+    max_gap_ms: int
+    jeopardy_after_ms: int
+    ttl_ms: int
+    held_at_ms: int | None
+    hold_reason: str
+    holder_id: int
+    work_item: LiveItem
+    holder: LiveHolder
+
+    @classmethod
+    def from_values(cls, values: tuple[Any, ...]) -> LiveLease:
+        """From a row of ROW_FIELDS, in that order (its first 18 are this class's own)."""
+        *own, key, queue, holder_name, holder_kind = values
+        item, holder = LiveItem(key, LiveQueue(queue)), LiveHolder(holder_name, holder_kind)
+        return cls(*own, item, holder)  # type: ignore[call-arg]  # ROW_FIELDS' order

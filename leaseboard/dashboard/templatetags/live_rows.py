@@ -16,8 +16,7 @@ from django import template
 from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
 
-from leaseboard.dashboard.selectors.live import LiveLease
-from leaseboard.dashboard.selectors.rows import LeaseRow
+from leaseboard.dashboard.selectors.rows import LeaseRow, LiveLease
 from leaseboard.web.templatetags.web import certainty_badge, ms_ago, ms_duration
 
 register = template.Library()
