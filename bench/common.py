@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -198,17 +200,28 @@ def start_gunicorn(
     what: str = "gunicorn",
     cwd: Path = ROOT,
 ) -> Server:
-    """gunicorn serving `app` on a free loopback port; returns once the port accepts."""
+    """gunicorn serving `app` on a free loopback port; returns once every worker has loaded
+    the application (bench/gunicorn_ready.py), not merely once the port accepts."""
     port = free_port()
+    ready = Path(tempfile.mkdtemp(prefix="lb-gunicorn-ready-"))
     cmd = [
         PY, "-m", "gunicorn", app, "--workers", str(workers), "--worker-class", worker_class,
         "--bind", f"127.0.0.1:{port}", "--log-level", "warning",
+        "--config", str(ROOT / "bench" / "gunicorn_ready.py"),
         *(["--threads", str(threads)] if threads else []), *extra,
     ]  # fmt: skip
-    server = Server(spawn(cmd, env=env, log=log, cwd=cwd), port)
+    server = Server(spawn(cmd, env={**env, "BENCH_READY_DIR": str(ready)}, log=log, cwd=cwd), port)
+    where = what + (f" (log: {log})" if log else "")
     try:
-        wait_port(port, what + (f" (log: {log})" if log else ""))
+        wait_port(port, where)
+        deadline = time.monotonic() + 120
+        while len(list(ready.iterdir())) < workers:
+            if server.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{where}: {workers} workers did not all boot")
+            time.sleep(0.05)
     except RuntimeError:
         server.stop()
         raise
+    finally:
+        shutil.rmtree(ready, ignore_errors=True)
     return server

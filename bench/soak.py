@@ -51,8 +51,11 @@ from bench.common import (
 say = sayer("soak")
 HAPROXY = """global
     maxconn 4000
+    log stdout format raw local0 info
 defaults
     mode http
+    log global
+    log-format "%Ts%ms %HM %HP %ST %s %TR %Tw %Tc %Tr %Ta"
     timeout connect 5s
     timeout client 60s
     timeout server 60s
@@ -65,6 +68,58 @@ backend web
     http-check send meth GET uri /healthz ver HTTP/1.1 hdr Host 127.0.0.1
 {servers}
 """
+
+
+# A gunicorn access line: method, path, status, microseconds in the worker, worker pid.
+ACCESS_FORMAT = "%(m)s %(U)s %(s)s %(D)s %(p)s"
+SLOW_MS = 1000
+
+
+def slow_requests(tmp: Path, web: int) -> dict[str, object]:
+    """Where the requests HAProxy saw take over SLOW_MS spent their time: waiting for a
+    gunicorn worker to take them from its listen backlog (HAProxy's server time minus the
+    worker's own) or in the worker. HAProxy logs every request (%Ta: the whole request,
+    %Tr: server response); gunicorn logs the worker's time (%(D)s)."""
+    seen: list[tuple[str, int, int]] = []  # path kind, total ms, server ms
+    for line in (tmp / "haproxy.log").read_text(errors="replace").splitlines():
+        parts = line.split()
+        if len(parts) != 10 or not parts[-1].lstrip("-").isdigit():
+            continue
+        total, server = int(parts[-1]), int(parts[-2])
+        seen.append((kind(parts[2]), total, server))
+    worker_ms: list[tuple[str, float]] = []
+    for i in range(web):
+        log = tmp / f"web{i}.access"
+        if log.exists():
+            for line in log.read_text(errors="replace").splitlines():
+                parts = line.split()
+                if len(parts) == 5 and parts[3].isdigit():
+                    worker_ms.append((kind(parts[1]), int(parts[3]) / 1000))
+    slow = [s for s in seen if s[1] > SLOW_MS]
+    slow_workers = [w for w in worker_ms if w[1] > SLOW_MS]
+    return {
+        "requests": len(seen),
+        "slow": len(slow),
+        "slow_by_kind": dict(Counter(k for k, _, _ in slow)),
+        "slow_max_ms": max((t for _, t, _ in slow), default=0),
+        "slow_in_worker": len(slow_workers),
+        "worker_max_ms": round(max((t for _, t in worker_ms), default=0.0)),
+        "worker_p99_ms": {
+            k: round(pct([t for kk, t in worker_ms if kk == k], 0.99))
+            for k in sorted({k for k, _ in worker_ms})
+        },
+    }
+
+
+def kind(path: str) -> str:
+    """A request's path with its ids taken out: /api/v1/leases/{id}/renew."""
+    parts = path.split("?", 1)[0].split("/")
+    for i, part in enumerate(parts):
+        if part[:1].isdigit():
+            parts[i] = "{id}"
+        elif i and parts[i - 1] == "work-items":
+            parts[i] = "{key}"
+    return "/".join(parts)
 
 
 def pct(values: list[float], q: float) -> float:
@@ -151,7 +206,9 @@ def main(argv: list[str] | None = None) -> int:
         for i in range(args.web):
             server = start_gunicorn(
                 "leaseboard.wsgi:application", env=env, workers=args.web_workers,
-                extra=("--backlog", "2048", "--timeout", "30", "--max-requests", "0"),
+                extra=("--backlog", "2048", "--timeout", "30", "--max-requests", "0",
+                       "--access-logfile", str(tmp / f"web{i}.access"),
+                       "--access-logformat", ACCESS_FORMAT),
                 log=tmp / f"web{i}.log", what=f"web{i}",
             )  # fmt: skip
             groups[f"web{i}"] = server.proc
@@ -302,6 +359,7 @@ def report(args, procs, tmp, samples, started_ms, ended_ms):  # type: ignore[no-
         "errors_total": sum(n for k, n in errors.items() if not k.startswith("warm-up")),
         "warm_up_retries": sum(n for k, n in errors.items() if k.startswith("warm-up")),
         "load_average": os.getloadavg()[0], "memory": memory,
+        "slow_requests": slow_requests(tmp, args.web),
     }  # fmt: skip
     print(
         f"\n{args.agents} agents, {procs} agent processes, {args.web} web nodes × "
@@ -319,6 +377,7 @@ def report(args, procs, tmp, samples, started_ms, ended_ms):  # type: ignore[no-
         print(f"| {key} | {value:,.1f} |" if isinstance(value, float) else f"| {key} | {value} |")
     if errors:
         print(f"\nerrors: {dict(errors)}")
+    print(f"\nrequests over {SLOW_MS} ms at HAProxy: {figures['slow_requests']}")
     print(
         "\n| process | RSS first MB | RSS mid MB | RSS last MB | change | second half | "
         "CPU (% of a core) |\n|---|---|---|---|---|---|---|"
