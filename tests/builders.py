@@ -36,8 +36,12 @@ def ensure_role_groups() -> None:
 
     from leaseboard.web.roles import ROLES
 
-    for name in ROLES:
-        Group.objects.get_or_create(name=name)
+    # One read when they are all there (the usual case): make_user runs this for every user.
+    have = set(Group.objects.filter(name__in=ROLES).values_list("name", flat=True))
+    if len(have) < len(ROLES):
+        Group.objects.bulk_create(
+            [Group(name=name) for name in ROLES if name not in have], ignore_conflicts=True
+        )
 
 
 def make_user(username: str, *roles: str):  # type: ignore[no-untyped-def]
