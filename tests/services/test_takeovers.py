@@ -496,3 +496,54 @@ def test_standing_longer_than_the_queues_agent_lifetime_is_granted(people, scene
     iv = approve(req, people.approver)
     new = Lease.objects.get(id=iv.lease_id)
     assert new.expires_at_ms - new.granted_at_ms == 30 * MIN
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_approval_that_waited_on_the_ending_lease_is_dated_after_that_end(people, scene):
+    """The approval locked the item and read the clock, then waited for the agent's lease
+    row while its holder was releasing it: the grant must not be dated before that
+    release (the chaos run's one-live-holder check found a takeover 18 ms early)."""
+    import threading
+    import time
+
+    from django.db import connections, transaction
+
+    from leaseboard.core.clock import db_now_ms
+    from leaseboard.core.services.leases import lease_end_locked
+    from tests.services.test_leases import wait_until_someone_waits_for_a_lock
+
+    req = request_for(scene.key, people.operator)
+    locked, finish = threading.Event(), threading.Event()
+    out: dict = {}
+
+    def release_slowly() -> None:
+        with transaction.atomic():
+            lease = Lease.objects.select_for_update().get(id=scene.lease.id)
+            locked.set()
+            finish.wait(10)
+            lease_end_locked(lease=lease, state="released", now_ms=db_now_ms(), reason="done")
+        connections.close_all()
+
+    def approve_into() -> None:
+        try:
+            out["iv"] = approve(req, people.approver)
+        except Exception as exc:  # surfaced by the assertions below
+            out["error"] = exc
+        finally:
+            connections.close_all()
+
+    releaser = threading.Thread(target=release_slowly)
+    releaser.start()
+    locked.wait(10)
+    waiter = threading.Thread(target=approve_into)
+    waiter.start()
+    wait_until_someone_waits_for_a_lock()  # the approval, on the lease's row
+    time.sleep(0.05)  # let the database clock move past the approval's first reading
+    finish.set()
+    releaser.join()
+    waiter.join()
+    assert "error" not in out, out
+    old = Lease.objects.get(id=scene.lease.id)
+    new = Lease.objects.get(id=out["iv"].lease_id)
+    assert old.state == "released" and new.epoch == old.epoch + 1
+    assert new.granted_at_ms >= old.ended_at_ms

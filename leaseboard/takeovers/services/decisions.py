@@ -110,8 +110,13 @@ def _approve_locked(
     *, req: TakeoverRequest, item: WorkItem, actor: Actor, note: str, request_id: str, now: int
 ) -> Intervention:
     """Revoke, grant, open the intervention, answer alerts, audit: the caller's transaction
-    holds the work item's lock and has checked the request is fresh."""
+    holds the work item's lock and has checked the request is fresh. The clock is read
+    again after the live lease's lock: the approval may have waited for that row while its
+    holder released or renewed it, and a grant dated by the caller's earlier reading would
+    start before the end it waited for (the chaos run's one-live-holder check found one
+    18 ms early)."""
     live = live_lease_locked(item)
+    now = max(now, db_now_ms())
     if live is not None and lease_expire_if_due_locked(live, now):
         live = None
     before = lease_view(live)
