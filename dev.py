@@ -6,6 +6,11 @@
 
 Both create ./.venv and install the pinned requirements on first use (and again when the
 requirements change). Extra arguments after `test` go to pytest.
+
+The tests run in parallel with pytest-xdist: LEASEBOARD_TEST_WORKERS processes (default 2,
+one per core of the 2-core CI machine; a number or `auto`), each with its own test database
+and Redis database (tests/pg_env.py). LEASEBOARD_TEST_WORKERS=0 runs them serially, as does
+passing `-n 0`, `-p no:xdist`, `-s`, `--pdb` or `--trace` (an `-n` of yours is used as given).
 """
 
 from __future__ import annotations
@@ -89,6 +94,25 @@ def ensure_node_tools() -> None:
         stamp.write_text(digest)
 
 
+DEFAULT_TEST_WORKERS = "2"  # one per core on the 2-core CI machine (README, "Tests")
+
+
+def xdist_args(extra: list[str]) -> list[str]:
+    """`-n N --dist loadgroup` unless the caller chose (or must not have) parallel workers.
+    loadgroup keeps each `xdist_group` on one worker."""
+    workers = os.environ.get("LEASEBOARD_TEST_WORKERS", "").strip() or DEFAULT_TEST_WORKERS
+    for i, arg in enumerate(extra):
+        if arg in {"--pdb", "--trace", "-s", "--capture=no"}:
+            return []  # a debugger or live output: one process
+        if arg.startswith(("-n", "--numprocesses")) or arg == "-pno:xdist":
+            return []
+        if arg == "-p" and extra[i + 1 : i + 2] == ["no:xdist"]:
+            return []
+    if workers == "0":
+        return []
+    return ["-n", workers, "--dist", "loadgroup"]
+
+
 def run(*args: str, env: dict[str, str] | None = None) -> int:
     say(" ".join(args))
     return subprocess.call(list(args), cwd=ROOT, env=env)
@@ -112,7 +136,7 @@ def cmd_test(extra: list[str]) -> int:
     if run(str(PY), "manage.py", "makemigrations", "--check", "--dry-run", env=env) != 0:
         say("models changed without a migration")
         return 1
-    code = run(str(PY), "-m", "pytest", *extra)
+    code = run(str(PY), "-m", "pytest", *xdist_args(extra), *extra)
     if code == 5:
         say("pytest ran no test: that is a failure")
         return 1

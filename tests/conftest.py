@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from tests.builders import leased_item, make_user
-from tests.pg_env import IN_CI, PG_OK, PG_URL, REDIS_OK, REDIS_URL
+from tests.pg_env import IN_CI, PG_OK, PG_URL, REDIS_OK, REDIS_URL, XDIST_WORKER
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -25,6 +25,14 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(
             f"CI=true but {' and '.join(missing)} is not reachable "
             f"(DATABASE_URL={PG_URL}, TEST_REDIS_URL={REDIS_URL}); .ci/run starts them"
+        )
+    # tests.pg_env picked this worker's Redis database from PYTEST_XDIST_WORKER when it was
+    # imported: make sure that was the worker xdist says this is.
+    workerid = getattr(config, "workerinput", {}).get("workerid", "")
+    if workerid != XDIST_WORKER:
+        raise pytest.UsageError(
+            f"xdist worker {workerid!r} but PYTEST_XDIST_WORKER was {XDIST_WORKER!r} when "
+            "tests.pg_env chose the worker's Redis database"
         )
 
 
