@@ -3,10 +3,11 @@ the test run points DATABASE_URL at a real PostgreSQL when one is reachable.
 
 Under pytest-xdist each worker process gets its own PostgreSQL test database (pytest-django
 suffixes the test database's name with the worker id: `test_leaseboard_gw1`) and, set here,
-its own Redis logical database: TEST_REDIS_URL's database number plus the worker's index,
-modulo 16 (Redis' default number of databases). xdist sets PYTEST_XDIST_WORKER in the
-worker's environment before the worker reads its command line, so it is there when this
-plugin is imported."""
+its own Redis logical database: TEST_REDIS_URL's database number minus the worker's index,
+modulo 16 (Redis' default number of databases): the default /15 gives /15, /14, ..., down
+and away from /0, which an application on the same Redis uses by default. xdist sets
+PYTEST_XDIST_WORKER in the worker's environment before the worker reads its command line,
+so it is there when this plugin is imported."""
 
 from __future__ import annotations
 
@@ -23,13 +24,13 @@ REDIS_DATABASES = 16
 
 
 def worker_redis_url(url: str, index: int) -> str:
-    """`url` with its database number moved up by `index` (wrapping at 16)."""
+    """`url` with its database number moved down by `index` (wrapping at 16)."""
     if not index:
         return url
     parsed = urlparse(url)
     path = parsed.path.strip("/")
     base = int(path) if path.isdigit() else 0
-    return parsed._replace(path=f"/{(base + index) % REDIS_DATABASES}").geturl()
+    return parsed._replace(path=f"/{(base - index) % REDIS_DATABASES}").geturl()
 
 
 PG_URL = os.environ.get("DATABASE_URL") or "postgres://postgres@127.0.0.1:5432/leaseboard"
