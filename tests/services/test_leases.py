@@ -23,6 +23,7 @@ from leaseboard.domain.errors import (
     WorkLeased,
 )
 from tests.builders import admit
+from tests.locking import race_on_a_lock, wait_until_someone_waits_for_a_lock
 
 pytestmark = pytest.mark.postgres
 
@@ -371,19 +372,6 @@ def acquire_into(out: dict, key: str, executor) -> None:  # type: ignore[no-unty
         connections.close_all()
 
 
-def wait_until_someone_waits_for_a_lock() -> None:
-    for _ in range(200):
-        with connection.cursor() as cur:
-            cur.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                "AND datname = current_database()"
-            )
-            if cur.fetchone()[0]:
-                return
-        time.sleep(0.01)
-    raise AssertionError("nothing ever waited for a lock")
-
-
 @pytest.mark.django_db(transaction=True)
 def test_a_grant_that_waited_for_the_lock_is_dated_after_its_predecessor_ended(agent):
     """The database clock is read after the locks: a grant whose transaction began before
@@ -429,10 +417,9 @@ def test_a_grant_that_waited_on_the_ending_lease_is_dated_after_that_end(agent):
     a, _ = agent()
     b, _ = agent()
     first = ls.lease_acquire(work_key="order-2", executor=a).lease
-    locked, finish = threading.Event(), threading.Event()
     grant: dict = {}
 
-    def release_slowly():  # type: ignore[no-untyped-def]
+    def release_slowly(locked, finish):  # type: ignore[no-untyped-def]
         with transaction.atomic():
             lease = Lease.objects.select_for_update().get(id=first.id)
             locked.set()
@@ -440,18 +427,9 @@ def test_a_grant_that_waited_on_the_ending_lease_is_dated_after_that_end(agent):
             ls.lease_end_locked(
                 lease=lease, state="released", now_ms=db_now_ms(), reason="released"
             )
-        connections.close_all()
 
-    releaser = threading.Thread(target=release_slowly)
-    releaser.start()
-    locked.wait(10)
-    waiter = threading.Thread(target=acquire_into, args=(grant, "order-2", b))
-    waiter.start()
-    wait_until_someone_waits_for_a_lock()  # the acquire, on the lease's row
-    time.sleep(0.05)  # let the database clock move past the acquire's first reading
-    finish.set()
-    releaser.join()
-    waiter.join()
+    # The acquire waits on the lease's row; 50 ms lets the clock move past its first reading.
+    race_on_a_lock(release_slowly, lambda: acquire_into(grant, "order-2", b), settle_s=0.05)
     assert "error" not in grant, grant
     first.refresh_from_db()
     assert first.state == "released" and grant["lease"].epoch == 2

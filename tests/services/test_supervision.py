@@ -3,10 +3,8 @@ through the core services, with the agent's answers read through the real API.""
 
 from __future__ import annotations
 
-import threading
-
 import pytest
-from django.db import connections, transaction
+from django.db import transaction
 
 from leaseboard.core.authority import Actor
 from leaseboard.core.locking import work_item_locked_by
@@ -21,7 +19,7 @@ from leaseboard.domain.errors import (
     ValidationFailed,
 )
 from tests.builders import admit, leased_item, make_user
-from tests.services.test_leases import wait_until_someone_waits_for_a_lock
+from tests.locking import race_on_a_lock
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
 
@@ -241,38 +239,23 @@ def test_a_grant_in_flight_when_the_quarantine_starts_is_revoked_by_it(agent):
     bad, _ = agent("racer")
     admit("race-1")
     operator = Actor.human(make_user("olga", "operator"))
-    checked, finish = threading.Event(), threading.Event()
     out: dict = {}
 
-    def grant_slowly():  # type: ignore[no-untyped-def]
-        try:
-            with transaction.atomic():
-                item = work_item_locked_by(key="race-1")
-                holder_active_checked(bad, "acquire")  # the share lock on the agent's row
-                checked.set()
-                finish.wait(10)
-                from leaseboard.core.clock import db_now_ms
+    def grant_slowly(checked, finish):  # type: ignore[no-untyped-def]
+        with transaction.atomic():
+            item = work_item_locked_by(key="race-1")
+            holder_active_checked(bad, "acquire")  # the share lock on the agent's row
+            checked.set()
+            finish.wait(10)
+            from leaseboard.core.clock import db_now_ms
 
-                out["lease"] = ls.lease_grant_locked(item=item, holder=bad, now_ms=db_now_ms())
-        finally:
-            connections.close_all()
+            out["lease"] = ls.lease_grant_locked(item=item, holder=bad, now_ms=db_now_ms())
 
     def quarantine():  # type: ignore[no-untyped-def]
-        try:
-            out["q"] = supervision.agent_quarantine(
-                executor_id=bad.id, actor=operator, reason_category="incident", reason_text="x"
-            )
-        finally:
-            connections.close_all()
+        out["q"] = supervision.agent_quarantine(
+            executor_id=bad.id, actor=operator, reason_category="incident", reason_text="x"
+        )
 
-    granter = threading.Thread(target=grant_slowly)
-    granter.start()
-    checked.wait(10)
-    quarantiner = threading.Thread(target=quarantine)
-    quarantiner.start()
-    wait_until_someone_waits_for_a_lock()  # the quarantine, on the agent's row
-    finish.set()
-    granter.join()
-    quarantiner.join()
+    race_on_a_lock(grant_slowly, quarantine)  # the quarantine waits on the agent's row
     assert [r.lease_id for r in out["q"].revoked] == [str(out["lease"].id)]
     assert not Lease.objects.filter(holder=bad, state__in=["active", "jeopardy"]).exists()

@@ -503,45 +503,30 @@ def test_an_approval_that_waited_on_the_ending_lease_is_dated_after_that_end(peo
     """The approval locked the item and read the clock, then waited for the agent's lease
     row while its holder was releasing it: the grant must not be dated before that
     release (the chaos run's one-live-holder check found a takeover 18 ms early)."""
-    import threading
-    import time
-
-    from django.db import connections, transaction
+    from django.db import transaction
 
     from leaseboard.core.clock import db_now_ms
     from leaseboard.core.services.leases import lease_end_locked
-    from tests.services.test_leases import wait_until_someone_waits_for_a_lock
+    from tests.locking import race_on_a_lock
 
     req = request_for(scene.key, people.operator)
-    locked, finish = threading.Event(), threading.Event()
     out: dict = {}
 
-    def release_slowly() -> None:
+    def release_slowly(locked, finish):  # type: ignore[no-untyped-def]
         with transaction.atomic():
             lease = Lease.objects.select_for_update().get(id=scene.lease.id)
             locked.set()
             finish.wait(10)
             lease_end_locked(lease=lease, state="released", now_ms=db_now_ms(), reason="done")
-        connections.close_all()
 
     def approve_into() -> None:
         try:
             out["iv"] = approve(req, people.approver)
         except Exception as exc:  # surfaced by the assertions below
             out["error"] = exc
-        finally:
-            connections.close_all()
 
-    releaser = threading.Thread(target=release_slowly)
-    releaser.start()
-    locked.wait(10)
-    waiter = threading.Thread(target=approve_into)
-    waiter.start()
-    wait_until_someone_waits_for_a_lock()  # the approval, on the lease's row
-    time.sleep(0.05)  # let the database clock move past the approval's first reading
-    finish.set()
-    releaser.join()
-    waiter.join()
+    # The approval waits on the lease's row; 50 ms lets the clock move past its first reading.
+    race_on_a_lock(release_slowly, approve_into, settle_s=0.05)
     assert "error" not in out, out
     old = Lease.objects.get(id=scene.lease.id)
     new = Lease.objects.get(id=out["iv"].lease_id)
