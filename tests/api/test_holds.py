@@ -77,7 +77,9 @@ def test_a_hold_refuses_new_effects_while_renewals_and_checkpoints_go_on(api, ho
     assert renew(api, token, grant).json_body["on_hold"] is False
     assert effect(api, token, grant, "e-2").status_code == 201
     actions = list(
-        AuditEntry.objects.filter(object_id=grant["lease_id"]).values_list("action", flat=True)
+        AuditEntry.objects.filter(object_id=grant["lease_id"])
+        .order_by("seq")
+        .values_list("action", flat=True)
     )
     assert actions == ["lease.hold", "lease.hold_release"]
 

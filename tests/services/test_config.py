@@ -187,7 +187,9 @@ def test_a_dry_run_changes_nothing_and_a_second_apply_records_nothing(configured
     assert AuditEntry.objects.count() == audit
     config_apply(doc, actor=configured)
     assert Queue.objects.get(name="payments").capacity == 5
-    actions = list(AuditEntry.objects.filter(seq__gt=audit).values_list("action", flat=True))
+    actions = list(
+        AuditEntry.objects.filter(seq__gt=audit).order_by("seq").values_list("action", flat=True)
+    )
     assert actions == ["queue.update", "policy.rules_change", "config.apply"]
     after = AuditEntry.objects.count()
     assert not config_apply(doc, actor=configured).plan.changes
