@@ -1,4 +1,4 @@
-"""Sweep cost follows the due leases, not all leases (DESIGN §8).
+"""Sweep cost follows the due leases, not all leases (docs/design.md §8).
 
     .venv/bin/python bench/bench_sweep.py [--leases 100000] [--batch 500]
 

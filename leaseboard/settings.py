@@ -194,7 +194,7 @@ LEASEBOARD_MAX_BATCH_RENEW = env_int("LEASEBOARD_MAX_BATCH_RENEW", 1000, minimum
 # Seconds a process remembers a bearer token it has verified (0: always ask the database).
 LEASEBOARD_TOKEN_CACHE_SECONDS = float(env_str("LEASEBOARD_TOKEN_CACHE_SECONDS", "2"))
 
-# --- Limits (DESIGN §9) -------------------------------------------------------------------
+# --- Limits (docs/design.md §9) ----------------------------------------------------------
 # API rate limits, fixed windows counted in Redis when REDIS_URL is set (shared by every web
 # process) and in process memory on the embedded default. One counter round trip a request.
 # LEASEBOARD_RATE_LIMIT_ENABLED=false lifts them all (benchmarks, chaos runs).
@@ -252,7 +252,7 @@ CONTENT_SECURITY_POLICY = (
 # production: the sandbox takes anonymous payments and shows its ledger to anyone.
 LEASEBOARD_DEMO = env_bool("LEASEBOARD_DEMO", False)
 
-# Default lease timing (DESIGN §4), overridable per queue and per work item. Validated now,
+# Default lease timing (docs/design.md §4), overridable per queue and per work item. Validated now,
 # so a bad deployment refuses to start instead of handing out unsafe leases.
 LEASE_DEFAULTS = TimingPolicy(
     ttl_ms=env_int("LEASE_TTL_MS", 15_000, minimum=1),
@@ -266,7 +266,7 @@ try:
 except TimingPolicyError as exc:
     raise ImproperlyConfigured(f"lease timing: {exc}") from None
 
-# Test-only seam (DESIGN §3): milliseconds added, in SQL, to the database clock.
+# Test-only seam (docs/design.md §3): milliseconds added, in SQL, to the database clock.
 LEASEBOARD_DB_CLOCK_OFFSET_MS = env_int("LEASEBOARD_DB_CLOCK_OFFSET_MS", 0, minimum=-(10**12))
 if LEASEBOARD_DB_CLOCK_OFFSET_MS and not (TESTING or DEBUG):
     raise ImproperlyConfigured(
@@ -278,7 +278,7 @@ if LEASEBOARD_DB_CLOCK_OFFSET_MS and not (TESTING or DEBUG):
 # the audit key's).
 FENCING_TOKEN_TTL_MS = env_int("LEASEBOARD_FENCING_TOKEN_TTL_MS", 60_000, minimum=1000)
 # Clock-skew allowance between the database clock and recipients' clocks: a successor acts
-# only once every open token of its predecessor has expired plus this (DESIGN §5).
+# only once every open token of its predecessor has expired plus this (docs/design.md §5).
 try:
     LEASEBOARD_FENCING_SKEW_MS = skew_allowance_checked(
         env_int("LEASEBOARD_FENCING_SKEW_MS", 1000), ttl_ms=LEASE_DEFAULTS.ttl_ms

@@ -226,7 +226,7 @@ def age_leases(ms: int, *, lease_ids: list | None = None) -> None:
 
 def age_fence(item_key: str, ms: int) -> None:
     """Move the fence of a work item `ms` into the past: the expiries of its effects'
-    tokens and any `fenced_until` its leases recorded (DESIGN §5)."""
+    tokens and any `fenced_until` its leases recorded (docs/design.md §5)."""
     with connection.cursor() as cur:
         cur.execute(
             "UPDATE core_effect SET token_expires_at_ms = token_expires_at_ms - %s "

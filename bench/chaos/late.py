@@ -7,7 +7,7 @@ tells `late` of a newer epoch; `late_notified` gets Leaseboard's epoch-advance n
 (unless the run has `--no-epoch-notices`). The same sends, so the two columns compare.
 
 Check 5 holds if no late send was accepted once a successor could act — granted, and past
-the fence it inherited (DESIGN §5) — and no paused holder's send (past its lease's expiry)
+the fence it inherited (docs/design.md §5) — and no paused holder's send (past its lease's expiry)
 was accepted at all. It also counts what the fence lets through: sends accepted after a
 takeover granted a successor whose effects still wait for the fence (harmless by the fence
 rule; epoch notices turn them into refusals).

@@ -1,4 +1,4 @@
-"""API rate limits (DESIGN §9): fixed windows per credential and per client address.
+"""API rate limits (docs/design.md §9): fixed windows per credential and per client address.
 
 - A request with a bearer token is charged to that credential: LEASEBOARD_RATE_LIMIT_AGENT,
   or LEASEBOARD_RATE_LIMIT_RECIPIENT on the recipient-only paths (a payments service may ask

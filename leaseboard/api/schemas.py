@@ -24,7 +24,7 @@ from leaseboard.domain.vocabulary import Admission, ExecutorKind, WorkStatus
 # -- enumerations generated from the domain -------------------------------------------------
 
 ErrorCode = StrEnum("ErrorCode", {code.upper(): code for code in sorted(ALL_CODES)})  # type: ignore[misc]
-ErrorCode.__doc__ = "The stable, machine-readable refusal codes (DESIGN §12)."
+ErrorCode.__doc__ = "The stable, machine-readable refusal codes (docs/design.md §12)."
 RefusingDecision = StrEnum(  # type: ignore[misc]
     "RefusingDecision",
     {d.upper(): d for d in sorted({cls.decision for cls in ERROR_CLASSES})},

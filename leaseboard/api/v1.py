@@ -1,4 +1,4 @@
-"""The v1 agent and recipient API (DESIGN §13). Thin: parse, call a service, shape JSON."""
+"""The v1 agent and recipient API (docs/design.md §13). Thin: parse, call a service, shape JSON."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The database clock, the only clock for lease times (DESIGN §3).
+"""The database clock, the only clock for lease times (docs/design.md §3).
 
 Times are integer milliseconds since the Unix epoch as the database sees them. A test-only
 offset (`LEASEBOARD_DB_CLOCK_OFFSET_MS`) is added in SQL, so every reader of the clock in

@@ -1,4 +1,4 @@
-"""Who may do what, now: one table of rules for every act by every executor (DESIGN §9).
+"""Who may do what, now: one table of rules for every act by every executor (docs/design.md §9).
 
 Pure: the caller (leaseboard.core.authority) gathers the facts — which parties the actor
 is to the object (holder, successor, human with standing, a role, the requester), the
@@ -40,7 +40,7 @@ class Act(StrEnum):
     BREAK_GLASS = "break_glass"
     ACKNOWLEDGE_ALERT = "acknowledge_alert"
     REVIEW_INTERVENTION = "review_intervention"
-    # Recipients' acts (DESIGN §5: recipients are principals of their own).
+    # Recipients' acts (docs/design.md §5: recipients are principals of their own).
     FILE_RECIPIENT_REPORT = "file_recipient_report"
     CHECK_FENCING = "check_fencing"
     # Configuration (the settings pages, `manage.py config apply`): about no work item.

@@ -1,4 +1,4 @@
-"""Certainty states of a lease and how time moves them (DESIGN §4).
+"""Certainty states of a lease and how time moves them (docs/design.md §4).
 
 Validity is a function of time: `state_at` answers from the stored times alone, so a lease
 past its `expires_at` is invalid whether or not a sweep has marked it yet. `Certainty` is

@@ -1,4 +1,4 @@
-"""Admission envelopes (DESIGN §1, the first decision): besides its capacity, a queue may
+"""Admission envelopes (docs/design.md §1, the first decision): besides its capacity, a queue may
 say which scopes it admits, how many live leases one agent may hold in it, and the time
 windows in which it grants leases. Pure: validation with field names, and the checks.
 

@@ -1,4 +1,4 @@
-"""Typed refusals, each with one stable machine-readable code (DESIGN §12).
+"""Typed refusals, each with one stable machine-readable code (docs/design.md §12).
 
 The API maps `code` to an HTTP status in one place (leaseboard/api/errors.py); the
 dashboard shows `detail`. `decision` says which of the three decisions refused.

@@ -1,4 +1,4 @@
-"""Commit-time rules (DESIGN §1, the third decision), decided without a database.
+"""Commit-time rules (docs/design.md §1, the third decision), decided without a database.
 
 A queue has ordered rules. Each matches an effect's kind and target by glob (`*` is any run
 of characters, `?` one character, everything else literal) and, optionally, a CEL

@@ -1,4 +1,4 @@
-"""Effect decisions, outcomes and the reconciliation gate (DESIGN §6).
+"""Effect decisions, outcomes and the reconciliation gate (docs/design.md §6).
 
 These enums are the one definition of the values an effect row and a policy row may hold;
 model choices and check constraints are derived from them.

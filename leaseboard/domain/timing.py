@@ -1,4 +1,4 @@
-"""Lease timing policy and its start-up validation (DESIGN §4 and §11), and the bounds
+"""Lease timing policy and its start-up validation (docs/design.md §4 and §11), and the bounds
 every duration obeys wherever it comes from (settings, a queue, an admitted work item)."""
 
 from __future__ import annotations
@@ -116,7 +116,7 @@ class TimingPolicy:
         return policy
 
 
-# -- the fence between holders (DESIGN §5, "A token dies with the standing it proves") ------
+# -- the fence between holders (docs/design.md §5, "A token dies with the standing it proves")
 
 MAX_SKEW_ALLOWANCE_MS = 60_000
 

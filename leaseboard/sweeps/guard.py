@@ -1,4 +1,4 @@
-"""Worker start-up guard (DESIGN §11): refuse settings that could lose or loop sweeps.
+"""Worker start-up guard (docs/design.md §11): refuse settings that could lose or loop sweeps.
 
 - With a broker that redelivers unacked messages after a visibility timeout (Redis, SQS),
   the timeout must exceed every task's hard time limit, or a task still running is

@@ -37,7 +37,7 @@ class DatabaseCollector:
     def _leases(self):  # type: ignore[no-untyped-def]
         live = Lease.objects.filter(state__in=LIVE_STATES).annotate(now=DbNowMs())
         by_state = defaultdict(float)
-        # Certainty by time (DESIGN §3): a lease past expires_at is expired, swept or not.
+        # Certainty by time (docs/design.md §3): a lease past expires_at is expired, swept or not.
         for state, overdue, n in _certainty_rows(live):
             by_state["expired_unswept" if overdue else state] += n
         certainty = GaugeMetricFamily(

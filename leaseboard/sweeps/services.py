@@ -1,4 +1,4 @@
-"""The lease sweep, outage recovery, and retention (DESIGN §8, §11).
+"""The lease sweep, outage recovery, and retention (docs/design.md §8, §11).
 
 A sweep claims leases whose `due_at_ms` has passed through the partial index
 `lease_due_idx`, in bounded batches with `FOR UPDATE SKIP LOCKED`, each batch its own

@@ -1,1 +1,1 @@
-"""Human takeover: requests, approvals, temporary standing, interventions (DESIGN §7)."""
+"""Human takeover: requests, approvals, temporary standing, interventions (docs/design.md §7)."""

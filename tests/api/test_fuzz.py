@@ -6,7 +6,7 @@ reaches past "not found" into the lease and effect services. Some cases also car
 or a lone surrogate in one of their strings (schemathesis never generates a surrogate).
 The rules: no 5xx, ever; every answer is one the schema declares (schemathesis' status,
 media type, header and body conformance checks); every 4xx is problem-details JSON whose
-`code` is one of DESIGN §12's codes; a hostile string is always refused (4xx).
+`code` is one of docs/design.md §12's codes; a hostile string is always refused (4xx).
 """
 
 from __future__ import annotations

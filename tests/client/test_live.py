@@ -4,7 +4,7 @@ Between the SDK and the live server sits a tiny loopback HTTP proxy that can mak
 hang (it reads the request and never answers) or answer exactly one renewal with a real
 HTTP 503; everything else it forwards unchanged (tests/client/harness.py). The renewer is
 driven by hand (`Renewer(start_thread=False).tick()`), and time is moved in lockstep on
-both sides: the SDK's monotonic clock and the database clock seam (DESIGN §3) skip by the
+both sides: the SDK's monotonic clock and the database clock seam (docs/design.md §3) skip by the
 same amount, on top of real time, so nothing waits out a ttl for real. The asyncio client
 meets the same server in test_live_async.py.
 """

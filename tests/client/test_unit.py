@@ -170,7 +170,7 @@ def test_past_the_local_deadline_guarded_calls_raise_before_any_request(
             pytest.fail("the guarded block must not run")
     assert len(server.requests) == sent_before  # refused locally, before the server could
     assert holding.in_jeopardy and holding.lost is None
-    # Checkpoints are still allowed in jeopardy (DESIGN §4).
+    # Checkpoints are still allowed in jeopardy (docs/design.md §4).
     server.fail_next.append(httpx.Response(201, json={"seq": 4}))
     assert holding.checkpoint({"step": 4}) == 4
 

@@ -78,7 +78,7 @@ def test_chaos_reduced(tmp_path: Path) -> None:
     assert alerts.get("expired_without_alert", 0) == 0
 
     # The recipient that never hears from a successor: no late send accepted once a
-    # successor could act, none past its lease's expiry (DESIGN §5, docs/fencing.md).
+    # successor could act, none past its lease's expiry (docs/design.md §5, docs/fencing.md).
     late = checks["5_late_sends_refused"]
     assert late.get("accepted_once_the_successor_could_act", 0) == 0, report
     assert late.get("late_sends_accepted", 0) == 0, report

@@ -37,7 +37,7 @@ IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 
 
 def unavailable(what: str, exc: Exception) -> None:
-    # CI must not silently skip the tests that prove safety (DESIGN §10).
+    # CI must not silently skip the tests that prove safety (docs/design.md §10).
     message = f"{what} unreachable ({exc}); set CI=true to make this a failure"
     if IN_CI:
         pytest.fail(f"{what} unreachable in CI: {exc}")

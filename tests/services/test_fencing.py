@@ -1,4 +1,4 @@
-"""The fence between holders on real PostgreSQL (DESIGN §5, "A token dies with the standing
+"""The fence between holders on real PostgreSQL (docs/design.md §5, "A token dies with the standing
 it proves"): tokens bounded by the lease's expiry at issue, `fenced_until` on early ends,
 the acquire waiting for it, grants made by people inheriting it, and a recipient that never
 met the successor refusing a paused holder's late send. Time moves through the database

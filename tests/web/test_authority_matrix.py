@@ -6,7 +6,7 @@ The test states what each actor is to the object (holder, successor, human with 
 requester...) from the world it builds; the table alone says what follows. An allowed act
 passes the authority: it succeeds, or stops at a later gate of another decision (the
 lease is held, completion waits for reconciliation). A refused act answers the table's
-code and writes nothing but the refusal record DESIGN asks for (an effect refused at
+code and writes nothing but the refusal record docs/design.md §6 asks for (an effect refused at
 commit time is recorded; an approval refused because the lease ended is decided)."""
 
 from __future__ import annotations
@@ -501,8 +501,9 @@ def fingerprint() -> dict[str, Any]:
 def without_refusal_records(
     before: dict[str, Any], after: dict[str, Any], w: World
 ) -> dict[str, Any]:
-    """Remove what DESIGN asks a refusal to record: a refused proposal (and its stale-effect
-    alert), or a waiting approval decided as refused (with its audit entry)."""
+    """Remove what docs/design.md §5 and §6 ask a refusal to record: a refused proposal (and
+    its stale-effect alert), or a waiting approval decided as refused (with its audit
+    entry)."""
     after = dict(after)
     old_effects = {row[0] for row in before["effect"]}
     after["effect"] = [

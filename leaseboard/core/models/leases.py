@@ -60,7 +60,7 @@ class Lease(models.Model):
     # Next time a sweep has something to do: jeopardy_at while active, expires_at after.
     due_at_ms = models.BigIntegerField()
     ended_at_ms = models.BigIntegerField(null=True, blank=True)
-    # The fence (DESIGN §5): no grant by acquire, and no effect under a grant made through
+    # The fence (docs/design.md §5): no grant by acquire, and no effect under a grant made through
     # it, before this time. Set when the lease ends early with effect tokens still open
     # (their last expiry + the skew allowance), or inherited by a grant made at once (a
     # takeover, an assignment). 0: none. Expiry needs no value: see next_grant_at_ms.
@@ -73,8 +73,9 @@ class Lease(models.Model):
     lock_delay_ms = models.PositiveIntegerField(default=0)
 
     end_reason = models.CharField(max_length=300, blank=True, default="")
-    # An operator's hold (DESIGN: hold without revoke): while set, renewals go on and new
-    # effects are refused `on_hold`. Written only by leaseboard.core.services.holds.
+    # An operator's hold (docs/approvals.md, "Operator hold": hold without revoke): while
+    # set, renewals go on and new effects are refused `on_hold`. Written only by
+    # leaseboard.core.services.holds.
     held_at_ms = models.BigIntegerField(null=True, blank=True)
     hold_reason = models.CharField(max_length=1100, blank=True, default="", db_default="")
     held_by = models.ForeignKey(

@@ -1,5 +1,5 @@
 """Recipients: the services that receive effects and check their fencing, principals of
-their own (DESIGN §5), and the epoch-advance notices they registered a webhook for.
+their own (docs/design.md §5), and the epoch-advance notices they registered a webhook for.
 
 A recipient is not an executor: it never holds a lease or proposes an effect, so it has its
 own table and credential (prefix `lbr_`, stored hashed). An agent's token does not

@@ -29,7 +29,7 @@ class Queue(models.Model):
     # Lease timing overrides (ttl_ms, renew_after_ms, jeopardy_after_ms, lock_delay_ms,
     # max_lifetime_ms); absent keys fall back to settings.LEASE_DEFAULTS.
     timing = models.JSONField(default=dict, blank=True)
-    # Whether an agent may re-acquire while earlier effects are unreconciled (DESIGN §6).
+    # Whether an agent may re-acquire while earlier effects are unreconciled (docs/design.md §6).
     agent_acquire_needs_reconciliation = models.BooleanField(default=True)
     # Alert notification targets, read by the notification tasks.
     notify = models.JSONField(default=dict, blank=True)

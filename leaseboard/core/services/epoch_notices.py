@@ -1,6 +1,6 @@
 """Epoch-advance notices: every grant that raises an epoch tells each recipient that
 registered a webhook (work key, new epoch), so it learns the successor's epoch before the
-successor's first send and refuses a paused holder's late one as stale (DESIGN §5).
+successor's first send and refuses a paused holder's late one as stale (docs/design.md §5).
 
 The notice rows are an outbox written in the grant's own transaction; delivery (batched
 per recipient, signed, retried, logged on the rows) is leaseboard.sweeps' job, enqueued on

@@ -2,7 +2,7 @@
 
 Keys live in the database, so every web process publishes the same key set; their private
 halves only sealed under the key-encryption key from the environment (FencingKeyring).
-Lifecycle, in database-clock milliseconds (DESIGN §3):
+Lifecycle, in database-clock milliseconds (docs/design.md §3):
 - rotate: a new key is published at once and signs from now + the publish delay, so
   recipients can fetch it before they meet a token signed by it;
 - retire: the key stops signing (in this process at once, in the others within

@@ -1,4 +1,4 @@
-"""The online fencing check (Chubby's CheckSequencer, DESIGN §5 and §13): a recipient about
+"""The online fencing check (Chubby's CheckSequencer, docs/design.md §5 and §13): a recipient about
 to do something irreversible asks whether the standing a token proves is still current
 right now, instead of trusting the offline verification alone.
 

@@ -1,4 +1,4 @@
-"""Recipients as principals (DESIGN §5): their credentials (created, rotated, revoked,
+"""Recipients as principals (docs/design.md §5): their credentials (created, rotated, revoked,
 audited; printed once, stored hashed), their epoch-advance webhook, and the refusals they
 report, kept in the work item's effect history with one counted alert per incident
 (work item, recipient, reason).

@@ -1,5 +1,5 @@
 """Reconciliation: a human or the successor says what became of an effect whose outcome
-nobody reported (confirmed, not applied, compensated), with a note (DESIGN §6).
+nobody reported (confirmed, not applied, compensated), with a note (docs/design.md §6).
 
 Who may: the agent holding the work item's live lease at a later epoch, or an operator
 under their own live standing on that item — and nobody while the effect's own lease is

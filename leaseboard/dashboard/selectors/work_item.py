@@ -43,7 +43,7 @@ class WorkItemPage:
     checkpoints: list[Checkpoint]
     alerts: list[Alert]
     audit: list[AuditRow]
-    # The fence the latest lease sets (DESIGN §5): until then no acquire, and no effect
+    # The fence the latest lease sets (docs/design.md §5): until then no acquire, and no effect
     # under a grant made through it. 0 when there is none now.
     fenced_until_ms: int = 0
 

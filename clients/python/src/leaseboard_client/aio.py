@@ -238,7 +238,7 @@ class AsyncHolding(Standing):
         token, which recipients refuse for effects unless configured to accept it)."""
         return self._headers(effect.fencing_token if effect is not None else None)
 
-    # Checkpoints and outcomes are allowed in jeopardy (DESIGN §4), so only loss stops them.
+    # Checkpoints and outcomes are allowed in jeopardy (docs/design.md §4), so only loss stops them.
     async def checkpoint(self, data: Any) -> int:
         if self._lost is not None:
             raise self._lost

@@ -1,4 +1,4 @@
-"""The sync HTTP client for Leaseboard's v1 agent API (DESIGN §13).
+"""The sync HTTP client for Leaseboard's v1 agent API (docs/design.md §13).
 
 Requests and answers are built and parsed in leaseboard_client.protocol (shared with the
 asyncio client); this module only moves them with httpx and records when each was sent.

@@ -1,4 +1,4 @@
-"""Typed SDK errors: every problem-details `code` of DESIGN §12 becomes one exception class.
+"""Typed SDK errors: every problem-details `code` of docs/design.md §12 becomes one exception class.
 
 `LeaseLost` subclasses are authoritative (the lease is gone for good); `TransientError`
 means "try again"; `LocalJeopardy` is the client's own conservative verdict.
@@ -212,7 +212,8 @@ ERRORS_BY_CODE: dict[str, type[LeaseError]] = {
     )
 }
 
-# Codes that end a holding at once (DESIGN §11: stop guarded work on an authoritative answer).
+# Codes that end a holding at once (docs/design.md §11: stop guarded work on an
+# authoritative answer).
 TERMINAL_CODES = frozenset(
     {"lease_revoked", "stale_epoch", "not_holder", "lease_expired", "lease_released"}
 )

@@ -94,7 +94,7 @@ class Holding(Standing):
         recipients refuse it (`no_effect`) unless configured to accept lease tokens."""
         return self._headers(effect.fencing_token if effect is not None else None)
 
-    # Checkpoints and outcomes are allowed in jeopardy (DESIGN §4), so only loss stops them.
+    # Checkpoints and outcomes are allowed in jeopardy (docs/design.md §4), so only loss stops them.
     def checkpoint(self, data: Any) -> int:
         if self._lost is not None:
             raise self._lost

@@ -2,7 +2,7 @@
 typed value or a typed error. `Client` (sync) and `AsyncClient` (asyncio) only move bytes.
 
 Answers keep the monotonic time their request was *sent*, because the local deadline is
-measured from send time (DESIGN §3).
+measured from send time (docs/design.md §3).
 """
 
 from __future__ import annotations

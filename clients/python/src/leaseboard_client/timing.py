@@ -1,4 +1,4 @@
-"""Client-side timing: start-up validation and the conservative local deadline (DESIGN §3).
+"""Client-side timing: start-up validation and the conservative local deadline (docs/design.md §3).
 
 The deadline is measured from when the last acknowledged renewal was SENT (not when its
 answer or a later failure arrived): the server started the new ttl no earlier than that.

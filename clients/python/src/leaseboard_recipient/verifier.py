@@ -1,7 +1,7 @@
 """Offline verification of fencing tokens, then the epoch guard, then a report on refusal.
 
 `TokenVerifier.check()` is what a recipient calls before an effect; `check_in()` does the
-same inside the recipient's own PostgreSQL transaction (the safe form, DESIGN §11).
+same inside the recipient's own PostgreSQL transaction (the safe form, docs/design.md §11).
 """
 
 from __future__ import annotations

@@ -86,7 +86,7 @@ def executor_id_of(actor: Actor) -> int:
     return human_executor_for_user_id(actor.user_id).id
 
 
-# -- the fence between holders (DESIGN §5) ---------------------------------------------
+# -- the fence between holders (docs/design.md §5) -------------------------------------
 
 
 def skew_ms() -> int:

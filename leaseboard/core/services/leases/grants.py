@@ -2,7 +2,7 @@
 and the one grant primitive that raises the epoch, used by agent acquires, takeovers and
 assignments. Lock order: work item, then lease; a rolled-back grant uses up no epoch.
 
-The fence (DESIGN §5): an acquire waits (`lock_delay`) until the previous holder's open
+The fence (docs/design.md §5): an acquire waits (`lock_delay`) until the previous holder's open
 effect tokens are dead plus the skew allowance. A grant a person makes (takeover approval,
 break-glass, assignment) happens at once but inherits the fence: no effect is authorized
 under it before the fence has passed (docs/fencing.md)."""
