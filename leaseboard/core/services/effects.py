@@ -17,7 +17,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet, Subquery
 
-from leaseboard.core.authority import Actor, authorize, verdict
+from leaseboard.core.authority import Actor, authorize, ended_detail, verdict
 from leaseboard.core.clock import db_now_ms
 from leaseboard.core.compiled import CompiledRead, attnames, model_insert
 from leaseboard.core.models import Alert, Effect, Executor, Lease, WorkItem
@@ -289,7 +289,7 @@ def _effect_decide(
         fence_checked(lease, now)
     code, detail = v.code, v.detail
     if code in {"lease_expired", "lease_released", "lease_revoked"}:
-        detail = lease.end_reason or detail
+        detail, _ = ended_detail(lease, code, lease.end_reason or detail)
     if code is None:
         policy = effect_policy_decide(
             item=item,
