@@ -20,6 +20,7 @@ import mcp_types as types
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+from opentelemetry import context, propagate
 
 BIN = Path(sys.executable).parent
 GATEWAY = str(BIN / "leaseboard-mcp")
@@ -68,6 +69,7 @@ def gateway_config(
     repo: Path,
     queue: str = "default",
     ttl_ms: int = 30_000,
+    renew_interval_s: float = 5.0,
     echo: bool = False,
     extra: str = "",
 ) -> Path:
@@ -92,8 +94,8 @@ ttl_ms = {ttl_ms}
 {extra}
 
 [timing]
-request_timeout_s = 0.5
-renew_interval_s = 1.0
+request_timeout_s = {min(2.0, renew_interval_s / 2)}
+renew_interval_s = {renew_interval_s}
 safety_margin_s = 0.5
 {upstreams}
 [tools.git_commit]
@@ -142,8 +144,15 @@ class GatewaySession:
         self, name: str, arguments: dict[str, Any], *, meta: dict[str, Any] | None = None
     ) -> types.CallToolResult:
         async def run() -> types.CallToolResult:
-            with anyio.fail_after(60):
-                return await self.client.call_tool(name, arguments, meta=meta)  # type: ignore[arg-type]
+            # A traceparent is the host's current trace: the client's own instrumentation
+            # (when this process has a tracer provider) then continues it, as a host's would.
+            token = context.attach(propagate.extract(meta)) if meta else None
+            try:
+                with anyio.fail_after(60):
+                    return await self.client.call_tool(name, arguments, meta=meta)  # type: ignore[arg-type]
+            finally:
+                if token is not None:
+                    context.detach(token)
 
         return self.portal.call(run)
 

@@ -13,13 +13,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from leaseboard_client import Client
-from leaseboard_recipient import TokenVerifier
+from leaseboard_recipient import EffectContent, InMemoryEpochGuard, TokenVerifier, decide_from_meta
 from tests.client.mcp_harness import (
     GatewaySession,
-    commit_count,
     gateway_config,
     git_repo,
     head,
@@ -42,6 +42,8 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def setup(live_server, agent, tmp_path):  # type: ignore[no-untyped-def]
     """An agent credential and a fresh work item key; the config is the test's to write."""
     executor, token = agent()
+    # Warm the server up: the gateway's first requests should meet a steady-state server.
+    httpx.get(f"{live_server.url}/api/v1/fencing/keys", timeout=30).raise_for_status()
     return {
         "url": live_server.url,
         "executor": executor,
@@ -89,7 +91,8 @@ def test_a_commit_lands_then_after_an_operator_revokes_the_next_is_refused(
         server=setup["url"],
         work_key=setup["key"],
         repo=repo,
-        ttl_ms=3000,  # renewed about every second: the background renewer is seen working
+        ttl_ms=6000,  # renewed every two seconds: the background renewer is seen working
+        renew_interval_s=2.0,
         echo=True,
     )
     with GatewaySession(config, setup["token"]) as gw:
@@ -128,10 +131,17 @@ def test_a_commit_lands_then_after_an_operator_revokes_the_next_is_refused(
         assert seen["leaseboard/epoch"] == lease.epoch
         assert seen["traceparent"].split("-")[1] == traceparent.split("-")[1]
         verifier = TokenVerifier(
-            recipient="test-upstream", jwks_url=f"{setup['url']}/api/v1/fencing/keys"
+            recipient="test-upstream",
+            jwks_url=f"{setup['url']}/api/v1/fencing/keys",
+            guard=InMemoryEpochGuard(),
         )
-        claims = verifier.verify(seen["leaseboard/fencing_token"], work_key=setup["key"])
-        assert claims.epoch == lease.epoch and claims.effect_id == seen["leaseboard/effect_id"]
+        checked = decide_from_meta(
+            verifier, seen, content=EffectContent("echo.call", "echo_meta", {"note": "hi"})
+        )
+        assert checked.accepted, checked
+        assert checked.epoch == lease.epoch
+        assert checked.claims is not None
+        assert checked.claims.effect_id == seen["leaseboard/effect_id"]
 
         # An operator revokes the lease with a reason; the next commit is refused with
         # lease_revoked, who and why, and the repository gets no new commit.
@@ -161,3 +171,155 @@ def test_a_commit_lands_then_after_an_operator_revokes_the_next_is_refused(
     page = work_item_page(client, setup["key"])
     for effect in effects:
         assert f'id="effect-{effect.id}"' in page
+
+
+def test_a_gateway_frozen_past_its_ttl_while_a_successor_starts_wakes_to_a_refused_commit(
+    setup: dict[str, Any], repo: Path, agent: Any, db_clock: Any
+) -> None:
+    """SIGSTOP the gateway; its ttl passes on the database clock (the only clock a lease's
+    validity is measured on) while it is frozen, and a successor acquires. The frozen
+    process's own clock saw none of it, as after a VM suspend or a stop-the-world pause, so
+    its local deadline cannot save it: Leaseboard's fence must, and the commit it makes on
+    waking is refused as stale, recorded, and never reaches the repository."""
+    config = gateway_config(
+        setup["dir"] / "gw.toml", server=setup["url"], work_key=setup["key"], repo=repo
+    )
+    with GatewaySession(config, setup["token"]) as gw:
+        staged_change(repo, "before-pause.txt")
+        assert not gw.call("git_commit", {"repo_path": str(repo), "message": "ok"}).is_error
+        lease = lease_of(setup["key"])
+        pid = gw.freeze()
+        try:
+            db_clock.advance(lease.ttl_ms + 2_000)  # past the ttl and the skew allowance
+            _, successor_token = agent()
+            with Client(setup["url"], successor_token) as successor:
+                holding = successor.hold(setup["key"], renew=False)
+                assert holding.epoch == lease.epoch + 1
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        before = head(repo)
+        staged_change(repo, "after-pause.txt")
+        woke = gw.call("git_commit", {"repo_path": str(repo), "message": "late"})
+        assert woke.is_error, text(woke)
+        assert problem(woke)["code"] == "stale_epoch"
+        assert problem(woke)["current_epoch"] == lease.epoch + 1
+        assert head(repo) == before
+    late = effects_of(setup["key"])[-1]
+    assert (late.decision, late.refusal_code, late.epoch, late.current_epoch) == (
+        "refused",
+        "stale_epoch",
+        lease.epoch,
+        lease.epoch + 1,
+    )
+
+
+def approval_rule(queue_name: str) -> None:
+    from leaseboard.core.models import Queue
+    from leaseboard.domain.policy import RuleSpec
+    from tests.builders import effect_rules
+
+    queue, _ = Queue.objects.get_or_create(name=queue_name)
+    effect_rules(
+        queue, RuleSpec(name="commits-reviewed", kind="git.commit", decision="require_approval")
+    )
+
+
+def approve(effect_id: str) -> None:
+    from leaseboard.core.authority import Actor
+    from leaseboard.core.services.approvals import effect_approve
+    from tests.builders import make_user
+
+    approver = make_user(f"abe-{uuid.uuid4().hex[:6]}", "approver")
+    effect_approve(effect_id=effect_id, actor=Actor.human(approver), note="reviewed")
+
+
+def test_a_require_approval_rule_holds_the_commit_until_an_approver_decides(
+    setup: dict[str, Any], repo: Path
+) -> None:
+    """A client without elicitation (handshake era): the call waits approval_wait_s, then is
+    refused `approval_required` with "retry after"; nothing is forwarded. The approver
+    decides; the same call again joins the same effect and lands. On exit the lease is
+    released."""
+    approval_rule("reviewed")
+    config = gateway_config(
+        setup["dir"] / "gw.toml",
+        server=setup["url"],
+        work_key=setup["key"],
+        repo=repo,
+        queue="reviewed",
+        extra="approval_wait_s = 0.3\napproval_poll_s = 0.1",
+    )
+    with GatewaySession(config, setup["token"], mode="legacy") as gw:
+        before = head(repo)
+        staged_change(repo, "reviewed.txt")
+        arguments = {"repo_path": str(repo), "message": "needs review"}
+        waiting = gw.call("git_commit", arguments)
+        assert waiting.is_error
+        said = problem(waiting)
+        assert said["code"] == "approval_required" and said["rule"] == "commits-reviewed"
+        assert said["retry_after_ms"] == 100 and "retry" in text(waiting).lower()
+        assert f"/takeovers/effects/{said['effect_id']}" in text(waiting)
+        assert head(repo) == before  # held: never forwarded before the decision
+        [held] = effects_of(setup["key"])
+        assert held.decision == "pending_approval" and str(held.id) == said["effect_id"]
+
+        approve(said["effect_id"])
+        landed = gw.call("git_commit", arguments)
+        assert not landed.is_error, text(landed)
+        assert head(repo) != before
+        [effect] = effects_of(setup["key"])  # the retry joined the one effect
+        assert (effect.decision, effect.outcome) == ("authorized", "applied")
+    wait_for(lambda: lease_of(setup["key"]).state == "released", what="the release on exit")
+
+
+def test_a_client_that_can_elicit_is_sent_to_the_approval_page_and_its_call_lands_once_approved(
+    setup: dict[str, Any], repo: Path
+) -> None:
+    """A 2026-07-28 client with elicitation: the gateway answers InputRequiredResult with a
+    URL elicitation naming the approval page; while the user is there an approver decides,
+    the client's retry finds the effect authorized, and the one call lands."""
+    import anyio
+    import mcp_types as types
+
+    approval_rule("reviewed-elicit")
+    config = gateway_config(
+        setup["dir"] / "gw.toml",
+        server=setup["url"],
+        work_key=setup["key"],
+        repo=repo,
+        queue="reviewed-elicit",
+        extra="approval_wait_s = 5\napproval_poll_s = 0.1",
+    )
+    asked: list[types.ElicitRequestParams] = []
+
+    async def elicitation(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params)
+        effect_id = params.url.rstrip("/").rsplit("/", 1)[-1]  # type: ignore[union-attr]
+
+        def decide() -> None:
+            from django.db import connection
+
+            try:
+                approve(effect_id)
+            finally:
+                connection.close()
+
+        await anyio.to_thread.run_sync(decide)
+        return types.ElicitResult(action="accept")
+
+    with GatewaySession(config, setup["token"], elicitation=elicitation) as gw:
+        assert gw.client.protocol_version == "2026-07-28"
+        before = head(repo)
+        staged_change(repo, "elicited.txt")
+        landed = gw.call("git_commit", {"repo_path": str(repo), "message": "asked first"})
+        assert not landed.is_error, text(landed)
+        assert head(repo) != before
+    [params] = asked
+    assert isinstance(params, types.ElicitRequestURLParams)
+    [effect] = effects_of(setup["key"])
+    assert params.url.endswith(f"/takeovers/effects/{effect.id}")
+    assert (effect.decision, effect.outcome, effect.decided_by_id is not None) == (
+        "authorized",
+        "applied",
+        True,
+    )

@@ -289,6 +289,7 @@ def config_from_mapping(data: Mapping[str, Any]) -> GatewayConfig:
         raise ConfigError("work_key: required")
     if ("upstream" in data) == ("upstreams" in data):
         raise ConfigError("upstream: give one [upstream] table or [upstreams.NAME] tables")
+    upstreams: tuple[UpstreamConfig, ...]
     if "upstream" in data:
         upstreams = (_upstream("upstream", data["upstream"], "upstream"),)
     else:

@@ -121,6 +121,7 @@ class Gateway:
         self.upstreams = Upstreams(config.upstreams)
         self.holding: AsyncHolding | None = None
         self.acquire_error: LeaseError | None = None
+        self.admitted = False
         self.pending: dict[str, approvals.Pending] = {}  # call digest -> its waiting effect
         self.asked: set[str] = set()  # effects a user was asked to wait for
         self._acquiring = anyio.Lock()
@@ -137,17 +138,23 @@ class Gateway:
         if unknown:
             raise MissingTool(f"tools.{unknown[0]} is mapped but no upstream offers it")
         stack.push_async_callback(self.stop)
-        try:
-            admission = await self.client.admit(
-                self.config.work_key, self.config.queue, title=self.config.title
-            )
-            if admission.admission != "admitted":
-                warn(f"{self.config.work_key!r} is {admission.admission} in {self.config.queue!r}")
-        except LeaseError as exc:
-            warn(f"could not admit {self.config.work_key!r}: {exc}")
         await self._acquire(wait_s=self.config.acquire_wait_s)
 
     async def _acquire(self, *, wait_s: float) -> None:
+        """Admit (harmless when admitted already: an existing key answers its state), then
+        acquire; a failure of either is kept and tried again on the next mapped call."""
+        if not self.admitted:
+            try:
+                admission = await self.client.admit(
+                    self.config.work_key, self.config.queue, title=self.config.title
+                )
+                self.admitted = admission.admission == "admitted"
+                if not self.admitted:
+                    warn(
+                        f"{self.config.work_key!r} is {admission.admission} in {self.config.queue!r}"
+                    )
+            except LeaseError as exc:
+                warn(f"could not admit {self.config.work_key!r}: {exc}")
         try:
             self.holding = await self.client.hold(
                 self.config.work_key, ttl_ms=self.config.ttl_ms, wait_s=wait_s, on_lost=_on_lost

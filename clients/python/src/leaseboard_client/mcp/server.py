@@ -123,9 +123,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         config = replace(config, serve=replace(config.serve, **overrides))
     if args.check:
-        print(
-            f"{args.config}: ok ({len(config.upstreams)} upstream(s), {len(config.tools)} mapped tool(s))"
-        )
+        counts = f"{len(config.upstreams)} upstream(s), {len(config.tools)} mapped tool(s)"
+        print(f"{args.config}: ok ({counts})")
         return 0
     try:
         tracing_setup(NAME)
