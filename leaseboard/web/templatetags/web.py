@@ -127,4 +127,7 @@ def trace_id(value: str) -> dict[str, str]:
     """A trace id, selectable and copyable, linked to the trace viewer when one is set
     (LEASEBOARD_TRACE_URL, with {trace_id} in it)."""
     template = settings.LEASEBOARD_TRACE_URL
-    return {"trace_id": value, "url": template.replace("{trace_id}", value) if template and value else ""}
+    return {
+        "trace_id": value,
+        "url": template.replace("{trace_id}", value) if template and value else "",
+    }
