@@ -150,9 +150,8 @@ class Gateway:
                 )
                 self.admitted = admission.admission == "admitted"
                 if not self.admitted:
-                    warn(
-                        f"{self.config.work_key!r} is {admission.admission} in {self.config.queue!r}"
-                    )
+                    where = f"{self.config.work_key!r} in {self.config.queue!r}"
+                    warn(f"{where} is {admission.admission}")
             except LeaseError as exc:
                 warn(f"could not admit {self.config.work_key!r}: {exc}")
         try:
