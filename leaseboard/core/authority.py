@@ -251,7 +251,8 @@ def ended_detail(lease: Lease, code: str, reason: str) -> tuple[str, str]:
     if code != "lease_revoked" or lease.ended_by_id is None:
         return reason, ""
     by = lease.ended_by.display_name if lease.ended_by else ""
-    return (f"revoked by {by}: {reason}" if by else reason), by
+    # A takeover's reason names its approver already ("takeover #3 approved by abe: ...").
+    return (f"revoked by {by}: {reason}" if by and by not in reason else reason), by
 
 
 def authorize(act: Act, actor: Actor, **about: Unpack[About]) -> None:

@@ -23,7 +23,6 @@ from opentelemetry.trace import ProxyTracerProvider, format_trace_id
 
 from leaseboard.domain.errors import LeaseboardError
 
-_tracer = trace.get_tracer("leaseboard")
 PREFIX = "leaseboard."
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -72,7 +71,10 @@ def decision_span(name: str, **attributes: Any) -> Iterator[Decision]:
     if not tracing_on():
         yield _OFF
         return
-    with _tracer.start_as_current_span(
+    # The tracer of the provider installed now (a module-level one would stay bound to the
+    # first provider it met).
+    tracer = trace.get_tracer_provider().get_tracer("leaseboard")
+    with tracer.start_as_current_span(
         name, record_exception=False, set_status_on_exception=False
     ) as span:
         decision = Decision(span)
@@ -98,6 +100,8 @@ def note_current(describe: Callable[[Decision], None]) -> None:
 
 def current_trace_id() -> str:
     """The trace this request or task belongs to (32 hex digits), or "" when not traced."""
+    if not tracing_on():
+        return ""
     context = trace.get_current_span().get_span_context()
     return format_trace_id(context.trace_id) if context.is_valid else ""
 

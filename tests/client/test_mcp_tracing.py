@@ -21,36 +21,17 @@ import anyio
 import httpx
 import pytest
 from mcp import Client
-from opentelemetry import propagate, trace
+from opentelemetry import propagate
 from opentelemetry.instrumentation.django import DjangoInstrumentor
 from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, format_trace_id
-from opentelemetry.util._once import Once
 
 from leaseboard_client.mcp import Gateway, build_server, load_config
 from tests.client.mcp_harness import gateway_config, git_repo, problem, staged_change
+from tests.otel import in_memory_tracing
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
-
-
-@contextmanager
-def global_tracer_provider(provider: TracerProvider) -> Iterator[None]:
-    """Install `provider` as the process's tracer provider for the block, then put back
-    what was there: OpenTelemetry allows one per process, so this resets its globals the
-    way its own tests do (opentelemetry-test-utils' reset_trace_globals)."""
-    saved = (trace._TRACER_PROVIDER, trace._TRACER_PROVIDER_SET_ONCE)
-    trace._TRACER_PROVIDER_SET_ONCE = Once()
-    trace._TRACER_PROVIDER = None
-    trace.set_tracer_provider(provider)
-    try:
-        yield
-    finally:
-        trace._TRACER_PROVIDER, trace._TRACER_PROVIDER_SET_ONCE = saved
-        # Tracers handed out meanwhile keep pointing at it: shut down, it records nothing.
-        provider.shutdown()
 
 
 @contextmanager
@@ -94,9 +75,6 @@ def test_one_refused_tool_call_is_one_trace_through_the_gateway_the_api_and_the_
     from leaseboard.domain.policy import RuleSpec
     from tests.builders import effect_rules, make_user
 
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
     queue, _ = Queue.objects.get_or_create(name="no-commits")
     effect_rules(queue, RuleSpec(name="freeze", kind="git.commit", decision="deny", note="frozen"))
     _, token = agent()
@@ -104,7 +82,7 @@ def test_one_refused_tool_call_is_one_trace_through_the_gateway_the_api_and_the_
     repo = git_repo(tmp_path / "repo")
     staged_change(repo, "traced.txt")
 
-    with global_tracer_provider(provider), instrumented_live_server(provider) as url:
+    with in_memory_tracing() as (provider, exporter), instrumented_live_server(provider) as url:
         path = gateway_config(
             tmp_path / "gw.toml", server=url, work_key=key, repo=repo, queue="no-commits"
         )

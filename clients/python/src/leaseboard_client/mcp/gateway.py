@@ -41,7 +41,6 @@ from leaseboard_client.mcp.upstreams import Forwarded, Route, Upstreams, warn
 from leaseboard_client.timing import TimingError
 
 log = logging.getLogger("leaseboard_client.mcp")
-tracer = trace.get_tracer("leaseboard_client.mcp")
 
 # `_meta` keys the gateway adds to a forwarded call (a fencing-aware upstream reads them:
 # leaseboard_recipient.mcp_meta), and to its answers.
@@ -223,6 +222,7 @@ class Gateway:
             attributes["gen_ai.tool.description"] = route.tool.description[:500]
         if ctx.request_id is not None:
             attributes["jsonrpc.request.id"] = str(ctx.request_id)
+        tracer = trace.get_tracer_provider().get_tracer("leaseboard_client.mcp")
         with tracer.start_as_current_span(
             f"execute_tool {name}", kind=SpanKind.INTERNAL, attributes=attributes
         ) as span:
