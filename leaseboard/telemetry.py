@@ -5,7 +5,8 @@ Configured, it installs the tracer provider (OTLP over HTTP, or console) and the
 instrumentation packages — Django (a server span per request, continuing the caller's
 `traceparent`), Celery (a span per task, the trace carried from the enqueue), httpx (the
 recipient webhooks) — before the WSGI handler loads its middleware. The decisions' own spans
-are leaseboard.core.tracing's. Called once per process, from CoreConfig.ready().
+are leaseboard.core.tracing's. Called by leaseboard.wsgi and .asgi before they build their
+handler, and by each Celery worker process (leaseboard.celery); once per process.
 """
 
 from __future__ import annotations
@@ -33,6 +34,12 @@ def telemetry_setup() -> bool:
         raise ImproperlyConfigured(f"OpenTelemetry: {exc}") from None
     if provider is None:
         return False
+    from django.apps import apps
+
+    if not apps.ready:  # the instrumentation reads the settings and the app registry
+        import django
+
+        django.setup()
     from opentelemetry import trace
     from opentelemetry.instrumentation.celery import CeleryInstrumentor
     from opentelemetry.instrumentation.django import DjangoInstrumentor

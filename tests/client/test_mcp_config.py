@@ -12,7 +12,8 @@ import pytest
 from leaseboard_client import LeaseRevoked
 from leaseboard_client.mcp import ConfigError, load_config
 from leaseboard_client.mcp.config import MissingArgument, ToolEffect, config_from_mapping
-from leaseboard_client.mcp.gateway import call_digest, forwarded_meta, refusal
+from leaseboard_client.mcp.gateway import call_digest, forwarded_meta
+from leaseboard_client.mcp.refusals import refusal
 from leaseboard_client.telemetry import TelemetryError, exporter_names, tracing_configured
 
 BASE: dict[str, Any] = {

@@ -17,11 +17,11 @@ from leaseboard_client.mcp.config import ConfigError, GatewayConfig, ToolEffect,
 from leaseboard_client.mcp.gateway import (
     META_EFFECT,
     META_EPOCH,
-    META_PROBLEM,
     META_TOKEN,
     META_WORK_KEY,
     Gateway,
 )
+from leaseboard_client.mcp.refusals import META_PROBLEM
 from leaseboard_client.mcp.server import build_server, main
 
 __all__ = [

@@ -27,6 +27,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from leaseboard_client.errors import ApprovalRequired, LeaseError
+from leaseboard_client.mcp.refusals import refusal
 
 if TYPE_CHECKING:
     from leaseboard_client.aio import AsyncHolding
@@ -164,8 +165,6 @@ class Wait:
     def _refused(
         self, pending: ApprovalRequired, detail: str, *, retry_s: float | None
     ) -> types.CallToolResult:
-        from leaseboard_client.mcp.gateway import refusal
-
         problem = dict(pending.problem)
         if retry_s is not None:
             problem["retry_after_ms"] = round(retry_s * 1000)

@@ -37,6 +37,7 @@ from leaseboard_client.errors import (
 )
 from leaseboard_client.mcp import approvals
 from leaseboard_client.mcp.config import GatewayConfig, MissingArgument
+from leaseboard_client.mcp.refusals import refusal
 from leaseboard_client.mcp.upstreams import Forwarded, Route, Upstreams, warn
 from leaseboard_client.timing import TimingError
 
@@ -49,22 +50,11 @@ META_EPOCH = "leaseboard/epoch"
 META_WORK_KEY = "leaseboard/work_key"
 META_EFFECT = "leaseboard/effect_id"
 META_IDEMPOTENCY = "leaseboard/idempotency_key"  # a client may name its retries
-META_PROBLEM = "leaseboard/problem"
 # Keys of the inbound `_meta` that belong to the hop they came on, never forwarded: the
 # protocol's own, the progress token, trace context (the SDK injects the current one), and
 # anything claiming to be Leaseboard's (a client must not hand the upstream a token).
 _HOP_PREFIXES = ("io.modelcontextprotocol/", "leaseboard/")
 _HOP_KEYS = frozenset({"progressToken", "traceparent", "tracestate", "baggage"})
-PROBLEM_FIELDS = (
-    "current_epoch",
-    "your_epoch",
-    "effect_id",
-    "rule",
-    "retry_after_ms",
-    "reason",
-    "revoked_by",
-    "holder_kind",
-)
 
 
 def call_digest(name: str, arguments: Mapping[str, Any]) -> str:
@@ -80,20 +70,6 @@ def forwarded_meta(inbound: Mapping[str, Any] | None) -> dict[str, Any]:
         for k, v in (inbound or {}).items()
         if k not in _HOP_KEYS and not k.startswith(_HOP_PREFIXES)
     }
-
-
-def refusal(error: LeaseError, tool: str) -> types.CallToolResult:
-    """A refused call as an MCP tool error: the stable code and Leaseboard's reason in the
-    text (what the agent reads) and as a problem in `_meta` (what a program reads)."""
-    problem: dict[str, Any] = {"code": error.code, "detail": error.detail}
-    problem.update({k: error.problem[k] for k in PROBLEM_FIELDS if k in error.problem})
-    text = f"Leaseboard refused {tool} ({error.code}): {error.detail}. The call was not forwarded."
-    retry = error.retry_after_s
-    if retry is not None:
-        text += f" Retry after {retry:g} s."
-    return types.CallToolResult(
-        content=[types.TextContent(text=text)], is_error=True, _meta={META_PROBLEM: problem}
-    )
 
 
 def _note(span: Span, **attributes: Any) -> None:
