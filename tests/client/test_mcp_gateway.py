@@ -323,3 +323,60 @@ def test_a_client_that_can_elicit_is_sent_to_the_approval_page_and_its_call_land
         "applied",
         True,
     )
+
+
+def test_over_streamable_http_the_gateway_serves_and_releases_its_lease_on_sigterm(
+    setup: dict[str, Any], repo: Path
+) -> None:
+    """`--transport http`: an MCP client over streamable HTTP gets the same fenced calls;
+    SIGTERM unwinds the gateway, which releases the lease instead of letting it expire."""
+    import socket
+    import subprocess
+
+    import anyio
+    from mcp import Client as McpClient
+
+    from tests.client.mcp_harness import GATEWAY, TOKEN_ENV
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = gateway_config(
+        setup["dir"] / "gw.toml", server=setup["url"], work_key=setup["key"], repo=repo
+    )
+    process = subprocess.Popen(
+        [GATEWAY, "--config", str(config), "--transport", "http", "--port", str(port)],
+        env={**os.environ, TOKEN_ENV: setup["token"]},
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for(lambda: lease_of(setup["key"]), timeout_s=30, what="the gateway's lease")
+
+        def listening() -> bool:
+            with socket.socket() as s:
+                return s.connect_ex(("127.0.0.1", port)) == 0
+
+        wait_for(listening, timeout_s=30, what="the gateway's HTTP port")
+
+        async def commit() -> Any:
+            async with McpClient(f"http://127.0.0.1:{port}/mcp") as client:
+                staged_change(repo, "over-http.txt")
+                return await client.call_tool(
+                    "git_commit", {"repo_path": str(repo), "message": "over http"}
+                )
+
+        before = head(repo)
+        landed = anyio.run(commit)
+        assert not landed.is_error, text(landed)
+        assert head(repo) != before
+        process.send_signal(signal.SIGTERM)
+        # uvicorn shuts down gracefully, then re-raises the signal it caught.
+        assert process.wait(timeout=30) in (0, -signal.SIGTERM)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert lease_of(setup["key"]).state == "released"
+    [effect] = effects_of(setup["key"])
+    assert (effect.decision, effect.outcome) == ("authorized", "applied")
