@@ -39,6 +39,9 @@ PARTS = (
     ("clock + policy version", "(clock_and_policy_version)"),
     ("token signing", "(fencing_token_issue)"),
     ("URL resolution", "(resolve_request)"),
+    # OpenTelemetry off (no provider): the decision spans' and trace ids' checks.
+    ("tracing off: is a provider installed?", "(tracing_on)"),
+    ("tracing off: the effect's trace id", "(current_trace_id)"),
 )
 
 
@@ -143,7 +146,7 @@ def main() -> None:
                 found[label] = float(fields[3])
     for label, _ in PARTS:
         if label in found:
-            print(f"  {label:48s} {found[label] / total * 100:5.1f}%")
+            print(f"  {label:48s} {found[label] / total * 100:6.2f}%")
     with CaptureQueriesContext(connection) as queries:
         request(2 * 10**6)
     print(f"one request's statements ({len(queries.captured_queries)}):")

@@ -21,6 +21,16 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
 
+@signals.worker_process_init.connect
+@signals.worker_init.connect
+def _traced_worker(sender=None, **kwargs):  # type: ignore[no-untyped-def]
+    # Celery's instrumentation in each worker process (a prefork child included); off
+    # unless OTEL_* variables configure it. Once per process (telemetry_setup says so).
+    from leaseboard.telemetry import telemetry_setup
+
+    telemetry_setup()
+
+
 @signals.worker_init.connect
 def _refuse_unsafe_worker(sender=None, **kwargs):  # type: ignore[no-untyped-def]
     from leaseboard.sweeps.guard import worker_config_problems

@@ -252,6 +252,18 @@ CONTENT_SECURITY_POLICY = (
 # production: the sandbox takes anonymous payments and shows its ledger to anyone.
 LEASEBOARD_DEMO = env_bool("LEASEBOARD_DEMO", False)
 
+# OpenTelemetry is configured by the standard OTEL_* variables (leaseboard/telemetry.py,
+# docs/mcp.md), off when none is set. A trace id shown on a page links to your trace
+# viewer when this names it, e.g. "https://jaeger.example/trace/{trace_id}".
+LEASEBOARD_TRACE_URL = env_str("LEASEBOARD_TRACE_URL", "")
+if LEASEBOARD_TRACE_URL and (
+    "{trace_id}" not in LEASEBOARD_TRACE_URL
+    or not LEASEBOARD_TRACE_URL.startswith(("http://", "https://"))
+):
+    raise ImproperlyConfigured(
+        "LEASEBOARD_TRACE_URL: an http(s) URL with {trace_id} where the trace id goes"
+    )
+
 # Default lease timing (docs/design.md §4), overridable per queue and per work item. Validated now,
 # so a bad deployment refuses to start instead of handing out unsafe leases.
 LEASE_DEFAULTS = TimingPolicy(

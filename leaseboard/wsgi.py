@@ -4,7 +4,12 @@ import os
 
 from django.core.wsgi import get_wsgi_application
 
+from leaseboard.telemetry import telemetry_setup
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "leaseboard.settings")
+# Before the handler loads settings.MIDDLEWARE: Django's instrumentation adds its middleware
+# there. Off (and free) unless OTEL_* variables configure it.
+telemetry_setup()
 application = get_wsgi_application()
 
 

@@ -368,7 +368,27 @@
     });
   });
 
+  /* -- copy buttons ------------------------------------------------------------------ */
+  /* A <button data-copy="..."> (hidden in the HTML: without script the value beside it is
+   * selectable text) copies its value and says so. */
+  function copyButtons(root) {
+    root.querySelectorAll("button[data-copy]").forEach(function (b) {
+      if (navigator.clipboard) b.hidden = false;
+    });
+  }
+  document.addEventListener("click", function (evt) {
+    var b = evt.target.closest && evt.target.closest("button[data-copy]");
+    if (!b || !navigator.clipboard) return;
+    navigator.clipboard.writeText(b.dataset.copy).then(function () {
+      b.textContent = "Copied";
+      announce("Copied " + b.dataset.copy);
+      window.setTimeout(function () { b.textContent = "Copy"; }, 2000);
+    });
+  });
+  document.addEventListener("htmx:afterSwap", function () { copyButtons(document); });
+
   document.addEventListener("DOMContentLoaded", function () {
+    copyButtons(document);
     arrived(document);
     localize(document);
     showPaused();

@@ -97,6 +97,7 @@ class Problem(Schema):
     your_epoch: int | None = None
     holder_kind: ExecutorKind | None = None
     reason: str | None = Field(None, description="why the lease ended")
+    revoked_by: str | None = Field(None, description="who revoked the lease (lease_revoked)")
     param: str | None = Field(None, description="the request field that was refused")
     errors: list[FieldError] | None = Field(None, description="every invalid field")
     effect_id: UuidOut | None = None

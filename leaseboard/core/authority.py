@@ -229,10 +229,13 @@ def refusal(
     cls = ERRORS_BY_CODE[v.code]
     detail = v.detail
     reason = ""
+    revoked_by = ""
     if v.code in {"lease_expired", "lease_released", "lease_revoked"} and lease is not None:
         reason = lease.end_reason or ("ttl elapsed" if v.code == "lease_expired" else "")
-        detail = reason or detail
+        detail, revoked_by = ended_detail(lease, v.code, reason or detail)
     fields: dict[str, object] = {**extra}
+    if revoked_by:
+        fields["revoked_by"] = revoked_by
     if current_epoch is not None:
         fields["current_epoch"] = current_epoch
     if epoch is not None:
@@ -240,6 +243,16 @@ def refusal(
     if reason:
         fields["reason"] = reason
     return cls(detail, **fields)
+
+
+def ended_detail(lease: Lease, code: str, reason: str) -> tuple[str, str]:
+    """What a refusal under an ended lease tells its holder: the reason, and for a revoke
+    who revoked it ("revoked by olga: misbehaving: ..."); and that person's name."""
+    if code != "lease_revoked" or lease.ended_by_id is None:
+        return reason, ""
+    by = lease.ended_by.display_name if lease.ended_by else ""
+    # A takeover's reason names its approver already ("takeover #3 approved by abe: ...").
+    return (f"revoked by {by}: {reason}" if by and by not in reason else reason), by
 
 
 def authorize(act: Act, actor: Actor, **about: Unpack[About]) -> None:

@@ -18,12 +18,15 @@ Layers, lowest first. A module may import modules of the layers in its row, neve
 | recipient | leaseboard_recipient (recipient-side guard)             | recipient, tokens       |
 | settings  | leaseboard.settings (read it via django.conf.settings)  | settings, domain        |
 |           | and leaseboard.envconf (its environment readers)        |                         |
+| telemetry | leaseboard.telemetry (OpenTelemetry's process set-up:   | telemetry, client       |
+|           | the provider from leaseboard_client.telemetry and the   |                         |
+|           | instrumentation packages; run by wsgi, asgi, celery)    |                         |
 | core      | leaseboard.core: models, services, selectors, sql,      | core, domain, tokens,   |
 |           | signals, clock (core.sql runs the recipient guard's     | recipient               |
 |           | own statement)                                          |                         |
 | workflow  | leaseboard.takeovers and leaseboard.policy (settings,   | + core                  |
 |           | config as code), except their HTTP modules              |                         |
-| sweeps    | leaseboard.sweeps and leaseboard.celery (the Celery app | + workflow              |
+| sweeps    | leaseboard.sweeps and leaseboard.celery (the Celery app | + workflow, telemetry   |
 |           | that runs the sweeps' tasks; sweeps call the takeover   |                         |
 |           | expiry step, so takeovers never import sweeps)          |                         |
 | web       | leaseboard.api, .dashboard, .web, .sandbox, and every   | + sweeps, client,       |
@@ -36,8 +39,10 @@ table. The shipped packages (tokens, client, recipient) import nothing of `lease
 kombu, redis, psycopg or httpx; client and recipient import no django, celery or kombu —
 except that `leaseboard_recipient.django_guard`, the optional Django adapter, imports Django
 inside its functions (so `import leaseboard_recipient` works without Django). Optional
-extras stay optional: only `leaseboard_client.langchain` imports langchain_core, and the
-agent SDK never imports cryptography (the `[recipient]` extra).
+extras stay optional: only `leaseboard_client.langchain` imports langchain_core, only the
+gateway (`leaseboard_client.mcp`, extra `[mcp]`) imports the MCP SDK, OpenTelemetry is
+imported only where tracing lives, and the agent SDK never imports cryptography (the
+`[recipient]` extra).
 
 Cycles: no strongly connected component of more than one module, and none between
 packages (leaseboard.<package>, with leaseboard.celery counted in leaseboard.sweeps, and
@@ -64,6 +69,7 @@ LAYER_OF_PACKAGE = {
     "domain": "domain",
     "settings": "settings",
     "envconf": "settings",
+    "telemetry": "telemetry",
     "core": "core",
     "takeovers": "workflow",
     "policy": "workflow",
@@ -86,9 +92,10 @@ MAY_IMPORT: dict[str, set[str]] = {
     "client": {"client"},
     "recipient": {"recipient", "tokens"},
     "settings": {"settings", "domain", "tokens"},
+    "telemetry": {"telemetry", "client"},
     "core": {"core", "domain", "tokens", "recipient"},
     "workflow": {"workflow", "core", "domain", "tokens", "recipient"},
-    "sweeps": {"sweeps", "workflow", "core", "domain", "tokens", "recipient"},
+    "sweeps": {"sweeps", "workflow", "core", "domain", "tokens", "recipient", "telemetry"},
     "web": {"web", "client", "recipient", "tokens"} | _BELOW_WEB,
     "entry": set(LAYER_OF_PACKAGE.values()) | {"entry", "client", "recipient", "tokens"},
 }
@@ -99,10 +106,25 @@ FORBIDDEN_LIBRARIES = {
     "client": {"django", "celery", "kombu", "cryptography"},
     "recipient": {"django", "celery", "kombu"},
 }
+GATEWAY = [
+    f"leaseboard_client.mcp{m}"
+    for m in ("", ".approvals", ".config", ".gateway", ".refusals", ".server", ".upstreams")
+]
 # Optional extras: (library) -> the only modules that may import it.
 EXTRA_ONLY = {
     "langchain_core": {"leaseboard_client.langchain"},
     "langgraph": set(),  # the example uses it; the SDK itself never does
+    "mcp": set(GATEWAY),
+    "mcp_types": set(GATEWAY),
+    "anyio": set(GATEWAY),
+    "uvicorn": {"leaseboard_client.mcp.server"},
+    "opentelemetry": {
+        *GATEWAY,
+        "leaseboard_client.telemetry",
+        "leaseboard_recipient.tracing",
+        "leaseboard.core.tracing",
+        "leaseboard.telemetry",
+    },
 }
 # (module, library): allowed inside functions only.
 LAZY_LIBRARY_ALLOWED = {("leaseboard_recipient.django_guard", "django")}

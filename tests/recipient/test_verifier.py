@@ -353,3 +353,28 @@ def test_an_epoch_notice_raises_the_mark_only_when_signed_with_the_secret() -> N
     verifier, _ = make_verifier(guard=guard)
     late = verifier.check(token_for("n-1", 3), work_key="n-1")
     assert (late.code, late.high_water) == ("stale_epoch", 4)
+
+
+def test_the_guards_check_is_a_span_with_its_decision_when_tracing_is_on() -> None:
+    from tests.otel import in_memory_tracing, named
+
+    verifier, _ = make_verifier()
+    with in_memory_tracing() as (_, exporter):
+        assert verifier.check(token_for("pay-7", 4), work_key="pay-7").accepted
+        assert verifier.check(token_for("pay-7", 3), work_key="pay-7").code == "stale_epoch"
+        accepted, refused = named(exporter, "leaseboard.recipient.check")
+    assert accepted.attributes is not None and refused.attributes is not None
+    assert dict(accepted.attributes) | {"leaseboard.effect_id": "-"} == {
+        "leaseboard.recipient": "payments",
+        "leaseboard.decision": "accepted",
+        "leaseboard.work_key": "pay-7",
+        "leaseboard.epoch": 4,
+        "leaseboard.high_water": 4,
+        "leaseboard.effect_id": "-",
+    }
+    assert refused.attributes["leaseboard.decision"] == "refused"
+    assert refused.attributes["leaseboard.code"] == "stale_epoch"
+    assert refused.attributes["leaseboard.high_water"] == 4
+    assert refused.attributes["error.type"] == "stale_epoch"
+    # Off (no provider): no span is made, and the check answers the same.
+    assert verifier.check(token_for("pay-7", 4), work_key="pay-7").accepted

@@ -71,6 +71,8 @@ class AuditEntry(models.Model):
     before = models.JSONField(default=dict, blank=True)
     after = models.JSONField(default=dict, blank=True)
     request_id = models.CharField(max_length=64, blank=True, default="")
+    # The OpenTelemetry trace of the act ("" when not traced); in the MAC when set.
+    trace_id = models.CharField(max_length=32, blank=True, default="")
     # Which audit key made `hash` (an HMAC); empty for entries from before the keyed chain.
     key_id = models.CharField(max_length=16, blank=True, default="")
     prev_hash = models.CharField(max_length=64)
@@ -104,6 +106,9 @@ class AuditEntry(models.Model):
         }
         if self.key_id:
             body["key_id"] = self.key_id
+        # Only when set, so that entries from before trace ids keep their MACs.
+        if self.trace_id:
+            body["trace_id"] = self.trace_id
         return body
 
     def canonical(self) -> bytes:

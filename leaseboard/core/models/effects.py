@@ -78,6 +78,10 @@ class Effect(models.Model):
     outcome_detail = models.CharField(max_length=1000, blank=True, default="")
     outcome_at_ms = models.BigIntegerField(null=True, blank=True)
 
+    # The OpenTelemetry trace the proposal came in (32 hex digits; "" when not traced): the
+    # caller's trace when it sent `traceparent` (an MCP gateway's tool call, say).
+    trace_id = models.CharField(max_length=32, blank=True, default="")
+
     resolution = models.CharField(max_length=12, choices=Resolution.choices, blank=True, default="")
     resolution_note = models.CharField(max_length=1000, blank=True, default="")
     resolved_at_ms = models.BigIntegerField(null=True, blank=True)

@@ -17,6 +17,10 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
+# Human executors are named "human:<username>"; no agent may take a name there.
+HUMAN_PREFIX = "human:"
+
+
 class Executor(models.Model):
     Kind = text_choices(ExecutorKind, module=__name__, qualname="Executor.Kind")
 
@@ -46,3 +50,10 @@ class Executor(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def display_name(self) -> str:
+        """The name people know: a person's username, an agent's name."""
+        return (
+            self.name.removeprefix(HUMAN_PREFIX) if self.kind == ExecutorKind.HUMAN else self.name
+        )

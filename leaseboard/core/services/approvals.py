@@ -29,6 +29,7 @@ from leaseboard.core.services.effects import (
     effect_token_issue,
     parse_effect_id,
 )
+from leaseboard.core.tracing import Decision, decided
 from leaseboard.domain.authority import Act
 from leaseboard.domain.errors import (
     AlreadyDecided,
@@ -213,6 +214,23 @@ def _content(effect: Effect) -> dict[str, Any]:
     }
 
 
+def _approval_decided(span: Decision, effect: Effect) -> None:
+    span.note(
+        decision=effect.decision,
+        work_key=effect.work_item.key,
+        code=effect.refusal_code,
+        policy_rule=effect.rule_name,
+        effect_id=str(effect.id),
+        epoch=effect.epoch,
+        current_epoch=effect.current_epoch,
+    )
+
+
+@decided(
+    "leaseboard.effect.approve",
+    about=lambda kw: {"effect_id": str(kw["effect_id"])},
+    result=_approval_decided,
+)
 def effect_approve(
     *,
     effect_id: Any,
@@ -233,6 +251,11 @@ def effect_approve(
     return effect
 
 
+@decided(
+    "leaseboard.effect.reject",
+    about=lambda kw: {"effect_id": str(kw["effect_id"])},
+    result=_approval_decided,
+)
 def effect_reject(
     *, effect_id: Any, actor: Actor, note: str, request_id: str = "", digest: str | None = None
 ) -> Effect:

@@ -26,6 +26,7 @@ from leaseboard.core.services.audit_checkpoints import (
     checkpoint_dir,
     checkpoints_read,
 )
+from leaseboard.core.tracing import current_trace_id
 from leaseboard.domain.authority import Act
 
 # The first keyed entry after entries from before the keyed chain (migration 0004).
@@ -73,6 +74,7 @@ def audit_record(
         before=said.get("before") or {},
         after=said.get("after") or {},
         request_id=said.get("request_id", "")[:64],
+        trace_id=current_trace_id(),
         key_id=keyring.current_id,
         prev_hash=head.last_hash,
     )

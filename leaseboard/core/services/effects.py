@@ -17,7 +17,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet, Subquery
 
-from leaseboard.core.authority import Actor, authorize, verdict
+from leaseboard.core.authority import Actor, authorize, ended_detail, verdict
 from leaseboard.core.clock import db_now_ms
 from leaseboard.core.compiled import CompiledRead, attnames, model_insert
 from leaseboard.core.models import Alert, Effect, Executor, Lease, WorkItem
@@ -27,6 +27,7 @@ from leaseboard.core.services.jsondocs import json_size_checked
 from leaseboard.core.services.leases import lease_expire_if_due_locked, parse_lease_id
 from leaseboard.core.services.policy import clock_and_policy_version, effect_policy_decide
 from leaseboard.core.signals import approval_requested
+from leaseboard.core.tracing import Decision, current_trace_id, decided, note_current
 from leaseboard.domain.authority import Act
 from leaseboard.domain.errors import (
     ERRORS_BY_CODE,
@@ -169,6 +170,28 @@ def effect_decided(
     return effect
 
 
+def _effect_decided(span: Decision, effect: Effect) -> None:
+    span.note(
+        work_key=effect.work_item.key,
+        effect_id=str(effect.id),
+        decision=effect.decision,
+        policy_rule=effect.rule_name,
+        current_epoch=effect.current_epoch,
+    )
+    span.lease(effect.lease)
+
+
+def _effect_refused(effect: Effect) -> LeaseboardError:
+    """The refusal of a committed refused effect, noted on the decision span first."""
+    note_current(lambda span: _effect_decided(span, effect))
+    return effect_error(effect)
+
+
+@decided(
+    "leaseboard.effect.propose",
+    about=lambda kw: {"epoch": kw.get("epoch"), "effect_kind": kw.get("kind")},
+    result=_effect_decided,
+)
 def effect_propose(
     *,
     lease_id: Any,
@@ -199,7 +222,7 @@ def effect_propose(
         effect = Effect.objects.get(executor=executor, idempotency_key=idempotency_key)
         _same_request(effect, lid, kind, target, payload)
     if effect.decision == Effect.Decision.REFUSED:
-        raise effect_error(effect)
+        raise _effect_refused(effect)
     return effect
 
 
@@ -274,6 +297,7 @@ def _effect_decide(
         payload=payload,
         content_digest=content_digest(kind, target, payload),
         proposed_at_ms=now,
+        trace_id=current_trace_id(),
     )
     v = verdict(
         Act.PROPOSE_EFFECT,
@@ -289,7 +313,7 @@ def _effect_decide(
         fence_checked(lease, now)
     code, detail = v.code, v.detail
     if code in {"lease_expired", "lease_released", "lease_revoked"}:
-        detail = lease.end_reason or detail
+        detail, _ = ended_detail(lease, code, lease.end_reason or detail)
     if code is None:
         policy = effect_policy_decide(
             item=item,
@@ -385,6 +409,7 @@ def effect_record_locked(
         outcome=outcome,
         outcome_detail=(detail or "")[:1000],
         outcome_at_ms=now_ms,
+        trace_id=current_trace_id(),
     )
     effect.fencing_token = effect_token_issue(effect, lease, item, now_ms)
     decided = effect_decided(

@@ -10,13 +10,11 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from leaseboard.core.models import Executor
-from leaseboard.core.models.executors import hash_token
+from leaseboard.core.models.executors import HUMAN_PREFIX, hash_token
 from leaseboard.core.services.audit import audit_admin
 from leaseboard.domain.errors import NotFound, ValidationFailed
 
 TOKEN_PREFIX = "lb_"
-# Human executors are named "human:<username>"; no agent may take a name there.
-HUMAN_PREFIX = "human:"
 
 
 @transaction.atomic(durable=True)

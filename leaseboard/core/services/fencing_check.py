@@ -20,6 +20,7 @@ from leaseboard.core.clock import db_now_ms
 from leaseboard.core.models import Lease, WorkItem
 from leaseboard.core.services.fencing import fencing_public_keys
 from leaseboard.core.services.recipients import recipient_report_record
+from leaseboard.core.tracing import Decision, decided
 from leaseboard.domain.authority import ENDED_CODES, Act
 from leaseboard.domain.certainty import LIVE
 from leaseboard.domain.fencing import InvalidToken, unverified_claims, verify_token
@@ -38,6 +39,18 @@ class FencingAnswer:
     detail: str | None = None  # why not, in words (a token refusal's detail)
 
 
+def _checked(span: Decision, answer: FencingAnswer) -> None:
+    span.note(
+        decision="valid" if answer.valid else "refused",
+        code=answer.code,
+        work_key=answer.work_key,
+        epoch=answer.epoch,
+        current_epoch=answer.current_epoch,
+        effect_id=answer.effect_id,
+    )
+
+
+@decided("leaseboard.fencing.check", result=_checked)
 def fencing_check(*, actor: Actor, token: str, digest: str | None = None) -> FencingAnswer:
     """`digest`: content_digest() of the request the recipient is about to execute, or None
     when it does not say (then only standing is checked)."""

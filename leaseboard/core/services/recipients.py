@@ -19,6 +19,7 @@ from leaseboard.core.models import Alert, Effect, Lease, Recipient, WorkItem
 from leaseboard.core.models.executors import hash_token
 from leaseboard.core.services.alerts import alerts_open
 from leaseboard.core.services.audit import audit_admin
+from leaseboard.core.tracing import current_trace_id
 from leaseboard.domain.authority import Act
 from leaseboard.domain.errors import NotFound, ValidationFailed
 
@@ -209,6 +210,7 @@ def recipient_report_record(
         refusal_detail=(detail or f"{recipient} refused epoch {epoch} ({reason})")[:500],
         proposed_at_ms=now,
         decided_at_ms=now,
+        trace_id=current_trace_id(),
     )
     _incident_counted(
         Alert(

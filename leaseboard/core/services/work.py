@@ -19,6 +19,7 @@ from leaseboard.core.services.leases import (
     timing_for,
     unreconciled_effects_exist,
 )
+from leaseboard.core.tracing import Decision, decided
 from leaseboard.domain.authority import Act
 from leaseboard.domain.errors import NeedsReconciliation, NotFound, ValidationFailed
 from leaseboard.domain.timing import TimingPolicyError
@@ -48,6 +49,21 @@ def _open_count(queue: Queue) -> int:
     ).count()
 
 
+def _admitted(span: Decision, answer: tuple[WorkItem, bool]) -> None:
+    item, created = answer
+    span.note(
+        decision=item.admission,
+        code="capacity_exhausted" if item.admission == "rejected" else None,
+        epoch=item.epoch,
+        created=created,
+    )
+
+
+@decided(
+    "leaseboard.work.admit",
+    about=lambda kw: {"work_key": kw["key"], "queue": kw.get("queue_name", "default")},
+    result=_admitted,
+)
 @transaction.atomic(durable=True)
 def work_admit(
     *,

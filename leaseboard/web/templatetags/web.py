@@ -10,6 +10,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django import template
+from django.conf import settings
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
@@ -119,3 +120,14 @@ def query(params: dict[str, str], **changes: Any) -> str:
     merged = {**params, **{k: str(v) for k, v in changes.items()}}
     merged = {k: v for k, v in merged.items() if v not in ("", "None")}
     return "?" + urlencode(merged) if merged else "?"
+
+
+@register.inclusion_tag("dashboard/_trace_id.html")
+def trace_id(value: str) -> dict[str, str]:
+    """A trace id, selectable and copyable, linked to the trace viewer when one is set
+    (LEASEBOARD_TRACE_URL, with {trace_id} in it)."""
+    template = settings.LEASEBOARD_TRACE_URL
+    return {
+        "trace_id": value,
+        "url": template.replace("{trace_id}", value) if template and value else "",
+    }

@@ -123,7 +123,11 @@ class Effect:
             raise ApprovalRequired(
                 f"effect {decision.effect_id} ({self.kind} on {self.target}) waits for an "
                 "approver; propose it again with the same idempotency_key to learn the decision",
-                problem={"effect_id": decision.effect_id, "decision": decision.decision},
+                problem={
+                    "effect_id": decision.effect_id,
+                    "decision": decision.decision,
+                    **({"rule": decision.rule} if decision.rule else {}),
+                },
             )
 
     def _final(self, exc: BaseException | None) -> tuple[str, str]:

@@ -81,6 +81,7 @@ class EffectDecision:
     decision: str  # authorized | pending_approval
     fencing_token: str | None
     idempotency_key: str
+    rule: str | None = None  # the commit-time rule that holds it for approval, if one does
 
     @property
     def authorized(self) -> bool:
@@ -272,6 +273,7 @@ def decision(data: Mapping[str, Any], *, idempotency_key: str) -> EffectDecision
         decision=_need(data, "decision", str),
         fencing_token=data.get("fencing_token"),
         idempotency_key=idempotency_key,
+        rule=data.get("rule") or None,
     )
 
 

@@ -15,6 +15,7 @@ from leaseboard_recipient.guard import (
     check_in,
     schema_sql,
 )
+from leaseboard_recipient.mcp_meta import decide_from_meta
 from leaseboard_recipient.notices import EpochNoticeReceiver, signature_valid
 from leaseboard_recipient.online import OnlineAnswer, OnlineChecker
 from leaseboard_recipient.reporter import MemoryReporter, RecipientReporter, Refusal, Reporter
@@ -43,6 +44,7 @@ __all__ = [
     "check_in",
     "content_digest",
     "decide_from_headers",
+    "decide_from_meta",
     "fetch_jwks",
     "problem_for",
     "schema_sql",

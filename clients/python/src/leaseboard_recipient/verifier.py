@@ -26,6 +26,7 @@ from leaseboard_recipient.tokens import (
     unverified_claims,
     verify_token,
 )
+from leaseboard_recipient.tracing import traced_check
 
 log = logging.getLogger(__name__)
 
@@ -198,7 +199,10 @@ class TokenVerifier:
         content: EffectContent | None = None,
     ) -> Decision:
         """Verify then guard with `guard.check_and_advance`; reports and returns refusals."""
-        return self._decide(token, work_key, epoch, self._guard_check, content)
+        return traced_check(
+            self.recipient,
+            lambda: self._decide(token, work_key, epoch, self._guard_check, content),
+        )
 
     def check_in(
         self,
@@ -217,8 +221,11 @@ class TokenVerifier:
         guard_check_in = getattr(self.guard, "check_in", None)
         if guard_check_in is None:
             raise TypeError("check_in needs a guard with check_in(cursor, …), e.g. Postgres")
-        return self._decide(
-            token, work_key, epoch, lambda k, e: guard_check_in(cursor, k, e), content
+        return traced_check(
+            self.recipient,
+            lambda: self._decide(
+                token, work_key, epoch, lambda k, e: guard_check_in(cursor, k, e), content
+            ),
         )
 
     def _guard_check(self, work_key: str, epoch: int) -> GuardResult:

@@ -22,6 +22,7 @@ from leaseboard.core.services.leases.base import (
     lease_events_insert,
     parse_lease_id,
 )
+from leaseboard.core.tracing import Decision, decided
 from leaseboard.domain.authority import Act
 from leaseboard.domain.certainty import Certainty, LeaseTimes, state_at
 from leaseboard.domain.errors import (
@@ -121,6 +122,16 @@ def lease_expire_if_due_locked(lease: Lease, now_ms: int) -> bool:
     return False
 
 
+def _ended(span: Decision, lease: Lease) -> None:
+    span.note(decision=lease.state, work_key=lease.work_item.key)
+    span.lease(lease)
+
+
+@decided(
+    "leaseboard.lease.release",
+    about=lambda kw: {"lease_id": str(kw["lease_id"]), "epoch": kw["epoch"]},
+    result=_ended,
+)
 @transaction.atomic(durable=True)
 def lease_release(*, lease_id: Any, executor: Executor, epoch: int) -> Lease:
     """Idempotent compare-and-set: releases exactly this lease at this epoch, never a newer
@@ -240,6 +251,11 @@ def lease_for_revoke_locked(lease_id: Any) -> tuple[WorkItem, Lease]:
     return item, lease
 
 
+@decided(
+    "leaseboard.lease.revoke",
+    about=lambda kw: {"lease_id": str(kw["lease_id"]), "reason_category": kw["reason_category"]},
+    result=_ended,
+)
 @transaction.atomic(durable=True)
 def lease_revoke(
     *,

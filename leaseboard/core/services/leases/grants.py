@@ -35,6 +35,7 @@ from leaseboard.core.services.leases.base import (
     timing_for,
 )
 from leaseboard.core.services.leases.ending import lease_end_locked, lease_expire_if_due_locked
+from leaseboard.core.tracing import Decision, decided
 from leaseboard.domain.authority import Act
 from leaseboard.domain.errors import (
     LockDelay,
@@ -257,6 +258,12 @@ _ITEM_LOCKED = CompiledRead(
 )
 
 
+def _granted(span: Decision, grant: Grant) -> None:
+    span.note(decision="granted")
+    span.lease(grant.lease)
+
+
+@decided("leaseboard.lease.acquire", about=lambda kw: {"work_key": kw["work_key"]}, result=_granted)
 @transaction.atomic(durable=True)
 def lease_acquire(*, work_key: str, executor: Executor, ttl_ms: int | None = None) -> Grant:
     # Two round trips answer every gate question: lock the item, then, in a NEW statement

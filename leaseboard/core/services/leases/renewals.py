@@ -19,6 +19,7 @@ from leaseboard.core.models import Alert, Executor, Lease, LeaseEvent
 from leaseboard.core.models.leases import RENEWAL_SLOT, RENEWAL_WINDOW
 from leaseboard.core.services.alerts import alerts_resolve
 from leaseboard.core.services.leases.base import parse_lease_id
+from leaseboard.core.tracing import Decision, decided
 from leaseboard.domain.authority import Act
 from leaseboard.domain.certainty import Certainty
 from leaseboard.domain.errors import (
@@ -97,6 +98,15 @@ def _renew_slow(*, lease_id: uuid.UUID, executor: Executor, epoch: int) -> Renew
     return Renewal(lease.id, lease.epoch, Certainty.ACTIVE.value, expires - now, lease.hold_reason)
 
 
+def _renewed(span: Decision, renewal: Renewal) -> None:
+    span.note(decision="renewed", epoch=renewal.epoch, on_hold=bool(renewal.hold_reason) or None)
+
+
+@decided(
+    "leaseboard.lease.renew",
+    about=lambda kw: {"lease_id": str(kw["lease_id"]), "epoch": kw["epoch"]},
+    result=_renewed,
+)
 def lease_renew(*, lease_id: Any, executor: Executor, epoch: int) -> Renewal:
     """Renew as a compare-and-set on (lease, holder, epoch, live state)."""
     lid = parse_lease_id(lease_id)
@@ -120,6 +130,21 @@ class BatchResult:
     hold_reason: str | None = None
 
 
+def _renewed_many(span: Decision, results: list[BatchResult]) -> None:
+    refused = [r.code for r in results if not r.ok]
+    span.note(
+        decision="renewed" if not refused else "partly_refused",
+        lease_count=len(results),
+        refused_count=len(refused),
+        code=",".join(sorted({c for c in refused if c})) or None,
+    )
+
+
+@decided(
+    "leaseboard.lease.renew_batch",
+    about=lambda kw: {"lease_count": len(kw["items"])},
+    result=_renewed_many,
+)
 def lease_renew_many(*, executor: Executor, items: list[tuple[Any, int]]) -> list[BatchResult]:
     """Renew many leases in one statement; refusals are explained per lease."""
     if len(items) > settings.LEASEBOARD_MAX_BATCH_RENEW:
