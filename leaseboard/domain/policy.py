@@ -17,7 +17,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
 from leaseboard.domain.expressions import (
@@ -26,11 +25,12 @@ from leaseboard.domain.expressions import (
     ExpressionError,
     compile_condition,
 )
+from leaseboard.domain.globs import Glob, glob_compiled, glob_match, glob_problem
 from leaseboard.domain.reconciliation import PolicyDecision
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,79}$")
 MAX_RULES = 200
-KIND_MAX, TARGET_MAX, GLOB_MAX = 100, 500, 500  # the effect's own field bounds
+KIND_MAX, TARGET_MAX = 100, 500  # the effect's own field bounds
 DECISIONS = tuple(d.value for d in PolicyDecision)
 # What a require_approval rule's request becomes when nobody decides within its time.
 TIMEOUT_DECISIONS = ("reject", "approve")
@@ -86,30 +86,7 @@ class RuleSetInvalid(ValueError):
         self.problems = problems
 
 
-# -- globs -------------------------------------------------------------------------------
-
-
-def _literal_length(pattern: str) -> int:
-    return sum(1 for ch in pattern if ch != "*")
-
-
-@lru_cache(maxsize=4096)
-def glob_regex(pattern: str) -> re.Pattern[str]:
-    parts = (".*" if ch == "*" else "." if ch == "?" else re.escape(ch) for ch in pattern)
-    return re.compile("".join(parts) + r"\Z", re.DOTALL)
-
-
-def glob_problem(pattern: str, *, what: str, longest: int) -> str | None:
-    """Why this glob cannot be saved, or None."""
-    if not pattern:
-        return "a glob is 1 or more characters; * matches anything"
-    if len(pattern) > GLOB_MAX:
-        return f"a glob is at most {GLOB_MAX} characters"
-    if any(ord(ch) < 32 or ord(ch) == 127 for ch in pattern):
-        return "a glob has no control characters"
-    if _literal_length(pattern) > longest:
-        return f"matches nothing: an effect {what} is at most {longest} characters"
-    return None
+# -- globs (leaseboard.domain.globs: matched without backtracking) ----------------------
 
 
 def covers(wide: str, narrow: str) -> bool:
@@ -118,7 +95,7 @@ def covers(wide: str, narrow: str) -> bool:
     if wide == narrow or (wide != "" and not wide.strip("*")):
         return True
     if not any(ch in narrow for ch in "*?"):
-        return glob_regex(wide).match(narrow) is not None
+        return glob_match(wide, narrow)
     if wide.endswith("*") and not any(ch in wide[:-1] for ch in "*?"):
         return narrow.startswith(wide[:-1])
     return False
@@ -130,8 +107,8 @@ def covers(wide: str, narrow: str) -> bool:
 @dataclass(frozen=True)
 class CompiledRule:
     spec: RuleSpec
-    kind: re.Pattern[str]
-    target: re.Pattern[str]
+    kind: Glob
+    target: Glob
     condition: Condition | None
 
 
@@ -201,7 +178,7 @@ def rule_set_compiled(specs: Sequence[RuleSpec], default: str) -> RuleSet:
         problems += _timeout_problems(i, spec)
         if not any(p.index == i for p in problems):
             compiled.append(
-                CompiledRule(spec, glob_regex(spec.kind), glob_regex(spec.target), condition)
+                CompiledRule(spec, glob_compiled(spec.kind), glob_compiled(spec.target), condition)
             )
     if not problems:
         problems += _shadowed(compiled)
