@@ -190,6 +190,11 @@ SILENCED_SYSTEM_CHECKS = ["models.W040"]
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("LEASEBOARD_MAX_BODY_BYTES", 1024 * 1024, minimum=1024)
 LEASEBOARD_MAX_CHECKPOINT_BYTES = env_int("LEASEBOARD_MAX_CHECKPOINT_BYTES", 256 * 1024, minimum=1)
 LEASEBOARD_MAX_EFFECT_PAYLOAD_BYTES = env_int("LEASEBOARD_MAX_EFFECT_PAYLOAD_BYTES", 64 * 1024)
+# What a rule's condition may read (issue 33): a payload or scope with a list or map longer
+# than this, or nested deeper, is not evaluated; the rule fails closed. CEL's own runtime
+# also stops any one evaluation after 10,000 iterations in all (fixed in cel-expr-python).
+LEASEBOARD_RULE_MAX_ITEMS = env_int("LEASEBOARD_RULE_MAX_ITEMS", 10_000, minimum=1)
+LEASEBOARD_RULE_MAX_DEPTH = env_int("LEASEBOARD_RULE_MAX_DEPTH", 32, minimum=1)
 LEASEBOARD_MAX_BATCH_RENEW = env_int("LEASEBOARD_MAX_BATCH_RENEW", 1000, minimum=1)
 # Seconds a process remembers a bearer token it has verified (0: always ask the database).
 LEASEBOARD_TOKEN_CACHE_SECONDS = float(env_str("LEASEBOARD_TOKEN_CACHE_SECONDS", "2"))

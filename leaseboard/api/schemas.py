@@ -416,3 +416,8 @@ class PolicyExplainOut(Out):
     reason: str
     steps: list[PolicyStep]
     facts: dict[str, Any]
+    error: str | None = Field(
+        None,
+        description="the deciding rule's condition could not be evaluated for these facts: "
+        "the rule failed closed (its decision, or require_approval for an allowing rule)",
+    )

@@ -7,9 +7,11 @@ rule that matches decides allow, deny or require_approval; when none does, the q
 default decides.
 
 A condition that cannot be decided for the facts at hand (the payload lacks the key, a
-value has the wrong type) counts as *matched* when its rule restricts (deny, require
-approval) and as *not matched* when its rule allows: a broken condition never lets through
-an effect its rule meant to stop (Kubernetes' `failurePolicy: Fail`).
+value has the wrong type, an integer overflows, the facts are past the limits, the runtime
+stops on its iteration budget) fails closed: the rule decides, and a rule that allows asks
+for an approver instead (Kubernetes' `failurePolicy: Fail`). The ruling carries the error,
+so the effect records it and the explain view shows it; an error never lets an effect
+through unseen, nor answers a 5xx.
 """
 
 from __future__ import annotations
@@ -218,7 +220,8 @@ class Step:
     """What one rule said about one proposal, for the explain view."""
 
     rule: str
-    outcome: str  # matched | kind differs | target differs | condition false | not reached
+    # matched | kind differs | target differs | condition false | failed closed | not reached
+    outcome: str
     detail: str = ""
 
 
@@ -228,6 +231,7 @@ class Ruling:
     rule: str | None  # the rule that decided; None: the queue's default
     reason: str
     steps: tuple[Step, ...] = ()
+    error: str = ""  # the condition's evaluation error when the rule decided failing closed
 
 
 def decide(
@@ -256,26 +260,12 @@ def decide(
             continue
         reason = f"rule {spec.name!r}: {spec.kind} on {spec.target}"
         if rule.condition is not None:
-            if not built:
-                built.append(activation())
             try:
+                if not built:
+                    built.append(activation())
                 holds = rule.condition.evaluate(built[0])
             except ConditionFailed as exc:
-                # Fail closed: an undecidable condition never lets an effect past its rule.
-                holds = spec.decision in RESTRICTS
-                verdict = "counted as matched" if holds else "counted as not matched"
-                if explain:
-                    steps.append(
-                        Step(
-                            spec.name,
-                            "matched" if holds else "condition failed",
-                            f"the condition could not be decided ({exc}); {verdict}",
-                        )
-                    )
-                if not holds:
-                    continue
-                reason += f" where {spec.when} (undecidable: {exc}; {verdict})"
-                return _ruled(spec, reason, steps, rule_set, explain)
+                return _failed_closed(spec, reason, str(exc), steps, rule_set, explain)
             if not holds:
                 if explain:
                     steps.append(Step(spec.name, "condition false", spec.when))
@@ -294,11 +284,33 @@ def decide(
     )
 
 
+def _failed_closed(
+    spec: RuleSpec, reason: str, error: str, steps: list[Step], rule_set: RuleSet, explain: bool
+) -> Ruling:
+    """The rule decides (an allowing rule asks for an approver instead) and says why."""
+    decision = (
+        spec.decision if spec.decision in RESTRICTS else PolicyDecision.REQUIRE_APPROVAL.value
+    )
+    why = f"the condition could not be decided ({error}); failed closed: {decision}"
+    if explain:
+        steps.append(Step(spec.name, "failed closed", why))
+    reason += f" where {spec.when} ({why})"
+    return _ruled(spec, reason, steps, rule_set, explain, decision=decision, error=error)
+
+
 def _ruled(
-    spec: RuleSpec, reason: str, steps: list[Step], rule_set: RuleSet, explain: bool
+    spec: RuleSpec,
+    reason: str,
+    steps: list[Step],
+    rule_set: RuleSet,
+    explain: bool,
+    *,
+    decision: str | None = None,
+    error: str = "",
 ) -> Ruling:
     if explain:
         names = [r.spec.name for r in rule_set.rules]
         for later in names[names.index(spec.name) + 1 :]:
             steps.append(Step(later, "not reached"))
-    return Ruling(spec.decision, spec.name, f"{reason} -> {spec.decision}", tuple(steps))
+    decision = decision or spec.decision
+    return Ruling(decision, spec.name, f"{reason} -> {decision}", tuple(steps), error=error)

@@ -173,8 +173,8 @@ class ExplainForm(forms.Form):
         raw = (self.cleaned_data.get("payload") or "").strip() or "{}"
         try:
             value = json.loads(raw)
-        except ValueError as exc:
-            raise forms.ValidationError(f"not JSON: {exc}") from None
+        except (ValueError, RecursionError) as exc:
+            raise forms.ValidationError(f"not JSON: {str(exc)[:200]}") from None
         if not isinstance(value, dict):
             raise forms.ValidationError("a JSON object: {...}")
         return value

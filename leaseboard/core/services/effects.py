@@ -302,6 +302,7 @@ def _effect_decide(
             policy_version=policy_version,
         )
         effect.rule_name, effect.policy_version = policy.rule, policy.version
+        effect.rule_error = policy.error[:300]
         if policy.decision == PolicyDecision.DENY:
             code, detail = "policy_denied", policy.reason
         elif policy.decision == PolicyDecision.REQUIRE_APPROVAL:
