@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from leaseboard.core.models import Effect
+from leaseboard.core.models import Checkpoint, Effect, Lease
 from leaseboard.domain.policy import RuleSpec
 from tests.api.schema_check import CheckedApiClient
 from tests.builders import effect_rules, make_user
@@ -146,3 +146,63 @@ def test_the_explain_page_refuses_json_nested_past_the_parser(client):
     )
     assert page.status_code == 200
     assert b"not JSON" in page.content
+
+
+# -- 7. idempotency compares the payload as the database returns it --------------------------
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [{"amount": 1e16}, {"amount": 1e-5, "n": [1e22, 1.0]}, {"amount": 1e23}, {"x": -0.0}],
+)
+def test_finding_a_retry_with_a_float_the_database_rewrites_is_the_same_effect(api, grant, payload):
+    """jsonb stores 1e16 as 10000000000000000: the identical retry answered 409
+    idempotency_conflict."""
+    first = propose(api, grant, "float-1", payload)
+    assert first.status_code == 201, first.content
+    again = propose(api, grant, "float-1", payload)
+    assert again.status_code == 201, again.content
+    assert again.json_body["effect_id"] == first.json_body["effect_id"]
+
+
+def test_a_retry_with_another_number_or_type_is_still_a_conflict(api, grant):
+    assert propose(api, grant, "float-2", {"amount": 1e16}).status_code == 201
+    for changed in ({"amount": 1e16 + 2}, {"amount": "1e16"}, {"amount": True}):
+        r = propose(api, grant, "float-2", changed)
+        assert (r.status_code, r.json_body["code"]) == (409, "idempotency_conflict"), changed
+    assert propose(api, grant, "bool-1", {"flag": True}).status_code == 201
+    r = propose(api, grant, "bool-1", {"flag": 1})
+    assert (r.status_code, r.json_body["code"]) == (409, "idempotency_conflict")
+
+
+# -- 8. a null where a document is expected; a body that is not an object -----------------
+
+
+def test_finding_a_null_checkpoint_is_a_validation_error_not_500(api, grant):
+    r = api.post(
+        f"/api/v1/leases/{grant['lease_id']}/checkpoints",
+        {"data": None, "epoch": grant["epoch"]},
+        grant["token"],
+    )
+    assert (r.status_code, r.json_body["code"]) == (400, "validation_error"), r.content
+    assert not Checkpoint.objects.exists()
+
+
+@pytest.mark.parametrize("raw", ["[null, null]", "[]", "null", "1", '"x"', "true"])
+def test_finding_a_body_that_is_not_an_object_is_refused_everywhere(api, grant, raw):
+    """`[null, null]` as an acquire's body answered 201."""
+    _, token = grant["token"], grant["token"]
+    assert api.post("/api/v1/work-items", {"key": "hostile-2"}, token).status_code == 201
+    paths = [
+        "/api/v1/work-items/hostile-2/lease",
+        "/api/v1/work-items",
+        f"/api/v1/leases/{grant['lease_id']}/renew",
+        f"/api/v1/leases/{grant['lease_id']}/release",
+        "/api/v1/effects",
+        "/api/v1/policy/explain",
+    ]
+    for path in paths:
+        r = api.post(path, token=token, raw=raw)
+        assert r.status_code == 400, (path, r.content)
+        assert r.json_body["code"] == "validation_error"
+    assert not Lease.objects.filter(work_item__key="hostile-2").exists()
