@@ -16,6 +16,7 @@ from pathlib import Path
 from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
+from leaseboard.domain.targets import networks_parsed
 from leaseboard.domain.timing import TimingPolicy, TimingPolicyError, skew_allowance_checked
 from leaseboard.envconf import (
     database_from_url,
@@ -494,6 +495,19 @@ if LEASEBOARD_WEBHOOK_SECRET and len(LEASEBOARD_WEBHOOK_SECRET) < 16:
     raise ImproperlyConfigured("LEASEBOARD_WEBHOOK_SECRET must be at least 16 characters")
 LEASEBOARD_WEBHOOK_TIMEOUT_S = float(env_str("LEASEBOARD_WEBHOOK_TIMEOUT_S", "5"))
 LEASEBOARD_WEBHOOK_MAX_RETRIES = env_int("LEASEBOARD_WEBHOOK_MAX_RETRIES", 8)
+# Outbound policy (issue 33): webhooks reach only public addresses, checked when a URL is
+# saved and again after DNS resolution when it is sent, unless their network is listed
+# here (comma-separated CIDRs). The demo and the tests list loopback; production lists
+# nothing by default, so a webhook cannot reach Redis, PostgreSQL or the app itself.
+try:
+    LEASEBOARD_WEBHOOK_ALLOW_NETWORKS = networks_parsed(
+        env_str(
+            "LEASEBOARD_WEBHOOK_ALLOW_NETWORKS",
+            "127.0.0.0/8,::1/128" if TESTING or LEASEBOARD_DEMO else "",
+        )
+    )
+except ValueError as exc:
+    raise ImproperlyConfigured(f"LEASEBOARD_WEBHOOK_ALLOW_NETWORKS: {exc}") from None
 # Epoch-advance notices: a web process enqueues at most one delivery run this often (a
 # burst of grants costs one broker message); the sweep starts one whenever notices are due.
 LEASEBOARD_EPOCH_NOTICE_FLUSH_S = float(env_str("LEASEBOARD_EPOCH_NOTICE_FLUSH_S", "0.2"))

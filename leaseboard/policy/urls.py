@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from leaseboard.policy.views import credentials, people, policy, queues
+from leaseboard.policy.views import credentials, deliveries, people, policy, queues
 
 app_name = "policy"
 
@@ -22,6 +22,7 @@ urlpatterns = [
     path("changes/", policy.changes, name="changes"),
     path("changes/<int:pk>/<str:decision>", policy.change_decide, name="change_decide"),
     path("history/", policy.history, name="history"),
+    path("deliveries/", deliveries.deliveries, name="deliveries"),
     path("people/", people.people_page, name="people"),
     path("people/<str:username>/", people.person_update, name="person"),
     path("people/<str:username>/password", people.person_password, name="person_password"),
