@@ -27,7 +27,8 @@ urlpatterns = [
     path("people/<str:username>/", people.person_update, name="person"),
     path("people/<str:username>/password", people.person_password, name="person_password"),
     path("credentials/", credentials.credentials_page, name="credentials"),
-    path("credentials/<str:name>/<str:action>", credentials.credential_act, name="credential_act"),
+    # path: an agent named before names were checked may hold a "/" (a 500 on this page).
+    path("credentials/<path:name>/<str:action>", credentials.credential_act, name="credential_act"),
     path("recipients/new", credentials.recipient_new, name="recipient_new"),
     path("recipients/<int:pk>/<str:action>", credentials.recipient_act, name="recipient_act"),
 ]

@@ -206,3 +206,25 @@ def test_finding_a_body_that_is_not_an_object_is_refused_everywhere(api, grant, 
         assert r.status_code == 400, (path, r.content)
         assert r.json_body["code"] == "validation_error"
     assert not Lease.objects.filter(work_item__key="hostile-2").exists()
+
+
+# -- found by the dashboard forms fuzz (tests/web/test_hostile_forms.py) -----------------------
+
+
+def test_finding_an_agent_name_with_a_slash_no_longer_breaks_the_credentials_page(client):
+    """An agent named `<script>alert(1)</script>` (a `/` in it) made every load of the
+    credentials page a 500: its rotate and revoke URLs could not be reversed."""
+    from leaseboard.core.models import Executor
+    from leaseboard.core.services.executors import agent_create
+    from leaseboard.domain.errors import ValidationFailed
+
+    for name in ("<script>alert(1)</script>", "a/b", "line\nbreak", "nul\x00"):
+        with pytest.raises(ValidationFailed):
+            agent_create(name=name)
+    # One named before the check still gets its page and its actions.
+    Executor.objects.create(name="legacy/agent", kind=Executor.Kind.AGENT, token_hash="x" * 64)
+    client.force_login(make_user("ada-creds", "admin"))
+    page = client.get("/settings/credentials/")
+    assert page.status_code == 200
+    assert b"/settings/credentials/legacy/agent/rotate" in page.content
+    assert client.post("/settings/credentials/legacy/agent/rotate").status_code == 200

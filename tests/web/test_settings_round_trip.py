@@ -94,7 +94,12 @@ class Forms(HTMLParser):
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         a = {k: v or "" for k, v in attrs}
         if tag == "form":
-            self._form = {"id": a.get("id", ""), "action": a.get("action", ""), "fields": []}
+            self._form = {
+                "id": a.get("id", ""),
+                "action": a.get("action", ""),
+                "method": a.get("method", "get").lower(),
+                "fields": [],
+            }
             self.forms.append(self._form)
         if self._form is None:
             return
