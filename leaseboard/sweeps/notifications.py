@@ -131,8 +131,11 @@ def alert_deliveries_pending(*, alert_id: int) -> list[NotificationDelivery]:
 
 
 def backoff_s(attempt: int) -> float:
-    """Exponential backoff with full jitter, capped at 10 minutes."""
-    return random.uniform(0, min(600.0, 2.0 ** min(attempt, 10)))
+    """Exponential backoff with jitter ("equal jitter"), capped at 10 minutes: at least half
+    the step, so a failing target is never tried again at once, and spread over the other
+    half, so targets that failed together are not retried together."""
+    step = min(600.0, 2.0 ** min(attempt, 10))
+    return step / 2 + random.uniform(0, step / 2)
 
 
 REMOVED = "not sent: the target was removed from the configuration"
@@ -213,7 +216,7 @@ class Sent:
         """Write this attempt's outcome on an outbox's claimed `rows` (a queryset of rows
         with status, last_status_code, last_error, delivered_at and due_at; `status` their
         choices with DELIVERED, DEAD and PENDING): delivered, given up (a dead letter), or
-        due again after the backoff (exponential, with full jitter)."""
+        due again after the backoff (exponential, jittered)."""
         if self.ok:
             rows.update(
                 status=status.DELIVERED,

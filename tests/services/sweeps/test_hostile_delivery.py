@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -132,12 +133,16 @@ def test_an_email_target_with_a_line_break_is_refused_when_saved(email):
 
 
 @pytest.mark.django_db
-def test_finding_one_bad_hook_neither_crashes_nor_delays_another_targets_notice(scene, receivers):
+def test_finding_one_bad_hook_neither_crashes_nor_delays_another_targets_notice(
+    scene, receivers, monkeypatch
+):
     """The CR LF URL raised httpx.InvalidURL (not an HTTPError) out of the task; the other
     recipient's notice waited until the bad hook was cleared."""
     good, failing = receivers(), receivers(500)
     approvals_to(scene.lease.work_item.queue, CRLF_URL, failing.url, good.url)
     effect = waiting_effect(scene)
+    monkeypatch.setattr(notifications, "backoff_s", lambda attempt: 60.0)
+    before = timezone.now()
     approval_notices_deliver_due()  # never raises
     rows = {n.target: n for n in ApprovalNotice.objects.filter(effect=effect)}
     assert len(good.calls) == 1 and rows[good.url].status == "delivered"
@@ -145,7 +150,7 @@ def test_finding_one_bad_hook_neither_crashes_nor_delays_another_targets_notice(
     assert bad.status == "dead" and "control characters" in bad.last_error
     retrying = rows[failing.url]
     assert (retrying.status, retrying.last_error) == ("pending", "HTTP 500")
-    assert retrying.due_at > timezone.now()  # backoff, not a storm
+    assert retrying.due_at >= before + timedelta(seconds=59)  # backoff, not a storm
     approval_notices_deliver_due()  # nothing is due again at once
     assert len(failing.calls) == 1 and len(good.calls) == 1
 
@@ -325,3 +330,11 @@ def test_the_delivery_log_shows_dead_letters(scene, client, settings):
     assert 'class="status-dead"' in body and "http://127.0.0.1:6379/" in body
     assert "dead 1" in body
     assert client.get("/settings/deliveries/?status=nonsense").status_code == 200
+
+
+def test_the_backoff_grows_is_jittered_and_never_retries_at_once():
+    for attempt in (1, 3, 8, 20):
+        step = min(600.0, 2.0**attempt)
+        waits = [notifications.backoff_s(attempt) for _ in range(200)]
+        assert all(step / 2 <= w <= step for w in waits)
+        assert len({round(w, 6) for w in waits}) > 100  # spread, not one instant for all
