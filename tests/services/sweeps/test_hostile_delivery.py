@@ -202,7 +202,9 @@ def test_finding_a_target_removed_from_the_configuration_gets_nothing_more(scene
 
 
 @pytest.mark.django_db
-def test_an_alert_webhook_removed_since_the_fan_out_is_not_posted(agent, receivers):
+def test_an_alert_webhook_removed_since_the_fan_out_is_not_posted(agent, receivers, settings):
+    # With a fallback secret the old code signed with it and posted to the removed URL.
+    settings.LEASEBOARD_WEBHOOK_SECRET = "whsec_fallback_for_every_hook"
     hook = receivers()
     Queue.objects.filter(name="default").update(
         notify={"webhooks": [{"url": hook.url, "secret": SECRET}]}
