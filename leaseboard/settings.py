@@ -16,6 +16,7 @@ from pathlib import Path
 from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
+from leaseboard.domain.targets import networks_parsed
 from leaseboard.domain.timing import TimingPolicy, TimingPolicyError, skew_allowance_checked
 from leaseboard.envconf import (
     database_from_url,
@@ -190,6 +191,11 @@ SILENCED_SYSTEM_CHECKS = ["models.W040"]
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("LEASEBOARD_MAX_BODY_BYTES", 1024 * 1024, minimum=1024)
 LEASEBOARD_MAX_CHECKPOINT_BYTES = env_int("LEASEBOARD_MAX_CHECKPOINT_BYTES", 256 * 1024, minimum=1)
 LEASEBOARD_MAX_EFFECT_PAYLOAD_BYTES = env_int("LEASEBOARD_MAX_EFFECT_PAYLOAD_BYTES", 64 * 1024)
+# What a rule's condition may read (issue 33): a payload or scope with a list or map longer
+# than this, or nested deeper, is not evaluated; the rule fails closed. CEL's own runtime
+# also stops any one evaluation after 10,000 iterations in all (fixed in cel-expr-python).
+LEASEBOARD_RULE_MAX_ITEMS = env_int("LEASEBOARD_RULE_MAX_ITEMS", 10_000, minimum=1)
+LEASEBOARD_RULE_MAX_DEPTH = env_int("LEASEBOARD_RULE_MAX_DEPTH", 32, minimum=1)
 LEASEBOARD_MAX_BATCH_RENEW = env_int("LEASEBOARD_MAX_BATCH_RENEW", 1000, minimum=1)
 # Seconds a process remembers a bearer token it has verified (0: always ask the database).
 LEASEBOARD_TOKEN_CACHE_SECONDS = float(env_str("LEASEBOARD_TOKEN_CACHE_SECONDS", "2"))
@@ -501,6 +507,19 @@ if LEASEBOARD_WEBHOOK_SECRET and len(LEASEBOARD_WEBHOOK_SECRET) < 16:
     raise ImproperlyConfigured("LEASEBOARD_WEBHOOK_SECRET must be at least 16 characters")
 LEASEBOARD_WEBHOOK_TIMEOUT_S = float(env_str("LEASEBOARD_WEBHOOK_TIMEOUT_S", "5"))
 LEASEBOARD_WEBHOOK_MAX_RETRIES = env_int("LEASEBOARD_WEBHOOK_MAX_RETRIES", 8)
+# Outbound policy (issue 33): webhooks reach only public addresses, checked when a URL is
+# saved and again after DNS resolution when it is sent, unless their network is listed
+# here (comma-separated CIDRs). The demo and the tests list loopback; production lists
+# nothing by default, so a webhook cannot reach Redis, PostgreSQL or the app itself.
+try:
+    LEASEBOARD_WEBHOOK_ALLOW_NETWORKS = networks_parsed(
+        env_str(
+            "LEASEBOARD_WEBHOOK_ALLOW_NETWORKS",
+            "127.0.0.0/8,::1/128" if TESTING or LEASEBOARD_DEMO else "",
+        )
+    )
+except ValueError as exc:
+    raise ImproperlyConfigured(f"LEASEBOARD_WEBHOOK_ALLOW_NETWORKS: {exc}") from None
 # Epoch-advance notices: a web process enqueues at most one delivery run this often (a
 # burst of grants costs one broker message); the sweep starts one whenever notices are due.
 LEASEBOARD_EPOCH_NOTICE_FLUSH_S = float(env_str("LEASEBOARD_EPOCH_NOTICE_FLUSH_S", "0.2"))

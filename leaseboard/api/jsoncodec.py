@@ -27,4 +27,9 @@ class OrjsonRenderer(BaseRenderer):
 class OrjsonParser(Parser):
     def parse_body(self, request: HttpRequest) -> DictStrAny:
         # orjson.JSONDecodeError is a json.JSONDecodeError: ninja answers it as before.
-        return cast(DictStrAny, orjson.loads(request.body))
+        body = orjson.loads(request.body)
+        if not isinstance(body, dict):
+            # Every request body of this API is an object; a list or a scalar must not be
+            # read as one whose fields are all absent (`[null, null]` acquired a lease).
+            raise ValueError("a request body is a JSON object")
+        return cast(DictStrAny, body)

@@ -6,7 +6,9 @@ clients (openapi-python-client, openapi-typescript) can trust.
   body limit) and 429 (rate limits, with Retry-After).
 - `finish(schema)` turns ninja's document into the contract: a body the server does not
   need is optional (not `X | null`), no request field with a default is required in any
-  generator, and the Problem schema is published.
+  generator, the Problem schema is published, and OpenAPI links say which answer's ids the
+  next calls take (a grant's lease id and epoch for renew, release, checkpoints and
+  effects; an effect's id for its outcome), for clients and for stateful fuzzing.
 """
 
 from __future__ import annotations
@@ -118,6 +120,46 @@ def _without_defaults(schema: dict[str, Any]) -> None:
             prop["description"] = f"{prop['description']} {note}" if "description" in prop else note
 
 
+def _link(
+    operation_id: str,
+    description: str,
+    path: dict[str, str] | None = None,
+    body: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    link: dict[str, Any] = {"operationId": operation_id, "description": description}
+    if path:
+        link["parameters"] = {f"path.{name}": value for name, value in path.items()}
+    if body:
+        link["requestBody"] = body
+    return link
+
+
+_LEASE_ID = {"lease_id": "$response.body#/lease_id"}
+_EPOCH = {"epoch": "$response.body#/epoch"}
+_HELD = {
+    "renew": _link("renew_lease", "renew this grant", _LEASE_ID, _EPOCH),
+    "release": _link("release_lease", "release this grant", _LEASE_ID, _EPOCH),
+    "checkpoint": _link("save_checkpoint", "save a checkpoint under it", _LEASE_ID, _EPOCH),
+    "propose": _link("propose_effect", "propose an effect under it", body=_LEASE_ID | _EPOCH),
+}
+# operationId -> status -> {link name: link}
+LINKS: dict[str, dict[int, dict[str, Any]]] = {
+    "admit_work_item": {
+        201: {"acquire": _link("acquire_lease", "lease it", {"key": "$response.body#/key"})},
+    },
+    "acquire_lease": {201: _HELD},
+    "renew_lease": {200: _HELD},
+    "propose_effect": {
+        status: {
+            "outcome": _link(
+                "report_outcome", "report its outcome", {"effect_id": "$response.body#/effect_id"}
+            )
+        }
+        for status in (201, 202)
+    },
+}
+
+
 def finish(schema: dict[str, Any], problem_model: Any) -> dict[str, Any]:
     """Publish the Problem schema (optional members absent, never null), make bodies the
     server can do without optional, and take defaults out of request-only schemas."""
@@ -140,6 +182,8 @@ def finish(schema: dict[str, Any], problem_model: Any) -> dict[str, Any]:
     requests: set[str] = set()
     for item in schema["paths"].values():
         for operation in item.values():
+            for status, links in LINKS.get(operation.get("operationId", ""), {}).items():
+                operation["responses"][status]["links"] = links
             body = operation.get("requestBody")
             if not body:
                 continue

@@ -48,8 +48,19 @@ def _json_storable(value: Any) -> Any:
     return value
 
 
+def _json_not_null(value: Any) -> Any:
+    if value is None:
+        raise ValueError("a JSON document, not null")
+    return _json_storable(value)
+
+
 Text = Annotated[str, AfterValidator(_storable)]
-JsonDocument = Annotated[Any, AfterValidator(_json_storable)]
+# A checkpoint's document: any JSON value but null (a null was a NOT NULL 500, issue 33).
+JsonDocument = Annotated[
+    Any,
+    AfterValidator(_json_not_null),
+    WithJsonSchema({"description": "any JSON value but null", "not": {"type": "null"}}),
+]
 JsonObject = Annotated[dict[str, Any], AfterValidator(_json_storable)]
 # Strict: true, "1" and 1.0 are not epochs.
 Epoch = Annotated[int, Field(ge=0, le=2**62, strict=True)]
@@ -417,3 +428,8 @@ class PolicyExplainOut(Out):
     reason: str
     steps: list[PolicyStep]
     facts: dict[str, Any]
+    error: str | None = Field(
+        None,
+        description="the deciding rule's condition could not be evaluated for these facts: "
+        "the rule failed closed (its decision, or require_approval for an allowing rule)",
+    )

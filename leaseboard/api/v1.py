@@ -299,6 +299,7 @@ def explain_policy(request: HttpRequest, body: s.PolicyExplainIn) -> dict[str, A
         "reason": e.ruling.reason,
         "steps": [step.__dict__ for step in e.ruling.steps],
         "facts": e.facts,
+        "error": e.ruling.error or None,
     }
 
 

@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from leaseboard.domain.policy import glob_problem, glob_regex
+from leaseboard.domain.globs import glob_match, glob_problem
 
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 _TIME = re.compile(r"^([01]\d|2[0-4]):([0-5]\d)$")
@@ -73,7 +73,7 @@ def scope_refusal(admits: dict[str, list[str]], scope: dict[str, Any]) -> str | 
         if value is None:
             return f"the queue admits only work whose scope has {key!r} ({', '.join(globs)})"
         text = str(value)
-        if not any(glob_regex(g).match(text) for g in globs):
+        if not any(glob_match(g, text) for g in globs):
             return f"scope {key}={text!r} is outside what the queue admits ({', '.join(globs)})"
     return None
 

@@ -99,8 +99,12 @@ class Condition:
     reads: frozenset[str]  # the declared variables it mentions (to gather only those)
 
     def evaluate(self, activation: Any) -> bool:
-        """True or False; raises ConditionFailed when the value is an error or not a bool."""
-        value = self.program.eval(activation)
+        """True or False; raises ConditionFailed when the value is an error or not a bool,
+        or when the runtime stops the evaluation (its iteration budget, issue 33)."""
+        try:
+            value = self.program.eval(activation)
+        except (RuntimeError, ValueError, TypeError, OverflowError, MemoryError) as exc:
+            raise ConditionFailed(_runtime_message(exc)) from None
         plain = value.value()
         if plain is True or plain is False:  # the common case, without asking the type
             return plain
@@ -111,7 +115,44 @@ class Condition:
 
 
 class ConditionFailed(Exception):
-    """A condition could not be decided for these facts (a missing key, a wrong type)."""
+    """A condition could not be decided for these facts (a missing key, a wrong type, an
+    overflow, facts past the limits, the runtime's iteration budget)."""
+
+
+def _runtime_message(exc: BaseException) -> str:
+    text = str(exc).replace("INTERNAL: ", "").replace(" [INTERNAL]", "").strip()
+    return (text or type(exc).__name__)[:300]
+
+
+# cel-expr-python stops an evaluation after 10,000 comprehension iterations in all (fixed in
+# its runtime; `exists` over 12,000 items raised RuntimeError, issue 33). The facts are
+# bounded before that (facts_problem), by settings the caller passes in.
+@dataclass(frozen=True)
+class FactLimits:
+    max_items: int = 10_000  # entries of any one list or map a condition can read
+    max_depth: int = 32  # nesting of lists and maps
+
+
+def facts_problem(value: Any, limits: FactLimits) -> str | None:
+    """Why a condition must not be evaluated over `value` (a payload, a scope), or None.
+    Iterative: a hostile document's depth cannot exhaust the stack here."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        if depth >= limits.max_depth:
+            return f"nested deeper than {limits.max_depth} levels"
+        if len(item) > limits.max_items:
+            return (
+                f"a list or map of {len(item)} entries (conditions read at most {limits.max_items})"
+            )
+        stack.extend((child, depth + 1) for child in children)
+    return None
 
 
 _cache: dict[str, Condition] = {}
@@ -151,5 +192,20 @@ def compile_condition(source: str) -> Condition:
 
 
 def activation(facts: dict[str, Any]) -> Any:
-    """The values for one decision, converted once and shared by every condition."""
-    return _environment().Activation(facts)
+    """The values for one decision, converted once and shared by every condition; raises
+    ConditionFailed when they cannot be converted."""
+    try:
+        return _environment().Activation(facts)
+    except (RuntimeError, ValueError, TypeError, OverflowError, RecursionError) as exc:
+        raise ConditionFailed(f"the facts cannot be read: {_runtime_message(exc)}") from None
+
+
+def bounded_activation(facts: dict[str, Any], limits: FactLimits) -> Any:
+    """`activation(facts)` once every map among them is within `limits`; else raises
+    ConditionFailed naming the fact and the limit."""
+    for name, value in facts.items():
+        if isinstance(value, dict | list):
+            problem = facts_problem(value, limits)
+            if problem:
+                raise ConditionFailed(f"{name} is {problem}")
+    return activation(facts)

@@ -7,9 +7,11 @@ rule that matches decides allow, deny or require_approval; when none does, the q
 default decides.
 
 A condition that cannot be decided for the facts at hand (the payload lacks the key, a
-value has the wrong type) counts as *matched* when its rule restricts (deny, require
-approval) and as *not matched* when its rule allows: a broken condition never lets through
-an effect its rule meant to stop (Kubernetes' `failurePolicy: Fail`).
+value has the wrong type, an integer overflows, the facts are past the limits, the runtime
+stops on its iteration budget) fails closed: the rule decides, and a rule that allows asks
+for an approver instead (Kubernetes' `failurePolicy: Fail`). The ruling carries the error,
+so the effect records it and the explain view shows it; an error never lets an effect
+through unseen, nor answers a 5xx.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
 from leaseboard.domain.expressions import (
@@ -26,11 +27,12 @@ from leaseboard.domain.expressions import (
     ExpressionError,
     compile_condition,
 )
+from leaseboard.domain.globs import Glob, glob_compiled, glob_match, glob_problem
 from leaseboard.domain.reconciliation import PolicyDecision
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,79}$")
 MAX_RULES = 200
-KIND_MAX, TARGET_MAX, GLOB_MAX = 100, 500, 500  # the effect's own field bounds
+KIND_MAX, TARGET_MAX = 100, 500  # the effect's own field bounds
 DECISIONS = tuple(d.value for d in PolicyDecision)
 # What a require_approval rule's request becomes when nobody decides within its time.
 TIMEOUT_DECISIONS = ("reject", "approve")
@@ -86,30 +88,7 @@ class RuleSetInvalid(ValueError):
         self.problems = problems
 
 
-# -- globs -------------------------------------------------------------------------------
-
-
-def _literal_length(pattern: str) -> int:
-    return sum(1 for ch in pattern if ch != "*")
-
-
-@lru_cache(maxsize=4096)
-def glob_regex(pattern: str) -> re.Pattern[str]:
-    parts = (".*" if ch == "*" else "." if ch == "?" else re.escape(ch) for ch in pattern)
-    return re.compile("".join(parts) + r"\Z", re.DOTALL)
-
-
-def glob_problem(pattern: str, *, what: str, longest: int) -> str | None:
-    """Why this glob cannot be saved, or None."""
-    if not pattern:
-        return "a glob is 1 or more characters; * matches anything"
-    if len(pattern) > GLOB_MAX:
-        return f"a glob is at most {GLOB_MAX} characters"
-    if any(ord(ch) < 32 or ord(ch) == 127 for ch in pattern):
-        return "a glob has no control characters"
-    if _literal_length(pattern) > longest:
-        return f"matches nothing: an effect {what} is at most {longest} characters"
-    return None
+# -- globs (leaseboard.domain.globs: matched without backtracking) ----------------------
 
 
 def covers(wide: str, narrow: str) -> bool:
@@ -118,7 +97,7 @@ def covers(wide: str, narrow: str) -> bool:
     if wide == narrow or (wide != "" and not wide.strip("*")):
         return True
     if not any(ch in narrow for ch in "*?"):
-        return glob_regex(wide).match(narrow) is not None
+        return glob_match(wide, narrow)
     if wide.endswith("*") and not any(ch in wide[:-1] for ch in "*?"):
         return narrow.startswith(wide[:-1])
     return False
@@ -130,8 +109,8 @@ def covers(wide: str, narrow: str) -> bool:
 @dataclass(frozen=True)
 class CompiledRule:
     spec: RuleSpec
-    kind: re.Pattern[str]
-    target: re.Pattern[str]
+    kind: Glob
+    target: Glob
     condition: Condition | None
 
 
@@ -201,7 +180,7 @@ def rule_set_compiled(specs: Sequence[RuleSpec], default: str) -> RuleSet:
         problems += _timeout_problems(i, spec)
         if not any(p.index == i for p in problems):
             compiled.append(
-                CompiledRule(spec, glob_regex(spec.kind), glob_regex(spec.target), condition)
+                CompiledRule(spec, glob_compiled(spec.kind), glob_compiled(spec.target), condition)
             )
     if not problems:
         problems += _shadowed(compiled)
@@ -241,7 +220,8 @@ class Step:
     """What one rule said about one proposal, for the explain view."""
 
     rule: str
-    outcome: str  # matched | kind differs | target differs | condition false | not reached
+    # matched | kind differs | target differs | condition false | failed closed | not reached
+    outcome: str
     detail: str = ""
 
 
@@ -251,6 +231,7 @@ class Ruling:
     rule: str | None  # the rule that decided; None: the queue's default
     reason: str
     steps: tuple[Step, ...] = ()
+    error: str = ""  # the condition's evaluation error when the rule decided failing closed
 
 
 def decide(
@@ -279,26 +260,12 @@ def decide(
             continue
         reason = f"rule {spec.name!r}: {spec.kind} on {spec.target}"
         if rule.condition is not None:
-            if not built:
-                built.append(activation())
             try:
+                if not built:
+                    built.append(activation())
                 holds = rule.condition.evaluate(built[0])
             except ConditionFailed as exc:
-                # Fail closed: an undecidable condition never lets an effect past its rule.
-                holds = spec.decision in RESTRICTS
-                verdict = "counted as matched" if holds else "counted as not matched"
-                if explain:
-                    steps.append(
-                        Step(
-                            spec.name,
-                            "matched" if holds else "condition failed",
-                            f"the condition could not be decided ({exc}); {verdict}",
-                        )
-                    )
-                if not holds:
-                    continue
-                reason += f" where {spec.when} (undecidable: {exc}; {verdict})"
-                return _ruled(spec, reason, steps, rule_set, explain)
+                return _failed_closed(spec, reason, str(exc), steps, rule_set, explain)
             if not holds:
                 if explain:
                     steps.append(Step(spec.name, "condition false", spec.when))
@@ -317,11 +284,33 @@ def decide(
     )
 
 
+def _failed_closed(
+    spec: RuleSpec, reason: str, error: str, steps: list[Step], rule_set: RuleSet, explain: bool
+) -> Ruling:
+    """The rule decides (an allowing rule asks for an approver instead) and says why."""
+    decision = (
+        spec.decision if spec.decision in RESTRICTS else PolicyDecision.REQUIRE_APPROVAL.value
+    )
+    why = f"the condition could not be decided ({error}); failed closed: {decision}"
+    if explain:
+        steps.append(Step(spec.name, "failed closed", why))
+    reason += f" where {spec.when} ({why})"
+    return _ruled(spec, reason, steps, rule_set, explain, decision=decision, error=error)
+
+
 def _ruled(
-    spec: RuleSpec, reason: str, steps: list[Step], rule_set: RuleSet, explain: bool
+    spec: RuleSpec,
+    reason: str,
+    steps: list[Step],
+    rule_set: RuleSet,
+    explain: bool,
+    *,
+    decision: str | None = None,
+    error: str = "",
 ) -> Ruling:
     if explain:
         names = [r.spec.name for r in rule_set.rules]
         for later in names[names.index(spec.name) + 1 :]:
             steps.append(Step(later, "not reached"))
-    return Ruling(spec.decision, spec.name, f"{reason} -> {spec.decision}", tuple(steps))
+    decision = decision or spec.decision
+    return Ruling(decision, spec.name, f"{reason} -> {decision}", tuple(steps), error=error)

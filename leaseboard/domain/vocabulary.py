@@ -39,11 +39,16 @@ class WorkStatus(StrEnum):
 
 
 class NoticeStatus(StrEnum):
-    """Delivery of an epoch-advance notice to a recipient's webhook."""
+    """Delivery of a notice (an alert's, an approver's, an epoch advance) to one target:
+    `failed` is a notice no longer owed (its target was removed from the configuration,
+    its effect decided before it went out); `dead` is a dead letter: delivery was given up
+    (the retries ran out, the target refused for good, the outbound policy refused it).
+    Both are shown on the delivery log."""
 
     PENDING = "pending"
     DELIVERED = "delivered"
     FAILED = "failed"
+    DEAD = "dead"
 
 
 class AlertKind(StrEnum):

@@ -5,12 +5,15 @@ services take; the services validate everything (and name the field that is wron
 from __future__ import annotations
 
 import json
+import tomllib
 from typing import Any
 
+import tomli_w
 from django import forms
 
 from leaseboard.domain.authority import Role
 from leaseboard.domain.expressions import VARIABLES
+from leaseboard.domain.policy import RuleSpec
 from leaseboard.domain.reconciliation import PolicyDecision
 from leaseboard.domain.vocabulary import AlertKind
 from leaseboard.policy.services.queues import TIMING_KEYS
@@ -124,10 +127,52 @@ class RuleForm(forms.Form):
     )
     decision = forms.ChoiceField(choices=DECISIONS)
     note = forms.CharField(required=False, max_length=500)
+    decide_within_ms = forms.IntegerField(
+        required=False,
+        label="Decide within (ms)",
+        help_text="require approval only: empty means the configured default",
+    )
+    on_timeout = forms.ChoiceField(
+        required=False,  # absent: reject
+        choices=[("reject", "reject"), ("approve", "approve")],
+        initial="reject",
+        label="When nobody decides in time",
+        help_text="require approval only",
+    )
+
+    @staticmethod
+    def initial_from(spec: RuleSpec) -> dict[str, Any]:
+        """Every field of the rule, so that saving the form unchanged changes nothing."""
+        return {
+            "name": spec.name,
+            "kind": spec.kind,
+            "target": spec.target,
+            "when": spec.when,
+            "decision": spec.decision,
+            "note": spec.note,
+            "decide_within_ms": spec.decide_within_ms,
+            "on_timeout": spec.on_timeout,
+        }
+
+    def spec(self) -> RuleSpec:
+        d = self.cleaned_data
+        return RuleSpec(
+            name=d["name"].strip(),
+            kind=d["kind"].strip(),
+            target=d["target"].strip(),
+            when=d["when"].strip(),
+            decision=d["decision"],
+            note=d["note"].strip(),
+            decide_within_ms=d.get("decide_within_ms"),
+            on_timeout=d.get("on_timeout") or "reject",
+        )
 
 
 class DefaultForm(forms.Form):
     default = forms.ChoiceField(choices=DECISIONS, label="When no rule matches")
+
+
+APPROVALS_PLACEHOLDER = 'approvers = ["abe", "group:payments-approvers"]'
 
 
 class NotifyForm(forms.Form):
@@ -143,6 +188,33 @@ class NotifyForm(forms.Form):
         widget=forms.CheckboxSelectMultiple,
         help_text="none ticked: every kind",
     )
+    approvals = forms.CharField(
+        required=False,
+        max_length=20_000,
+        widget=_text(6, placeholder=APPROVALS_PLACEHOLDER),
+        label="Approver notices (TOML)",
+        help_text="who is asked when an effect waits for approval: approvers (users or "
+        "group:NAME), emails, webhooks (by URL: a secret stays as it is), and [rules.NAME] "
+        "entries that replace them for one rule; empty: the approver group",
+    )
+
+    @staticmethod
+    def initial_from(notify: dict[str, Any]) -> dict[str, Any]:
+        """Every target the queue has, secrets left out (they stay as they are)."""
+        approvals = notify.get("approvals") or {}
+        return {
+            "webhooks": "\n".join(w.get("url", "") for w in notify.get("webhooks", [])),
+            "emails": "\n".join(notify.get("emails", [])),
+            "kinds": notify.get("kinds", []),
+            "approvals": tomli_w.dumps(_without_secrets(approvals)) if approvals else "",
+        }
+
+    def clean_approvals(self) -> dict[str, Any]:
+        raw = self.cleaned_data.get("approvals") or ""
+        try:
+            return tomllib.loads(raw) if raw.strip() else {}
+        except tomllib.TOMLDecodeError as exc:
+            raise forms.ValidationError(f"not TOML: {exc}") from None
 
     def values(self) -> dict[str, Any]:
         hooks = []
@@ -155,7 +227,17 @@ class NotifyForm(forms.Form):
             "webhooks": hooks,
             "emails": [e for e in emails if e],
             "kinds": list(self.cleaned_data.get("kinds") or []),
+            "approvals": self.cleaned_data.get("approvals") or {},
         }
+
+
+def _without_secrets(entry: dict[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in entry.items() if k != "rules"}
+    if out.get("webhooks"):
+        out["webhooks"] = [{"url": w.get("url", "")} for w in out["webhooks"]]
+    if entry.get("rules"):
+        out["rules"] = {name: _without_secrets(e) for name, e in entry["rules"].items()}
+    return out
 
 
 class ExplainForm(forms.Form):
@@ -173,8 +255,8 @@ class ExplainForm(forms.Form):
         raw = (self.cleaned_data.get("payload") or "").strip() or "{}"
         try:
             value = json.loads(raw)
-        except ValueError as exc:
-            raise forms.ValidationError(f"not JSON: {exc}") from None
+        except (ValueError, RecursionError) as exc:
+            raise forms.ValidationError(f"not JSON: {str(exc)[:200]}") from None
         if not isinstance(value, dict):
             raise forms.ValidationError("a JSON object: {...}")
         return value

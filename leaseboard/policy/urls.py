@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from leaseboard.policy.views import credentials, people, policy, queues
+from leaseboard.policy.views import credentials, deliveries, people, policy, queues
 
 app_name = "policy"
 
@@ -22,11 +22,13 @@ urlpatterns = [
     path("changes/", policy.changes, name="changes"),
     path("changes/<int:pk>/<str:decision>", policy.change_decide, name="change_decide"),
     path("history/", policy.history, name="history"),
+    path("deliveries/", deliveries.deliveries, name="deliveries"),
     path("people/", people.people_page, name="people"),
     path("people/<str:username>/", people.person_update, name="person"),
     path("people/<str:username>/password", people.person_password, name="person_password"),
     path("credentials/", credentials.credentials_page, name="credentials"),
-    path("credentials/<str:name>/<str:action>", credentials.credential_act, name="credential_act"),
+    # path: an agent named before names were checked may hold a "/" (a 500 on this page).
+    path("credentials/<path:name>/<str:action>", credentials.credential_act, name="credential_act"),
     path("recipients/new", credentials.recipient_new, name="recipient_new"),
     path("recipients/<int:pk>/<str:action>", credentials.recipient_act, name="recipient_act"),
 ]

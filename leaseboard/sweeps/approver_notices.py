@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
@@ -36,9 +37,11 @@ from django.utils import timezone
 
 from leaseboard.core.clock import db_now_ms
 from leaseboard.core.models import Effect
+from leaseboard.core.services.approvals import effect_approver_reached
 from leaseboard.domain.authority import Role
+from leaseboard.domain.targets import email_problem
 from leaseboard.sweeps.models import ApprovalNotice
-from leaseboard.sweeps.notifications import NO_SECRET_ERROR, signed_post
+from leaseboard.sweeps.notifications import NO_SECRET_ERROR, REMOVED, backoff_s, signed_post
 
 log = logging.getLogger(__name__)
 
@@ -140,38 +143,52 @@ def _left(effect: Effect, now_ms: int) -> str:
     return f"within {minutes} min {seconds} s (then it is {default} by default)"
 
 
+def mrkdwn_escaped(text: str) -> str:
+    """Slack's three control characters, escaped: no `<url|label>` link, no mention."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _plain(text: str) -> dict[str, Any]:
+    # plain_text is never parsed: no links, no formatting, no code span to break out of.
+    return {"type": "plain_text", "text": text[:2900] or " ", "emoji": False}
+
+
 def approval_message(effect: Effect, kind: str, *, now_ms: int) -> dict[str, Any]:
     """A Slack-compatible incoming-webhook body: `text` (the notification's fallback) and
-    `blocks`: what is asked, exactly (kind, target, payload, digest), and the link."""
+    `blocks`: what is asked, exactly (kind, target, payload, digest), and the link.
+
+    Everything the agent chose (its name, the kind, the target, the work key, the payload)
+    appears only in plain_text objects, which Slack shows as written; the mrkdwn parts
+    carry only our words, the queue's and rule's names (an admin's) and our own link, so
+    an agent cannot add a link, a mention or formatting to the signed message (issue 33)."""
     who = effect.executor.name if effect.executor else "?"
     lead = "Reminder: still waiting" if kind == ApprovalNotice.Kind.REMINDER else "Approval asked"
     url = decision_url(effect)
+    queue = effect.work_item.queue.name
     payload = json.dumps(effect.payload, sort_keys=True, ensure_ascii=False)
-    text = (
-        f"{lead}: {who} wants {effect.kind} on {effect.target} for work item "
-        f"{effect.work_item.key}; decide {_left(effect, now_ms)}: {url}"
+    left = _left(effect, now_ms)
+    text = mrkdwn_escaped(f"{lead} in queue {queue}: an effect waits; decide {left}") + (
+        f" <{url}|Open the decision page>"
+    )
+    asked = (
+        f"{who} wants {effect.kind} on {effect.target} (work item {effect.work_item.key}, "
+        f"epoch {effect.epoch})"
     )
     return {
         "text": text,
         "blocks": [
-            {
-                "type": "section",
-                "text": {
-                    "type": "mrkdwn",
-                    "text": (
-                        f"*{lead}*: `{who}` wants `{effect.kind}` on `{effect.target}` "
-                        f"(work item `{effect.work_item.key}`, epoch {effect.epoch})"
-                    ),
-                },
-            },
-            {"type": "section", "text": {"type": "mrkdwn", "text": f"```{payload[:2800]}```"}},
+            {"type": "section", "text": {"type": "mrkdwn", "text": f"*{mrkdwn_escaped(lead)}*"}},
+            {"type": "section", "text": _plain(asked)},
+            {"type": "section", "text": _plain(f"payload: {payload}")},
             {
                 "type": "context",
                 "elements": [
                     {
                         "type": "mrkdwn",
-                        "text": f"rule `{effect.rule_name or 'queue default'}` · "
-                        f"decide {_left(effect, now_ms)} · {effect.content_digest}",
+                        "text": mrkdwn_escaped(
+                            f"queue {queue} · rule {effect.rule_name or 'queue default'} · "
+                            f"decide {left} · {effect.content_digest}"
+                        ),
                     }
                 ],
             },
@@ -209,7 +226,13 @@ def approval_notices_deliver_due(*, limit: int = BATCH) -> bool:
     )
     now = db_now_ms()
     for notice in due:
-        _deliver(notice, now)
+        try:
+            _deliver(notice, now)
+        except Exception:  # one target's failure never holds up another's notice
+            log.exception("approval notice %s", notice.id)
+            ApprovalNotice.objects.filter(
+                id=notice.id, status=ApprovalNotice.Status.PENDING
+            ).update(due_at=timezone.now() + timedelta(seconds=backoff_s(notice.attempts + 1)))
     return len(due) == limit
 
 
@@ -219,15 +242,30 @@ def _deliver(notice: ApprovalNotice, now_ms: int) -> None:
     if effect.decision != Effect.Decision.PENDING_APPROVAL:
         rows.update(status=ApprovalNotice.Status.FAILED, last_error="decided before it was sent")
         return
+    targets = approval_targets(effect)
     if notice.channel == ApprovalNotice.Channel.EMAIL:
+        if notice.target not in targets.emails:
+            rows.update(status=ApprovalNotice.Status.FAILED, last_error=REMOVED)
+            return
         _email(notice, rows, now_ms)
         return
-    hook = next((h for h in approval_targets(effect).webhooks if h.get("url") == notice.target), {})
+    hook = next((h for h in targets.webhooks if h.get("url") == notice.target), None)
+    if hook is None:  # removed from the queue's settings since the notice was written
+        rows.update(status=ApprovalNotice.Status.FAILED, last_error=REMOVED)
+        return
     secret = hook.get("secret") or settings.LEASEBOARD_WEBHOOK_SECRET
     if not secret:
-        rows.update(status=ApprovalNotice.Status.FAILED, last_error=NO_SECRET_ERROR)
+        rows.update(status=ApprovalNotice.Status.DEAD, last_error=NO_SECRET_ERROR)
         return
-    rows.update(attempts=F("attempts") + 1)
+    # Claim the attempt before sending: a run racing this one (the sweep's and the
+    # commit's wake-up) finds the row not due and sends nothing. If this process dies
+    # mid-send, the row is due again after the claim and is sent again (at least once;
+    # X-Leaseboard-Notice lets a receiver drop the repeat).
+    claim = timezone.now() + timedelta(seconds=settings.LEASEBOARD_WEBHOOK_TIMEOUT_S * 2 + 30)
+    if not rows.filter(due_at__lte=timezone.now(), attempts=notice.attempts).update(
+        attempts=F("attempts") + 1, due_at=claim
+    ):
+        return
     attempt = notice.attempts + 1
     sent = signed_post(
         notice.target,
@@ -236,9 +274,16 @@ def _deliver(notice: ApprovalNotice, now_ms: int) -> None:
         {"X-Leaseboard-Effect": str(effect.id), "X-Leaseboard-Notice": str(notice.id)},
     )
     sent.record(rows, attempt, ApprovalNotice.Status)
+    if sent.ok:
+        effect_approver_reached(effect_id=effect.id)
 
 
 def _email(notice: ApprovalNotice, rows: Any, now_ms: int) -> None:
+    effect = notice.effect
+    problem = email_problem(notice.target)
+    if problem:
+        rows.update(status=ApprovalNotice.Status.DEAD, last_error=f"not sent: {problem}")
+        return
     # Claim first (pending -> delivered): a concurrent run then sends nothing. A crash
     # between claim and send loses one e-mail rather than sending it twice.
     if not rows.update(
@@ -247,17 +292,23 @@ def _email(notice: ApprovalNotice, rows: Any, now_ms: int) -> None:
         delivered_at=timezone.now(),
     ):
         return
-    effect = notice.effect
-    message = approval_message(effect, notice.kind, now_ms=now_ms)
     lead = "Reminder: " if notice.kind == ApprovalNotice.Kind.REMINDER else ""
-    subject = f"[leaseboard] {lead}approve {effect.kind} on {effect.target}?"[:200]
+    # Headers carry only our words and the queue's and rule's names (an admin's): the
+    # agent's target with "\nBcc: ..." was a BadHeaderError and no approver was told.
+    rule = effect.rule_name or "queue default"
+    subject = f"[leaseboard] {lead}approval asked in {effect.work_item.queue.name} ({rule})"
+    quoted = lambda value: json.dumps(value, ensure_ascii=False)  # noqa: E731 - one line per value
     body = "\n".join(
         [
-            message["text"],
+            f"{'Reminder: still waiting' if lead else 'Approval asked'}: an effect waits for "
+            f"your decision; decide {_left(effect, now_ms)}.",
             "",
-            f"Kind:    {effect.kind}",
-            f"Target:  {effect.target}",
-            f"Digest:  {effect.content_digest}",
+            "What the agent asked (its own words, quoted):",
+            f"Agent:     {quoted(effect.executor.name if effect.executor else '?')}",
+            f"Work item: {quoted(effect.work_item.key)} (epoch {effect.epoch})",
+            f"Kind:      {quoted(effect.kind)}",
+            f"Target:    {quoted(effect.target)}",
+            f"Digest:    {effect.content_digest}",
             "Payload:",
             json.dumps(effect.payload, sort_keys=True, indent=2, ensure_ascii=False),
             "",
@@ -268,5 +319,7 @@ def _email(notice: ApprovalNotice, rows: Any, now_ms: int) -> None:
         send_mail(subject, body, settings.DEFAULT_FROM_EMAIL, [notice.target])
     except Exception as exc:  # recorded in the delivery log
         ApprovalNotice.objects.filter(id=notice.id).update(
-            status=ApprovalNotice.Status.FAILED, last_error=f"{type(exc).__name__}: {exc}"[:500]
+            status=ApprovalNotice.Status.DEAD, last_error=f"{type(exc).__name__}: {exc}"[:500]
         )
+        return
+    effect_approver_reached(effect_id=effect.id)

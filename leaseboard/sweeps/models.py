@@ -33,9 +33,12 @@ class MetricCounter(models.Model):
 
 
 class DeliveryStatus(models.TextChoices):
+    """leaseboard.domain.vocabulary.NoticeStatus says what each means."""
+
     PENDING = "pending"
     DELIVERED = "delivered"
-    FAILED = "failed"
+    FAILED = "failed"  # not owed any more: target removed, effect decided first
+    DEAD = "dead"  # a dead letter: given up (retries spent, refused for good, policy)
 
 
 class Attempts(models.Model):

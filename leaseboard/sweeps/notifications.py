@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-import httpx
 from django.conf import settings
 from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
@@ -36,6 +35,8 @@ from django.utils import timezone
 
 from leaseboard.core.models import Alert, EpochNotice, Queue
 from leaseboard.core.services.epoch_notices import epoch_notices_payload
+from leaseboard.domain.targets import email_problem
+from leaseboard.sweeps import outbound
 from leaseboard.sweeps.models import NotificationDelivery
 
 SIGNATURE_HEADER = "X-Leaseboard-Signature"
@@ -130,13 +131,19 @@ def alert_deliveries_pending(*, alert_id: int) -> list[NotificationDelivery]:
 
 
 def backoff_s(attempt: int) -> float:
-    """Exponential backoff with full jitter, capped at 10 minutes."""
-    return random.uniform(0, min(600.0, 2.0 ** min(attempt, 10)))
+    """Exponential backoff with jitter ("equal jitter"), capped at 10 minutes: at least half
+    the step, so a failing target is never tried again at once, and spread over the other
+    half, so targets that failed together are not retried together."""
+    step = min(600.0, 2.0 ** min(attempt, 10))
+    return step / 2 + random.uniform(0, step / 2)
+
+
+REMOVED = "not sent: the target was removed from the configuration"
 
 
 def webhook_deliver(*, delivery_id: int) -> float | None:
     """POST the signed payload once. Returns seconds to wait before a retry, or None when
-    the delivery is done (delivered, or failed for good)."""
+    the delivery is done (delivered, given up as a dead letter, or no longer owed)."""
     delivery = (
         NotificationDelivery.objects.select_related("alert__work_item__queue")
         .filter(id=delivery_id)
@@ -145,18 +152,25 @@ def webhook_deliver(*, delivery_id: int) -> float | None:
     if delivery is None or delivery.status != NotificationDelivery.Status.PENDING:
         return None
     alert = delivery.alert
-    hook: dict[str, Any] = next(
-        (h for h in _config(alert).get("webhooks", []) if h.get("url") == delivery.target), {}
+    rows = NotificationDelivery.objects.filter(
+        id=delivery.id, status=NotificationDelivery.Status.PENDING
     )
+    hook: dict[str, Any] | None = next(
+        (h for h in _config(alert).get("webhooks", []) if h.get("url") == delivery.target), None
+    )
+    if hook is None:  # removed (or moved) since the alert fanned out: owed no more
+        rows.update(status=NotificationDelivery.Status.FAILED, last_error=REMOVED)
+        return None
     secret = hook.get("secret") or settings.LEASEBOARD_WEBHOOK_SECRET
     if not secret:
         # Never unsigned, never signed with SECRET_KEY: fail the delivery, naming the fix.
-        NotificationDelivery.objects.filter(id=delivery.id).update(
-            status=NotificationDelivery.Status.FAILED, last_error=NO_SECRET_ERROR
-        )
+        rows.update(status=NotificationDelivery.Status.DEAD, last_error=NO_SECRET_ERROR)
         log.error("webhook delivery %s not sent: %s", delivery.id, NO_SECRET_ERROR)
         return None
-    NotificationDelivery.objects.filter(id=delivery.id).update(attempts=F("attempts") + 1)
+    # Claim the attempt: a duplicate task for this delivery (a redelivery, a retry racing
+    # the first) finds the attempt count moved and sends nothing.
+    if not rows.filter(attempts=delivery.attempts).update(attempts=F("attempts") + 1):
+        return None
     attempt = delivery.attempts + 1
     sent = signed_post(
         delivery.target,
@@ -165,7 +179,7 @@ def webhook_deliver(*, delivery_id: int) -> float | None:
         {"X-Leaseboard-Alert": str(alert.id), "X-Leaseboard-Delivery": str(delivery.id)},
     )
     if sent.ok:
-        NotificationDelivery.objects.filter(id=delivery.id).update(
+        rows.update(
             status=NotificationDelivery.Status.DELIVERED,
             last_status_code=sent.status_code,
             last_error="",
@@ -173,12 +187,10 @@ def webhook_deliver(*, delivery_id: int) -> float | None:
         )
         return None
     give_up = sent.give_up(attempt)
-    NotificationDelivery.objects.filter(id=delivery.id).update(
-        status=NotificationDelivery.Status.FAILED
-        if give_up
-        else NotificationDelivery.Status.PENDING,
+    rows.update(
+        status=NotificationDelivery.Status.DEAD if give_up else NotificationDelivery.Status.PENDING,
         last_status_code=sent.status_code,
-        last_error=sent.error,
+        last_error=sent.error[:500],
     )
     return None if give_up else backoff_s(attempt)
 
@@ -188,19 +200,23 @@ class Sent:
     ok: bool
     status_code: int | None
     error: str
+    permanent: bool = False  # refused by the outbound policy, or not a URL at all
 
     def give_up(self, attempt: int) -> bool:
-        """Stop after the retry budget, or on a 4xx that retrying will not change."""
+        """Stop after the retry budget, on a 4xx that retrying will not change, or on a
+        refusal that no retry changes."""
         code = self.status_code
-        return attempt > settings.LEASEBOARD_WEBHOOK_MAX_RETRIES or (
-            code is not None and 400 <= code < 500 and code not in (408, 429)
+        return (
+            self.permanent
+            or attempt > settings.LEASEBOARD_WEBHOOK_MAX_RETRIES
+            or (code is not None and 400 <= code < 500 and code not in (408, 429))
         )
 
     def record(self, rows: Any, attempt: int, status: Any) -> None:
         """Write this attempt's outcome on an outbox's claimed `rows` (a queryset of rows
         with status, last_status_code, last_error, delivered_at and due_at; `status` their
-        choices with DELIVERED, FAILED and PENDING): delivered, given up, or due again
-        after the backoff."""
+        choices with DELIVERED, DEAD and PENDING): delivered, given up (a dead letter), or
+        due again after the backoff (exponential, jittered)."""
         if self.ok:
             rows.update(
                 status=status.DELIVERED,
@@ -210,53 +226,73 @@ class Sent:
             )
             return
         rows.update(
-            status=status.FAILED if self.give_up(attempt) else status.PENDING,
+            status=status.DEAD if self.give_up(attempt) else status.PENDING,
             last_status_code=self.status_code,
-            last_error=self.error,
+            last_error=self.error[:500],
             due_at=timezone.now() + timedelta(seconds=backoff_s(attempt)),
         )
 
 
 def signed_post(url: str, payload: dict[str, Any], secret: str, headers: dict[str, str]) -> Sent:
     """POST `payload` as compact JSON signed with `secret` (SIGNATURE_HEADER); one attempt,
-    never inside a database transaction."""
+    never inside a database transaction, under the outbound policy (sweeps.outbound).
+    Never raises: whatever goes wrong with one target is that target's Sent."""
     body = json.dumps(payload, separators=(",", ":"), sort_keys=True).encode()
     all_headers = {
         "Content-Type": "application/json",
         SIGNATURE_HEADER: sign(body, secret, int(time.time())),
         **headers,
     }
-    try:
-        response = httpx.post(
-            url, content=body, headers=all_headers, timeout=settings.LEASEBOARD_WEBHOOK_TIMEOUT_S
-        )
-    except httpx.HTTPError as exc:
-        return Sent(False, None, f"{type(exc).__name__}: {exc}"[:500])
-    ok = 200 <= response.status_code < 300
-    return Sent(ok, response.status_code, "" if ok else f"HTTP {response.status_code}")
+    answer = outbound.post(url, content=body, headers=all_headers)
+    code = answer.status_code
+    ok = code is not None and 200 <= code < 300
+    error = answer.error or ("" if ok else f"HTTP {code}")
+    return Sent(ok, code, error, permanent=answer.permanent)
 
 
 def email_deliver(*, delivery_id: int) -> None:
+    delivery = (
+        NotificationDelivery.objects.select_related("alert__work_item__queue")
+        .filter(id=delivery_id, status=NotificationDelivery.Status.PENDING)
+        .first()
+    )
+    if delivery is None:
+        return
+    rows = NotificationDelivery.objects.filter(
+        id=delivery_id, status=NotificationDelivery.Status.PENDING
+    )
+    alert = delivery.alert
+    if delivery.target not in (_config(alert).get("emails") or []):
+        rows.update(status=NotificationDelivery.Status.FAILED, last_error=REMOVED)
+        return
+    problem = email_problem(delivery.target)
+    if problem:
+        rows.update(status=NotificationDelivery.Status.DEAD, last_error=f"not sent: {problem}")
+        return
     # Claim the row first (pending -> delivered): a redelivered task then sends nothing.
     # A crash between claim and send loses one e-mail rather than sending it twice.
-    claimed = NotificationDelivery.objects.filter(
-        id=delivery_id, status=NotificationDelivery.Status.PENDING
-    ).update(
+    if not rows.update(
         status=NotificationDelivery.Status.DELIVERED,
         attempts=F("attempts") + 1,
         delivered_at=timezone.now(),
-    )
-    if not claimed:
+    ):
         return
-    delivery = NotificationDelivery.objects.select_related("alert__work_item").get(id=delivery_id)
-    alert = delivery.alert
-    subject = f"[leaseboard] {alert.kind}: {alert.message}"[:200]
-    body = json.dumps(alert_payload(alert), indent=2, sort_keys=True)
+    # The subject is ours alone: an alert's message quotes agents' names and effect kinds,
+    # and a header carries nothing an agent chose (a line break in one was a BadHeaderError
+    # that left the alert untold).
+    subject = f"[leaseboard] {alert.kind} alert #{alert.id}"
+    body = "\n".join(
+        [
+            f"Leaseboard opened a {alert.kind} alert (#{alert.id}).",
+            "",
+            json.dumps(alert_payload(alert), indent=2, sort_keys=True),
+        ]
+    )
     try:
         send_mail(subject, body, settings.DEFAULT_FROM_EMAIL, [delivery.target])
     except Exception as exc:  # recorded in the delivery log, shown to operators
         NotificationDelivery.objects.filter(id=delivery_id).update(
-            status=NotificationDelivery.Status.FAILED,
+            status=NotificationDelivery.Status.DEAD,
             last_error=f"{type(exc).__name__}: {exc}"[:500],
         )
 
@@ -288,7 +324,10 @@ def epoch_notices_deliver_due(*, limit: int = EPOCH_NOTICE_BATCH) -> bool:
     for notice in due:
         by_recipient.setdefault(notice.recipient_id, []).append(notice)
     for notices in by_recipient.values():
-        _epoch_notices_send(notices)
+        try:
+            _epoch_notices_send(notices)
+        except Exception:  # one recipient's failure never holds up another's notices
+            log.exception("epoch notices to recipient %s", notices[0].recipient_id)
     return len(due) == limit
 
 

@@ -56,15 +56,20 @@ def test_no_match_falls_to_the_queue_default():
     assert "default" in r.reason
 
 
-def test_an_undecidable_condition_never_lets_an_effect_past_a_restricting_rule():
-    # The payload lacks the key: the require_approval rule counts as matched...
+def test_an_undecidable_condition_fails_closed_under_its_rule():
+    # The payload lacks the key: the require_approval rule decides...
     r = ruling([BIG], payload={})
     assert (r.decision, r.rule) == ("require_approval", "big-payments")
-    assert "could not be decided" in r.steps[0].detail
-    # ...and an allow rule as not matched.
+    assert "could not be decided" in r.steps[0].detail and r.steps[0].outcome == "failed closed"
+    assert "amount_cents" in r.error
+    # ...and an allowing rule asks for an approver instead of letting it through or
+    # passing it on to the rules after it (issue 33).
     allow_small = RuleSpec("small", "payment.*", when="payload.amount_cents < 100")
     r = ruling([allow_small], payload={}, default="deny")
-    assert (r.decision, r.rule) == ("deny", None)
+    assert (r.decision, r.rule) == ("require_approval", "small")
+    deny_big = RuleSpec("big", "payment.*", when="payload.amount_cents > 100", decision="deny")
+    r = ruling([deny_big], payload={"amount_cents": "lots"}, default="allow")
+    assert (r.decision, r.rule) == ("deny", "big")
 
 
 def test_evidence_a_fresh_checkpoint_for_deploys():

@@ -209,7 +209,7 @@ def test_without_any_webhook_secret_nothing_is_sent_and_the_delivery_says_why(ag
     settings.LEASEBOARD_WEBHOOK_SECRET = ""
     received, delivery = _deliver_to_a_secretless_hook(agent)
     assert received == []
-    assert delivery.status == "failed" and "LEASEBOARD_WEBHOOK_SECRET" in delivery.last_error
+    assert delivery.status == "dead" and "LEASEBOARD_WEBHOOK_SECRET" in delivery.last_error
 
 
 @pytest.mark.slow

@@ -106,6 +106,7 @@ def test_a_decision_arriving_after_the_deadline_applies_the_default_before_any_s
 
 def test_a_rule_may_default_to_approve_only_while_the_lease_could_propose_it(people, scene):
     effect = ask(scene, decide_within_ms=60_000, on_timeout="approve")
+    assert approvals.effect_approver_reached(effect_id=effect.id)  # a notice reached one
     age_approval(effect.id, 61_000)
     sweep_run()
     effect.refresh_from_db()
@@ -115,6 +116,7 @@ def test_a_rule_may_default_to_approve_only_while_the_lease_could_propose_it(peo
 
     # The same default, for a lease that ended meanwhile: refused with the lease's code.
     late = ask(scene, key="refund-2", decide_within_ms=60_000, on_timeout="approve")
+    approvals.effect_approver_reached(effect_id=late.id)
     lease_release(lease_id=scene.lease.id, executor=scene.agent, epoch=scene.lease.epoch)
     age_approval(late.id, 61_000)
     sweep_run()

@@ -73,6 +73,13 @@ class Effect(models.Model):
     decide_by_ms = models.BigIntegerField(null=True, blank=True)
     on_timeout = models.CharField(max_length=10, blank=True, default="")
     policy_version = models.PositiveIntegerField(null=True, blank=True)
+    # The deciding rule's condition could not be evaluated (a missing field, an overflow,
+    # the iteration budget...): the rule failed closed, and this says why (issue 33).
+    rule_error = models.CharField(max_length=300, blank=True, default="")
+    # pending_approval: when a notice first reached an approver (an e-mail handed to the
+    # mail server, a webhook answered 2xx). None: nobody was told, so an `approve` default
+    # does not apply (issue 33).
+    approver_reached_at_ms = models.BigIntegerField(null=True, blank=True)
 
     outcome = models.CharField(max_length=10, choices=Outcome.choices, blank=True, default="")
     outcome_detail = models.CharField(max_length=1000, blank=True, default="")

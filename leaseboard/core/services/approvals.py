@@ -88,7 +88,13 @@ def _timed_out_locked(
     effect.current_epoch = item.epoch
     code: str | None = "approval_expired"
     detail = "nobody decided in time; the rule's default: reject"
-    if effect.on_timeout == "approve" and effect.executor is not None:
+    if effect.on_timeout == "approve" and effect.approver_reached_at_ms is None:
+        # Silence is not consent: an approver who was never told cannot have let it pass.
+        detail = (
+            "nobody decided in time, and no notice reached an approver: rejected instead "
+            "of the rule's default (approve)"
+        )
+    elif effect.on_timeout == "approve" and effect.executor is not None:
         v = verdict(
             Act.PROPOSE_EFFECT,
             Actor.agent(effect.executor),
@@ -124,6 +130,19 @@ def _timed_out_locked(
         request_id=request_id,
     )
     return True
+
+
+@transaction.atomic(durable=True)
+def effect_approver_reached(*, effect_id: Any) -> bool:
+    """A notice about this waiting effect reached an approver (the first time counts).
+    Written by the notice delivery; read by the timeout above."""
+    return bool(
+        Effect.objects.filter(
+            id=effect_id,
+            decision=Effect.Decision.PENDING_APPROVAL,
+            approver_reached_at_ms__isnull=True,
+        ).update(approver_reached_at_ms=db_now_ms())
+    )
 
 
 @transaction.atomic(durable=True)

@@ -9,7 +9,6 @@ queue's rules' (leaseboard.core.services.policy).
 
 from __future__ import annotations
 
-import json
 import uuid
 from typing import Any
 
@@ -23,7 +22,7 @@ from leaseboard.core.compiled import CompiledRead, attnames, model_insert
 from leaseboard.core.models import Alert, Effect, Executor, Lease, WorkItem
 from leaseboard.core.services.alerts import alerts_open
 from leaseboard.core.services.fencing import fencing_token_issue
-from leaseboard.core.services.jsondocs import json_size_checked
+from leaseboard.core.services.jsondocs import json_canonical, json_size_checked
 from leaseboard.core.services.leases import lease_expire_if_due_locked, parse_lease_id
 from leaseboard.core.services.policy import clock_and_policy_version, effect_policy_decide
 from leaseboard.core.signals import approval_requested
@@ -70,10 +69,6 @@ def effect_fields_checked(kind: str, target: str, idempotency_key: str, payload:
     json_size_checked(payload, param="payload", limit=settings.LEASEBOARD_MAX_EFFECT_PAYLOAD_BYTES)
 
 
-def _canonical(payload: Any) -> str:
-    return json.dumps(payload, sort_keys=True, separators=(",", ":"))
-
-
 def _same_request(first: Effect, lease_id: uuid.UUID, kind: str, target: str, payload: Any) -> None:
     """A repeated idempotency key must name the same effect; anything else is a conflict,
     never the earlier effect's answer."""
@@ -83,7 +78,7 @@ def _same_request(first: Effect, lease_id: uuid.UUID, kind: str, target: str, pa
             ("lease_id", first.lease_id, lease_id),
             ("kind", first.kind, kind),
             ("target", first.target, target),
-            ("payload", _canonical(first.payload), _canonical(payload)),
+            ("payload", json_canonical(first.payload), json_canonical(payload)),
         )
         if old != new
     ]
@@ -326,6 +321,7 @@ def _effect_decide(
             policy_version=policy_version,
         )
         effect.rule_name, effect.policy_version = policy.rule, policy.version
+        effect.rule_error = policy.error[:300]
         if policy.decision == PolicyDecision.DENY:
             code, detail = "policy_denied", policy.reason
         elif policy.decision == PolicyDecision.REQUIRE_APPROVAL:

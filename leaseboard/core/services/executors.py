@@ -23,6 +23,10 @@ def agent_create(*, name: str, actor_name: str = "cli") -> tuple[Executor, str]:
     name = name.strip()
     if not name or len(name) > 150:
         raise ValidationFailed("an agent name is 1 to 150 characters", param="name")
+    if not name.isprintable() or "/" in name:
+        # Names travel in URLs, logs, e-mails and chat messages: no line breaks, no NUL,
+        # no "/" (a name with one broke the credentials page, issue 33).
+        raise ValidationFailed("an agent name has no control characters and no '/'", param="name")
     if name.lower().startswith(HUMAN_PREFIX):
         raise ValidationFailed(
             f"agent names may not start with {HUMAN_PREFIX!r}: that namespace is reserved "

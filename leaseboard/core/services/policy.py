@@ -15,12 +15,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from django.conf import settings
+
 from leaseboard.core.clock import DbNowMs, db_now_ms
 from leaseboard.core.compiled import CompiledRead
 from leaseboard.core.models import Checkpoint, Effect, Executor, Lease, Queue, WorkItem
 from leaseboard.core.models.leases import LIVE_STATES
 from leaseboard.domain.errors import NotFound, ValidationFailed
-from leaseboard.domain.expressions import NO_CHECKPOINT_AGE_S, activation
+from leaseboard.domain.expressions import NO_CHECKPOINT_AGE_S, FactLimits, bounded_activation
 from leaseboard.domain.policy import RuleSet, RuleSetInvalid, RuleSpec, Ruling, decide
 from leaseboard.domain.policy import rule_set_compiled as compile_rules
 
@@ -172,6 +174,13 @@ def _facts(
     return Facts(values)
 
 
+def fact_limits() -> FactLimits:
+    """What a condition may read, from the settings (LEASEBOARD_RULE_MAX_ITEMS, _DEPTH)."""
+    return FactLimits(
+        max_items=settings.LEASEBOARD_RULE_MAX_ITEMS, max_depth=settings.LEASEBOARD_RULE_MAX_DEPTH
+    )
+
+
 @dataclass(frozen=True)
 class PolicyVerdict:
     decision: str
@@ -182,6 +191,7 @@ class PolicyVerdict:
     # the request becomes when nobody decides in time.
     decide_within_ms: int | None = None
     on_timeout: str = "reject"
+    error: str = ""  # the condition's error when the rule decided failing closed
 
 
 def effect_policy_decide(
@@ -202,7 +212,7 @@ def effect_policy_decide(
         policy.rule_set,
         kind=kind,
         target=target,
-        activation=lambda: activation(
+        activation=lambda: bounded_activation(
             _facts(
                 policy,
                 kind=kind,
@@ -212,7 +222,8 @@ def effect_policy_decide(
                 lease=lease,
                 executor=executor,
                 now_ms=now_ms,
-            ).values
+            ).values,
+            fact_limits(),
         ),
     )
     spec = next((r.spec for r in policy.rule_set.rules if r.spec.name == ruling.rule), None)
@@ -222,7 +233,10 @@ def effect_policy_decide(
         policy.version,
         ruling.reason,
         decide_within_ms=spec.decide_within_ms if spec else None,
-        on_timeout=spec.on_timeout if spec else "reject",
+        # An approval asked because a condition failed never defaults to approve: the
+        # agent chose the facts that made it fail.
+        on_timeout=spec.on_timeout if spec and not ruling.error else "reject",
+        error=ruling.error,
     )
 
 
@@ -291,7 +305,7 @@ def policy_explain(
         policy.rule_set,
         kind=kind,
         target=target,
-        activation=lambda: activation(facts.values),
+        activation=lambda: bounded_activation(facts.values, fact_limits()),
         explain=True,
     )
     return Explanation(

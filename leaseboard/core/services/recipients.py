@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import secrets
 import uuid
-from urllib.parse import urlparse
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import F
 
@@ -22,6 +22,7 @@ from leaseboard.core.services.audit import audit_admin
 from leaseboard.core.tracing import current_trace_id
 from leaseboard.domain.authority import Act
 from leaseboard.domain.errors import NotFound, ValidationFailed
+from leaseboard.domain.targets import webhook_url_problem
 
 RECIPIENT_TOKEN_PREFIX = "lbr_"
 WEBHOOK_SECRET_PREFIX = "whsec_"
@@ -100,12 +101,11 @@ def recipient_token_revoke(*, name: str, actor_name: str = "cli") -> bool:
 
 
 def webhook_url_checked(url: str) -> str:
+    """The URL, or ValidationFailed saying why not (`http://[::1` was a 500, issue 33)."""
     url = (url or "").strip()
-    parsed = urlparse(url)
-    if parsed.scheme not in ("http", "https") or not parsed.netloc or len(url) > 500:
-        raise ValidationFailed(
-            "a webhook URL is http(s)://host/… of at most 500 characters", param="url"
-        )
+    problem = webhook_url_problem(url, settings.LEASEBOARD_WEBHOOK_ALLOW_NETWORKS)
+    if problem:
+        raise ValidationFailed(f"webhook URL: {problem}", param="url")
     return url
 
 

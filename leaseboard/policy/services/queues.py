@@ -27,6 +27,7 @@ from leaseboard.domain.envelopes import (
     windows_checked,
 )
 from leaseboard.domain.errors import NotFound
+from leaseboard.domain.targets import email_problem, webhook_url_problem
 from leaseboard.domain.timing import TimingPolicyError
 from leaseboard.domain.vocabulary import AlertKind
 from leaseboard.policy.services.common import SettingsInvalid, audited
@@ -208,10 +209,14 @@ def notify_checked(raw: dict[str, Any], *, current: dict[str, Any]) -> dict[str,
             errors[f"webhooks[{i}]"] = "a table {url, secret} (or secret_env)"
             continue
         url = str(hook.get("url", "")).strip()
-        try:
-            URLValidator(schemes=["http", "https"])(url)
-        except ValidationError:
-            errors[f"webhooks[{i}].url"] = f"{url!r} is not an http(s) URL"
+        problem = webhook_url_problem(url, settings.LEASEBOARD_WEBHOOK_ALLOW_NETWORKS)
+        if problem is None:
+            try:
+                URLValidator(schemes=["http", "https"])(url)
+            except ValidationError:
+                problem = "not an http(s) URL"
+        if problem:
+            errors[f"webhooks[{i}].url"] = f"{url[:100]!r}: {problem}"
             continue
         secret = str(hook.get("secret") or "")
         if hook.get("secret_env"):
@@ -223,10 +228,14 @@ def notify_checked(raw: dict[str, Any], *, current: dict[str, Any]) -> dict[str,
         webhooks.append({"url": url, "secret": secret or kept.get(url, "")})
     emails = [str(e).strip() for e in raw.get("emails") or [] if str(e).strip()]
     for i, email in enumerate(emails):
-        try:
-            EmailValidator()(email)
-        except ValidationError:
-            errors[f"emails[{i}]"] = f"{email!r} is not an e-mail address"
+        problem = email_problem(email)
+        if problem is None:
+            try:
+                EmailValidator()(email)
+            except ValidationError:
+                problem = "not an e-mail address"
+        if problem:
+            errors[f"emails[{i}]"] = f"{email[:100]!r}: {problem}"
     kinds = list(raw.get("kinds") or [])
     for kind in kinds:
         if kind not in ALERT_KINDS:

@@ -4,8 +4,6 @@ refused change shows each problem on its field and saves nothing."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
@@ -145,22 +143,10 @@ def rule_edit(request: HttpRequest, name: str, rule: str = "") -> HttpResponse:
     if rule and rule not in names:
         raise Http404("no such rule")
     index = names.index(rule) if rule else len(specs)
-    initial: dict[str, Any] = {}
-    if rule:
-        s = specs[index]
-        initial = {"name": s.name, "kind": s.kind, "target": s.target, "when": s.when}
-        initial |= {"decision": s.decision, "note": s.note}
+    initial = RuleForm.initial_from(specs[index]) if rule else {}
     form = RuleForm(request.POST or None, initial=initial)
     if request.method == "POST" and form.is_valid():
-        d = form.cleaned_data
-        spec = RuleSpec(
-            name=d["name"].strip(),
-            kind=d["kind"].strip(),
-            target=d["target"].strip(),
-            when=d["when"].strip(),
-            decision=d["decision"],
-            note=d["note"].strip(),
-        )
+        spec = form.spec()
         new = list(specs)
         if rule:
             new[index] = spec
@@ -239,12 +225,7 @@ def notify(request: HttpRequest, name: str) -> HttpResponse:
     page = selectors.queue_page(name)
     if page is None:
         raise Http404("no such queue")
-    current = page.queue.notify or {}
-    initial = {
-        "webhooks": "\n".join(w.get("url", "") for w in current.get("webhooks", [])),
-        "emails": "\n".join(current.get("emails", [])),
-        "kinds": current.get("kinds", []),
-    }
+    initial = NotifyForm.initial_from(page.queue.notify or {})
     form = NotifyForm(request.POST or None, initial=initial)
     if request.method == "POST" and form.is_valid():
         try:

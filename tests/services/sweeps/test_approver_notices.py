@@ -119,7 +119,9 @@ def test_a_request_is_emailed_and_sent_to_a_signed_webhook_retried_after_a_500(
     assert sorted(m.to[0] for m in mail.outbox) == ["abe@example.com", "finance@example.com"]
     message = mail.outbox[0]
     link = f"https://leaseboard.example.com/takeovers/effects/{effect.id}"
-    assert "payment.refund on order-7" in message.subject
+    assert message.subject == "[leaseboard] approval asked in default (refunds)"
+    assert 'Kind:      "payment.refund"' in message.body
+    assert 'Target:    "order-7"' in message.body
     assert link in message.body and effect.content_digest in message.body
     assert '"amount": "100.00"' in message.body
 
@@ -139,11 +141,15 @@ def test_a_request_is_emailed_and_sent_to_a_signed_webhook_retried_after_a_500(
     assert not verify(body, headers[SIGNATURE_HEADER], "another secret")
     sent = json.loads(body)
     assert set(sent) == {"text", "blocks"}  # what a Slack incoming webhook accepts
-    assert link in sent["text"] and "payment.refund" in sent["text"]
+    # The agent's words only where Slack parses nothing (plain_text); our link in `text`.
+    assert link in sent["text"] and "payment.refund" not in sent["text"]
     assert {b["type"] for b in sent["blocks"]} == {"section", "context", "actions"}
     button = sent["blocks"][-1]["elements"][0]
     assert button["type"] == "button" and button["url"] == link
-    assert sent["blocks"][1]["text"]["text"] == '```{"amount": "100.00", "currency": "EUR"}```'
+    asked, payload = sent["blocks"][1]["text"], sent["blocks"][2]["text"]
+    assert asked["type"] == payload["type"] == "plain_text"
+    assert "payment.refund on order-7" in asked["text"]
+    assert payload["text"] == 'payload: {"amount": "100.00", "currency": "EUR"}'
     assert len(mail.outbox) == 2  # e-mails are sent once, whatever the webhook does
 
 
@@ -180,8 +186,8 @@ def test_a_reminder_goes_out_once_before_the_deadline_to_the_rules_own_approvers
     approval_notices_deliver_due()
     subjects = sorted(m.subject for m in mail.outbox)
     assert subjects == [
-        "[leaseboard] Reminder: approve payment.refund on order-7?",
-        "[leaseboard] approve payment.refund on order-7?",
+        "[leaseboard] Reminder: approval asked in default (refunds)",
+        "[leaseboard] approval asked in default (refunds)",
     ]
     reminder = next(m for m in mail.outbox if "Reminder" in m.subject)
     assert reminder.to == ["fay@example.com"]  # the rule's group, not the queue's address

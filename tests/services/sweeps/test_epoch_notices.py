@@ -174,5 +174,5 @@ def test_a_notice_signed_with_another_secret_moves_no_mark_and_fails_for_good(
     a, _ = agent()
     ls.lease_acquire(work_key="n-4", executor=a)
     notice = EpochNotice.objects.get()
-    assert (notice.status, notice.last_status_code) == ("failed", 401)  # no retry storm
+    assert (notice.status, notice.last_status_code) == ("dead", 401)  # no retry storm
     assert ep.guard.high_water("n-4") is None

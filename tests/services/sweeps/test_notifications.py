@@ -76,7 +76,7 @@ def test_alerts_notify_a_signed_webhook_with_retries_and_an_email(
 
 
 @pytest.mark.django_db
-def test_a_webhook_that_keeps_refusing_is_logged_as_failed(agent, webhook_server, settings):
+def test_a_webhook_that_keeps_refusing_is_logged_as_a_dead_letter(agent, webhook_server, settings):
     url, hook = webhook_server
     hook.statuses = [410]
     settings.LEASEBOARD_WEBHOOK_SECRET = "a-webhook-secret-of-its-own"  # the hook names none
@@ -97,4 +97,4 @@ def test_a_webhook_that_keeps_refusing_is_logged_as_failed(agent, webhook_server
     delivery = NotificationDelivery.objects.create(alert_id=alert_id, channel="webhook", target=url)
     assert notifications.webhook_deliver(delivery_id=delivery.id) is None  # 4xx: no retry
     delivery.refresh_from_db()
-    assert (delivery.status, delivery.last_error) == ("failed", "HTTP 410")
+    assert (delivery.status, delivery.last_error) == ("dead", "HTTP 410")

@@ -85,8 +85,8 @@ class EpochNoticeReceiver:
             # A batch ({"notices": [...]}); one notice on its own is taken as a batch of one.
             items = doc["notices"] if "notices" in doc else [doc]
             marks = [_notice(item) for item in items]
-        except (ValueError, KeyError, TypeError) as exc:
-            return 400, {"code": "validation_error", "detail": f"bad notice: {exc}"}
+        except (ValueError, KeyError, TypeError, RecursionError) as exc:
+            return 400, {"code": "validation_error", "detail": f"bad notice: {str(exc)[:200]}"}
         applied = []
         for work_key, epoch in marks:
             # A mark already higher refuses the raise; fine: we know a newer epoch already.

@@ -12,6 +12,7 @@ import binascii
 import functools
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
@@ -34,6 +35,11 @@ TOKEN_VERSION = 1
 MAX_TOKEN_CHARS = 4096
 SIGNATURE_BYTES = 64
 KEY_BYTES = 32
+# The claims are one flat JSON object: a token nested deeper is malformed before it is
+# parsed (1,400 nested `[` raised RecursionError in json.loads, issue 33).
+MAX_CLAIMS_NESTING = 2
+# A claim's integer fits PostgreSQL's bigint (and every recipient's epoch column).
+MAX_CLAIM_INT = 2**63 - 1
 
 INVALID_TOKEN_CODES = frozenset(
     {
@@ -230,13 +236,11 @@ def _parse(token: str) -> tuple[str, bytes, FencingClaims]:
         signature = _b64d(sig_text)
     except ValueError:
         raise InvalidToken("malformed", "parts are not base64url") from None
-    try:
-        body = json.loads(payload_raw)
-    except (UnicodeDecodeError, ValueError):
-        raise InvalidToken("malformed", "payload is not JSON") from None
+    body = _claims_json(payload_raw)
     if not isinstance(body, dict):
         raise InvalidToken("malformed", "payload is not a JSON object")
-    if body.pop("v", None) != TOKEN_VERSION:
+    version = body.pop("v", None)
+    if type(version) is not int or version != TOKEN_VERSION:  # true == 1 in Python
         raise InvalidToken("malformed", f"unsupported token version (expected {TOKEN_VERSION})")
     names = {f.name for f in fields(FencingClaims)}
     if set(body) - names:
@@ -247,6 +251,65 @@ def _parse(token: str) -> tuple[str, bytes, FencingClaims]:
     except (TypeError, ValueError) as exc:
         raise InvalidToken("malformed", f"bad claims: {exc}") from None
     return segment, signature, claims
+
+
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')  # one branch per character: no backtracking
+_NOT_BRACKET = re.compile(rb"[^\[\]{}]")
+_UNSTORABLE = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
+
+
+def _nesting(raw: bytes) -> int:
+    """How deep lists and objects nest in a JSON text (strings' contents ignored)."""
+    depth = deepest = 0
+    for ch in _NOT_BRACKET.sub(b"", _JSON_STRING.sub(b"", raw)):
+        depth += 1 if ch in b"[{" else -1
+        deepest = max(deepest, depth)
+    return deepest
+
+
+def _claim_int(text: str) -> int:
+    if len(text.lstrip("-")) > 19 or abs(value := int(text)) > MAX_CLAIM_INT:
+        raise ValueError("an integer claim is at most 2^63 - 1")
+    return value
+
+
+def _claim_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    body: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in body:
+            # Two spellings of one claim: which one a parser keeps is not ours to guess.
+            raise ValueError(f"claim {key!r} appears twice")
+        if isinstance(value, str) and _UNSTORABLE.search(value):
+            raise ValueError(f"claim {key!r} has a control character or a lone surrogate")
+        body[key] = value
+    return body
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _claims_json(raw: bytes) -> Any:
+    """The decoded claims, bounded: strict UTF-8, nesting at most MAX_CLAIMS_NESTING, no
+    repeated claim, no NaN or Infinity, integers within a bigint, no control character or
+    lone surrogate in a string. Anything else raises InvalidToken("malformed")."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidToken("malformed", "payload is not UTF-8") from None
+    if _nesting(raw) > MAX_CLAIMS_NESTING:
+        raise InvalidToken("malformed", "payload nests too deep")
+    try:
+        return json.loads(
+            text,
+            object_pairs_hook=_claim_object,
+            parse_int=_claim_int,
+            parse_constant=_no_constant,
+        )
+    except (ValueError, RecursionError) as exc:
+        raise InvalidToken(
+            "malformed", f"payload is not a token's JSON: {str(exc)[:100]}"
+        ) from None
 
 
 def unverified_claims(token: str) -> FencingClaims | None:

@@ -39,12 +39,11 @@ def decide_from_headers(
     work_key = get(WORK_KEY_HEADER) or None
     raw_epoch = get(EPOCH_HEADER)
     epoch: int | None = None
-    if raw_epoch not in (None, ""):
-        try:
+    if raw_epoch:
+        # ASCII digits only: int() would also take " 7", "1_000" and other scripts' digits.
+        if raw_epoch.isascii() and raw_epoch.isdigit() and len(raw_epoch) <= 19:
             epoch = int(raw_epoch)
-            if epoch < 0:
-                raise ValueError
-        except ValueError:
+        else:
             return Decision(
                 accepted=False,
                 code="malformed",

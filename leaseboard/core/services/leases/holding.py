@@ -41,6 +41,8 @@ def held_lease_locked(
 
 @transaction.atomic(durable=True)
 def lease_checkpoint(*, lease_id: Any, executor: Executor, epoch: int, data: Any) -> Checkpoint:
+    if data is None:
+        raise ValidationFailed("data is a JSON document, not null", param="data")
     size = json_size_checked(data, param="data", limit=settings.LEASEBOARD_MAX_CHECKPOINT_BYTES)
     lease, now = held_lease_locked(
         act=Act.CHECKPOINT, lease_id=lease_id, executor=executor, epoch=epoch
