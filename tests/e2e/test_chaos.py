@@ -7,9 +7,11 @@ subprocess on its own databases, so pytest-django's test database is not involve
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import urlparse
 
 import pytest
 
@@ -25,8 +27,18 @@ pytestmark = [
 ]
 
 
+def own_names() -> tuple[str, str]:
+    """This run's chaos database and Redis database, after the test run's own
+    (TEST_DATABASE_NAME, TEST_REDIS_URL), so that two checkouts' suites running on one
+    machine at once never share them."""
+    database = (os.environ.get("TEST_DATABASE_NAME") or "leaseboard") + "_chaos_ci"
+    path = urlparse(os.environ.get("TEST_REDIS_URL") or "redis://127.0.0.1:6379/12").path
+    return database, path.strip("/") or "12"
+
+
 def test_chaos_reduced(tmp_path: Path) -> None:
     out = tmp_path / "chaos.json"
+    database, redis_db = own_names()
     run = subprocess.run(
         [
             sys.executable,
@@ -40,9 +52,9 @@ def test_chaos_reduced(tmp_path: Path) -> None:
             "3000",
             "--no-restarts",
             "--db",
-            "leaseboard_chaos_ci",
+            database,
             "--redis-db",
-            "12",
+            redis_db,
             "--json",
             str(out),
         ],  # fmt: skip
