@@ -156,9 +156,11 @@ def _through_core(conditions, facts, secs):  # type: ignore[no-untyped-def]
         Queue.objects.filter(id=queue.id).update(policy_version=queue.policy_version + 1)
     agent = Executor.objects.filter(name="bench-policy-agent").first()
     if agent is None:
-        agent = agent_create(name="bench-policy-agent")[0]
+        agent = agent_create(
+            name="bench-policy-agent", queues=["bench-policy"], actor_name="bench"
+        )[0]
     key = f"bench-policy-{int(time.time())}"
-    work_admit(key=key, queue_name="bench-policy")
+    work_admit(key=key, queue_name="bench-policy", by=None)
     lease = lease_acquire(work_key=key, executor=agent).lease
     item = WorkItem.objects.get(key=key)
     lease = Lease.objects.get(id=lease.id)

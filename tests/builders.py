@@ -116,7 +116,7 @@ def admit(key: str, *, queue: str = "default", **timing: int) -> WorkItem:
     """Admit a work item; `timing` overrides the queue's lease timing (ttl_ms=..., ...)."""
     from leaseboard.core.services.work import work_admit
 
-    item, _ = work_admit(key=key, queue_name=queue, timing=timing or None)
+    item, _ = work_admit(key=key, queue_name=queue, timing=timing or None, by=None)
     return item
 
 

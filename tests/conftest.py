@@ -101,14 +101,20 @@ def _default_rows(request: pytest.FixtureRequest) -> None:
 
 @pytest.fixture
 def agent(db):  # type: ignore[no-untyped-def]
-    """Factory: agent(name=None) -> (Executor, token)."""
+    """Factory: agent(name=None, queues=None) -> (Executor, token). Without `queues` the
+    agent may use every queue (said explicitly, as agent_create asks)."""
     from leaseboard.core.services.executors import agent_create
 
     counter = {"n": 0}
 
-    def make(name: str | None = None):  # type: ignore[no-untyped-def]
+    def make(name: str | None = None, queues: list[str] | None = None):  # type: ignore[no-untyped-def]
         counter["n"] += 1
-        return agent_create(name=name or f"agent-{os.getpid()}-{counter['n']}")
+        return agent_create(
+            name=name or f"agent-{os.getpid()}-{counter['n']}",
+            queues=queues,
+            all_queues=queues is None,
+            actor_name="test",
+        )
 
     return make
 

@@ -96,7 +96,9 @@ class Problem(Schema):
     current_epoch: int | None = None
     your_epoch: int | None = None
     holder_kind: ExecutorKind | None = None
-    reason: str | None = Field(None, description="why the lease ended")
+    reason: str | None = Field(
+        None, description="why the lease ended, or (on_hold) why the work item is held"
+    )
     param: str | None = Field(None, description="the request field that was refused")
     errors: list[FieldError] | None = Field(None, description="every invalid field")
     effect_id: UuidOut | None = None
@@ -105,7 +107,12 @@ class Problem(Schema):
     admission: Admission | None = Field(None, description="the work item's admission")
     work_status: WorkStatus | None = Field(None, description="the work item's status")
     rule: str | None = Field(None, description="policy_denied: the rule that decided")
-    queue: str | None = Field(None, description="the queue whose admission envelope refused")
+    queue: str | None = Field(
+        None,
+        description="the queue whose admission envelope refused; queue_not_allowed: the queue "
+        "this credential may not use; idempotency_conflict on admission: the queue the work "
+        "item is in",
+    )
     leases_per_agent: int | None = Field(
         None, description="leases_per_agent: the queue's limit of live leases per agent"
     )

@@ -94,6 +94,10 @@ def people_list() -> list[Person]:
     return out
 
 
+def queue_names() -> list[str]:
+    return list(Queue.objects.order_by("name").values_list("name", flat=True))
+
+
 def credentials_list() -> list[Executor]:
     return list(
         Executor.objects.filter(kind=Executor.Kind.AGENT)

@@ -434,13 +434,58 @@ def test_a_key_file_gives_the_current_and_retired_keys(tmp_path):
 @pytest.mark.postgres
 @pytest.mark.django_db
 def test_create_agent_prints_a_token_once_and_stores_only_its_hash(capsys):
-    call_command("create_agent", "printer")
+    call_command("create_agent", "printer", "--queue", "default")
     token = capsys.readouterr().out.strip()
     executor = Executor.objects.get(name="printer")
     assert token.startswith("lb_") and token not in (executor.token_hash or "")
     assert AuditEntry.objects.filter(action="agent.create", object_id=str(executor.id)).exists()
     with pytest.raises(CommandError):
-        call_command("create_agent", "printer")
+        call_command("create_agent", "printer", "--queue", "default")
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db
+def test_create_agent_needs_its_queues_or_every_queue_said_explicitly(capsys):
+    with pytest.raises(CommandError, match="--queue|--all-queues"):
+        call_command("create_agent", "nowhere")
+    with pytest.raises(CommandError, match="no queue 'nope'"):
+        call_command("create_agent", "nowhere", "--queue", "nope")
+    assert not Executor.objects.filter(name="nowhere").exists()
+    call_command("create_agent", "scoped", "--queue", "default")
+    call_command("create_agent", "everywhere", "--all-queues")
+    scoped, everywhere = (Executor.objects.get(name=n) for n in ("scoped", "everywhere"))
+    assert (scoped.queues, scoped.all_queues) == (["default"], False)
+    assert (everywhere.queues, everywhere.all_queues) == ([], True)
+    created = AuditEntry.objects.get(action="agent.create", object_id=str(scoped.id))
+    assert created.after["queues"] == ["default"]
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db
+def test_management_commands_audit_their_actor_as_cli_and_the_os_user(capsys):
+    import getpass
+
+    expected = f"cli:{getpass.getuser()}"
+    call_command("create_agent", "by-cli", "--queue", "default")
+    call_command("agent_queues", "by-cli", "--all-queues")
+    call_command("agent_token", "rotate", "by-cli")
+    call_command("create_recipient", "by-cli-recipient")
+    actors = dict(
+        AuditEntry.objects.filter(
+            action__in=[
+                "agent.create",
+                "agent.scope_change",
+                "agent.token_rotate",
+                "recipient.create",
+            ]
+        ).values_list("action", "actor_name")
+    )
+    assert actors == {
+        "agent.create": expected,
+        "agent.scope_change": expected,
+        "agent.token_rotate": expected,
+        "recipient.create": expected,
+    }
 
 
 @pytest.mark.postgres
@@ -566,7 +611,7 @@ def test_sign_in_failures_and_lock_outs_are_audited(client):
 
 MAKE_ENTRIES = (
     "from leaseboard.core.services.executors import agent_create\n"
-    "for i in range(5): agent_create(name=f'agent-{i}')\n"
+    "for i in range(5): agent_create(name=f'agent-{i}', all_queues=True, actor_name='t')\n"
 )
 
 

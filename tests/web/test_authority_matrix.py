@@ -198,7 +198,9 @@ def build(state: str, actor: str, act: Act) -> World:
     grant_break_glass(w.users["operator_standing"])
     agents = w.agents
     for name in AGENTS:
-        agents[name], w.tokens[name] = agent_create(name=f"{name}-{n}")
+        agents[name], w.tokens[name] = agent_create(
+            name=f"{name}-{n}", queues=["matrix"], actor_name="matrix"
+        )
     w.tokens[RECIPIENT] = recipient_create(name=f"recipient-{n}")[1]
     holder = agents["holder_agent"]
     admit(w.key, queue="matrix")

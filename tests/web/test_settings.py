@@ -139,7 +139,26 @@ def test_the_explain_page_names_the_rule(admin_client):
 
 
 def test_a_new_agent_token_is_shown_once(admin_client):
-    r = post(admin_client, "/settings/credentials/", {"name": "pay-bot"})
+    r = post(admin_client, "/settings/credentials/", {"name": "pay-bot", "queues": "default"})
     body = r.content.decode()
     assert 'id="secret-once">lb_' in body
     assert "lb_" not in admin_client.get("/settings/credentials/").content.decode()
+
+
+def test_a_new_agent_names_its_queues_or_every_queue_and_an_admin_changes_them(admin_client):
+    from leaseboard.core.models import AuditEntry, Executor
+
+    refused = post(admin_client, "/settings/credentials/", {"name": "no-queues"})
+    assert "name the queues this agent may" in refused.content.decode()
+    assert not Executor.objects.filter(name="no-queues").exists()
+    post(admin_client, "/settings/credentials/", {"name": "pay-bot", "queues": "default"})
+    bot = Executor.objects.get(name="pay-bot")
+    assert (bot.queues, bot.all_queues) == (["default"], False)
+    post(admin_client, "/settings/credentials/pay-bot/scope", {"all_queues": "on"})
+    bot.refresh_from_db()
+    assert (bot.queues, bot.all_queues) == ([], True)
+    change = AuditEntry.objects.get(action="agent.scope_change")
+    assert change.before == {"name": "pay-bot", "queues": ["default"]}
+    assert change.after == {"name": "pay-bot", "all_queues": True}
+    page = admin_client.get("/settings/credentials/").content.decode()
+    assert 'class="all-queues">every queue' in page

@@ -95,6 +95,8 @@ def _timed_out_locked(
             lease=lease,
             epoch=effect.epoch,
             current_epoch=item.epoch,
+            queue=item.queue.name,
+            held=item.held_at_ms is not None,
         )
         code, detail = v.code, v.detail
         if code is None and lease is not None and lease.fenced_until_ms > now:
@@ -160,7 +162,13 @@ def _effect_approve(
         return effect
     now = db_now_ms()
     v = verdict(
-        Act.APPROVE_EFFECT, actor, now_ms=now, lease=lease, current_epoch=item.epoch, effect=effect
+        Act.APPROVE_EFFECT,
+        actor,
+        now_ms=now,
+        lease=lease,
+        current_epoch=item.epoch,
+        effect=effect,
+        held=item.held_at_ms is not None,
     )
     if v.code is not None and v.code not in FINAL:
         # Not this approver's to decide, or only unsure (jeopardy): nothing is written.

@@ -260,7 +260,7 @@ def _effect_decide(
     lease = found[0]
     assert isinstance(lease, Lease)
     item = lease.work_item
-    now, policy_version = clock_and_policy_version(item.queue_id)
+    now, policy_version, queue_name = clock_and_policy_version(item.queue_id)
     effect = Effect(
         work_item=item,
         lease=lease,
@@ -282,6 +282,8 @@ def _effect_decide(
         lease=lease,
         epoch=epoch,
         current_epoch=item.epoch,
+        queue=queue_name,
+        held=item.held_at_ms is not None,
     )
     if v.code == "lease_expired":
         lease_expire_if_due_locked(lease, now)  # time decided it; record it with one alert
@@ -290,6 +292,8 @@ def _effect_decide(
     code, detail = v.code, v.detail
     if code in {"lease_expired", "lease_released", "lease_revoked"}:
         detail = lease.end_reason or detail
+    elif code == "on_hold" and item.hold_reason:
+        detail = f"{detail} ({item.hold_reason})"
     if code is None:
         policy = effect_policy_decide(
             item=item,

@@ -51,19 +51,22 @@ CACHE_MAX = 1000
 
 # Compiled once per process (core.compiled): an effect authorization runs it every time.
 _CLOCK_AND_VERSION = CompiledRead(
-    lambda queue_id: Queue.objects.filter(id=queue_id).values_list(DbNowMs(), "policy_version"),
+    lambda queue_id: Queue.objects.filter(id=queue_id).values_list(
+        DbNowMs(), "policy_version", "name"
+    ),
     (-9_000_000_002,),
     Queue,
 )
 
 
-def clock_and_policy_version(queue_id: int) -> tuple[int, int]:
-    """The database clock and the queue's policy version in one read (an effect's decision
-    needs both, after its lock): pass the version to `effect_policy_decide`."""
+def clock_and_policy_version(queue_id: int) -> tuple[int, int, str]:
+    """The database clock, the queue's policy version and its name in one read (an
+    effect's decision needs all three, after its lock): pass the version to
+    `effect_policy_decide`; the name is what an agent's queue scope is asked about."""
     row = _CLOCK_AND_VERSION.values(queue_id)
     if row is None:
         raise NotFound(f"no queue {queue_id}")
-    return int(row[0]), int(row[1])
+    return int(row[0]), int(row[1]), str(row[2])
 
 
 def queue_policy(queue_id: int, head: int | None = None) -> QueuePolicy:
