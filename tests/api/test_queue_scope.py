@@ -8,7 +8,6 @@ from __future__ import annotations
 import pytest
 
 from leaseboard.core.models import AuditEntry, Effect, Queue, WorkItem
-from leaseboard.core.services.executors import agent_scope_change
 from leaseboard.domain.policy import RuleSpec
 from tests.builders import effect_rules
 
@@ -79,6 +78,8 @@ def test_an_agent_acquires_only_in_its_queues(api, agent, payments):
 def test_a_narrowed_credential_proposes_no_new_effect_but_winds_its_lease_down(
     api, agent, payments, settings
 ):
+    from leaseboard.core.services.executors import agent_scope_change
+
     settings.LEASEBOARD_TOKEN_CACHE_SECONDS = 0
     executor, token = agent("narrowed", queues=["default", "payments"])
     api.post("/api/v1/work-items", {"key": "n-1"}, token)
