@@ -161,6 +161,9 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 LOGIN_URL = "/login/"
+# A new person, or one whose password an admin reset, chooses a password through a one-time
+# link (Django's password-reset token: spent once used); nobody is shown another's password.
+PASSWORD_RESET_TIMEOUT = 3600 * env_int("LEASEBOARD_SET_PASSWORD_LINK_HOURS", 24, minimum=1)
 LOGIN_REDIRECT_URL = "/"
 # The throttle first: a locked-out account or address is refused before its password is
 # checked (django-axes). Non-web callers (shell, commands) pass no request and are not

@@ -103,10 +103,9 @@ def effect_rules(queue: Any, *rules: tuple[str, str] | Any, default: str | None 
     )
     # Each test's rollback brings the version back, so a version number repeats across
     # tests: forget the rule sets this process compiled (keyed by queue and version).
-    from leaseboard.core.services import policy
+    from leaseboard.core.services.rule_sets import policy_caches_forget
 
-    with policy._cache_lock:
-        policy._cache.clear()
+    policy_caches_forget()
 
 
 # -- work items and leases -------------------------------------------------------------

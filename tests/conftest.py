@@ -87,9 +87,13 @@ def _default_rows(request: pytest.FixtureRequest) -> None:
     from leaseboard.api.ratelimit import rate_limits_forget
     from leaseboard.core.services.executors import token_cache_forget
     from leaseboard.core.services.fencing import fencing_keys_forget
+    from leaseboard.core.services.rule_sets import policy_caches_forget
 
     # Truncated tables may have taken the cached signing key and executors with them.
     fencing_keys_forget()
+    # Rolled-back tests reuse policy versions: a rule set compiled for another test's
+    # version must not decide this one's effects.
+    policy_caches_forget()
     token_cache_forget()
     rate_limits_forget()  # each test starts with fresh in-memory rate-limit budgets
     if transactional and PG_OK:

@@ -543,7 +543,12 @@ def test_create_user_validates_the_password_and_audits_the_creation(capsys):
     assert not AuditEntry.objects.exists()
     call_command("create_user", "carol", "--role", "approver", "--password", PASSWORD)
     entry = AuditEntry.objects.get(action="user.create")
-    assert entry.after == {"username": "carol", "email": "", "roles": ["approver"]}
+    assert entry.after == {
+        "username": "carol",
+        "roles": ["approver"],
+        "break_glass": False,
+        "active": True,
+    }
     assert PASSWORD not in json.dumps(entry.after) + entry.reason
 
 
@@ -567,12 +572,13 @@ def test_role_changes_are_explicit_and_audited(capsys):
     make_user("abe", "operator")
     call_command("user_role", "abe", "--add", "approver", "--remove", "operator", "--reason", "r")
     assert "roles operator -> approver" in capsys.readouterr().out
-    entry = AuditEntry.objects.get(action="user.roles_change")
+    entry = AuditEntry.objects.get(action="user.update")
     assert entry.before["roles"] == ["operator"] and entry.after["roles"] == ["approver"]
     assert entry.reason == "r" and entry.actor_role == "admin"
+    assert entry.actor_name.startswith("cli:")
     call_command("user_role", "abe", "--add", "approver")
     assert "roles unchanged: approver" in capsys.readouterr().out
-    assert AuditEntry.objects.filter(action="user.roles_change").count() == 1
+    assert AuditEntry.objects.filter(action="user.update").count() == 1
     with pytest.raises(CommandError, match="no user 'ghost'"):
         call_command("user_role", "ghost", "--add", "manager")
     with pytest.raises(CommandError, match="both added and removed"):

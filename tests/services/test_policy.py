@@ -20,7 +20,7 @@ from leaseboard.domain.errors import (
     WorkNotAdmitted,
 )
 from leaseboard.domain.policy import RuleSpec
-from leaseboard.policy.services import credentials, people, queues, rules
+from leaseboard.policy.services import changes, credentials, people, queues, rules
 from leaseboard.policy.services.common import SettingsInvalid
 from tests.builders import age_lease, make_user
 
@@ -212,8 +212,8 @@ def test_four_eyes_a_rule_change_waits_for_a_second_admin(admin, second_admin, s
     with pytest.raises(ValidationFailed, match="waits for a second admin"):
         rules.rule_set_change(queue_name="payments", rules=[], default="deny", actor=admin)
     with pytest.raises(Forbidden):
-        rules.policy_change_approve(change_id=change.proposal.pk, actor=admin)
-    rules.policy_change_approve(change_id=change.proposal.pk, actor=second_admin, note="ok")
+        changes.change_approve(change_id=change.proposal.pk, actor=admin)
+    changes.change_approve(change_id=change.proposal.pk, actor=second_admin, note="ok")
     assert list(EffectRule.objects.values_list("name", flat=True)) == ["big-payments"]
     assert Queue.objects.get(name="payments").policy_version == 1
     actions = list(AuditEntry.objects.order_by("seq").values_list("action", flat=True))
@@ -230,8 +230,8 @@ def test_four_eyes_a_proposal_the_rules_moved_on_from_is_refused(admin, second_a
     settings.LEASEBOARD_POLICY_FOUR_EYES = False
     rules.rule_set_change(queue_name="payments", rules=[], default="deny", actor=second_admin)
     with pytest.raises(TakeoverConflict, match="changed since"):
-        rules.policy_change_approve(change_id=proposed.proposal.pk, actor=second_admin)
-    rules.policy_change_reject(change_id=proposed.proposal.pk, actor=admin)
+        changes.change_approve(change_id=proposed.proposal.pk, actor=second_admin)
+    changes.change_reject(change_id=proposed.proposal.pk, actor=admin)
     proposed.proposal.refresh_from_db()
     assert proposed.proposal.status == "withdrawn"
 
@@ -296,13 +296,15 @@ def test_raising_capacity_admits_what_waits(admin):
 
 def test_people_roles_break_glass_and_the_last_admin(admin):
     created = people.person_create(username="nina", roles=["operator"], actor=admin)
-    assert created.user.check_password(created.password)
+    assert not created.user.has_usable_password() and "/account/set-password/" in created.link
     people.person_update(
         username="nina", roles=["operator", "approver"], break_glass=True, actor=admin
     )
     nina = Actor.human(created.user)
     assert nina.break_glass and {r.value for r in nina.roles} == {"operator", "approver"}
-    with pytest.raises(SettingsInvalid, match="no active admin"):
+    # The last admin cannot lose the role: nobody changes their own roles, and whoever
+    # else is an admin is not the last.
+    with pytest.raises(Forbidden, match="never themselves"):
         people.person_update(
             username="ada-admin", roles=["operator"], break_glass=False, actor=admin
         )

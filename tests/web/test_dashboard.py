@@ -133,7 +133,8 @@ def test_create_user_command_puts_the_user_in_the_role(db, capsys):
     assert list(user.groups.values_list("name", flat=True)) == ["approver"]
     call_command("create_user", "dave", "--role", "operator", "--role", "manager")
     out = capsys.readouterr().out
-    assert "password: " in out
+    # No password for someone else: a one-time link with which dave chooses his own.
+    assert "one-time set-password link" in out and "/account/set-password/" in out
     from django.contrib.auth.models import User
 
     assert set(User.objects.get(username="dave").groups.values_list("name", flat=True)) == {

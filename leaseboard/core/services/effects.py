@@ -25,7 +25,8 @@ from leaseboard.core.services.alerts import alerts_open
 from leaseboard.core.services.fencing import fencing_token_issue
 from leaseboard.core.services.jsondocs import json_size_checked
 from leaseboard.core.services.leases import lease_expire_if_due_locked, parse_lease_id
-from leaseboard.core.services.policy import clock_and_policy_version, effect_policy_decide
+from leaseboard.core.services.policy import effect_policy_decide
+from leaseboard.core.services.rule_sets import clock_and_policy_version
 from leaseboard.core.signals import approval_requested
 from leaseboard.domain.authority import Act
 from leaseboard.domain.errors import (
