@@ -355,6 +355,7 @@ class RecipientReportIn(Schema):
         "malformed",
         "no_effect",
         "payload_mismatch",
+        "wrong_queue",
     ]
     recipient: Annotated[Text, Field(max_length=100)] | None = Field(
         default=None,
@@ -380,6 +381,11 @@ class FencingCheckIn(Schema):
     kind: Annotated[Text, Field(min_length=1, max_length=100)] | None = None
     target: Annotated[Text, Field(min_length=1, max_length=500)] | None = None
     payload: JsonObject | None = None
+    queue: Annotated[Text, Field(min_length=1, max_length=100)] | None = Field(
+        None,
+        description="the queue this recipient accepts the effect from: a token decided in "
+        "another queue (or naming none) is not valid (code wrong_queue)",
+    )
 
 
 class FencingCheckOut(Out):
@@ -388,8 +394,9 @@ class FencingCheckOut(Out):
     valid: bool
     current_epoch: int | None = Field(description="the work item's epoch now, if known")
     code: str | None = Field(
-        description="why not: a token code (forged, expired, malformed, unknown_key), "
-        "stale_epoch, lease_expired, lease_released, lease_revoked or not_found"
+        description="why not: a token code (forged, expired, malformed, unknown_key, "
+        "payload_mismatch, wrong_queue), stale_epoch, lease_expired, lease_released, "
+        "lease_revoked or not_found"
     )
     work_key: str | None
     epoch: int | None
@@ -397,6 +404,12 @@ class FencingCheckOut(Out):
     certainty: str | None
     expires_in_ms: int | None = Field(description="the token's remaining life")
     detail: str | None = Field(None, description="why not, in words")
+    queue: str | None = Field(None, description="the work item's queue")
+    policy_version: int | None = Field(
+        None,
+        description="the queue's policy version the token's effect was decided under (its "
+        "rules and the rules for every queue); none for a lease token",
+    )
 
 
 class PolicyExplainIn(Schema):

@@ -408,4 +408,6 @@ def check_fencing(request: HttpRequest, body: s.FencingCheckIn) -> dict[str, Any
                 "send the request's digest, or its kind and target (and payload)", param="digest"
             )
         digest = fencing.content_digest(body.kind, body.target, body.payload)
-    return fencing_check(actor=_speaker(request), token=body.fencing_token, digest=digest).__dict__
+    return fencing_check(
+        actor=_speaker(request), token=body.fencing_token, digest=digest, queue=body.queue
+    ).__dict__

@@ -105,7 +105,7 @@ def _timed_out_locked(
             detail = f"nobody decided in time; the default (approve) was refused: {detail}"
     if code is None:
         assert lease is not None
-        effect.fencing_token = effect_token_issue(effect, lease, item, now)
+        effect.fencing_token = effect_token_issue(effect, lease, item, now, queue=item.queue.name)
         effect_decided(effect, decision=Effect.Decision.AUTHORIZED, now_ms=now)
     else:
         effect_decided(
@@ -176,7 +176,7 @@ def _effect_approve(
     effect.current_epoch = item.epoch
     if v.code is None:
         assert lease is not None
-        effect.fencing_token = effect_token_issue(effect, lease, item, now)
+        effect.fencing_token = effect_token_issue(effect, lease, item, now, queue=item.queue.name)
         effect_decided(
             effect, decision=Effect.Decision.AUTHORIZED, now_ms=now, user_id=actor.user_id
         )

@@ -95,10 +95,13 @@ def _same_request(first: Effect, lease_id: uuid.UUID, kind: str, target: str, pa
         )
 
 
-def effect_token_issue(effect: Effect, lease: Lease, item: WorkItem, now_ms: int) -> str:
+def effect_token_issue(
+    effect: Effect, lease: Lease, item: WorkItem, now_ms: int, *, queue: str
+) -> str:
     """The effect's token, dying with the standing it proves: at the lease's expiry at the
     moment of issue (a renewal does not stretch it). Its expiry is kept on the effect: a
-    successor waits for it while the outcome is unknown (the fence)."""
+    successor waits for it while the outcome is unknown (the fence). It names the work
+    item's `queue` and the policy version the effect was decided under."""
     effect.token_expires_at_ms = token_expiry_ms(
         lease_expires_at_ms=lease.expires_at_ms,
         now_ms=now_ms,
@@ -113,6 +116,8 @@ def effect_token_issue(effect: Effect, lease: Lease, item: WorkItem, now_ms: int
         expires_at_ms=effect.token_expires_at_ms,
         effect_id=str(effect.id),
         digest=effect.content_digest or effect_digest(effect),
+        queue=queue,
+        policy_version=effect.policy_version,
     )
 
 
@@ -322,7 +327,7 @@ def _effect_decide(
         if code == "stale_epoch":
             _open_stale_alert(effect, lease, now)
         return effect
-    effect.fencing_token = effect_token_issue(effect, lease, item, now)
+    effect.fencing_token = effect_token_issue(effect, lease, item, now, queue=queue_name)
     return effect_decided(effect, decision=Effect.Decision.AUTHORIZED, now_ms=now)
 
 
@@ -391,7 +396,7 @@ def effect_record_locked(
         outcome_detail=(detail or "")[:1000],
         outcome_at_ms=now_ms,
     )
-    effect.fencing_token = effect_token_issue(effect, lease, item, now_ms)
+    effect.fencing_token = effect_token_issue(effect, lease, item, now_ms, queue=item.queue.name)
     decided = effect_decided(
         effect, decision=Effect.Decision.AUTHORIZED, now_ms=now_ms, user_id=actor.user_id
     )

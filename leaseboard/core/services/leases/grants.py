@@ -343,6 +343,7 @@ def lease_acquire(*, work_key: str, executor: Executor, ttl_ms: int | None = Non
         epoch=lease.epoch,
         lease_id=str(lease.id),
         holder=executor.name,
+        queue=item.queue.name,
         now_ms=now,
         expires_at_ms=token_expiry_ms(
             lease_expires_at_ms=lease.expires_at_ms,
