@@ -343,6 +343,9 @@ LEASEBOARD_AUDIT_CHECKPOINT_DIR = Path(
 LEASEBOARD_AUDIT_CHECKPOINT_INTERVAL_S = env_int("LEASEBOARD_AUDIT_CHECKPOINT_INTERVAL_S", 300)
 if 0 < LEASEBOARD_AUDIT_CHECKPOINT_INTERVAL_S < 10:
     raise ImproperlyConfigured("LEASEBOARD_AUDIT_CHECKPOINT_INTERVAL_S must be 0 or at least 10")
+# How old an entry may be and still be covered by no checkpoint before `verify_audit` says
+# checkpoints are missing (0: two intervals and a minute, or 26 h when cron writes them).
+LEASEBOARD_AUDIT_CHECKPOINT_GRACE_S = env_int("LEASEBOARD_AUDIT_CHECKPOINT_GRACE_S", 0)
 if TESTING and DATABASES["default"]["ENGINE"].endswith("postgresql"):
     # Django's test flush TRUNCATEs every table; the audit table's TRUNCATE trigger lets a
     # session through only with this setting (docs/audit.md). Never set in production.

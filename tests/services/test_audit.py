@@ -723,3 +723,56 @@ def test_sqlite_migration_anchors_an_unkeyed_log_and_keeps_its_triggers(tmp_path
         )
     finally:
         db.close()
+
+
+# --- Checkpoints expected but missing ------------------------------------------------------
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db
+def test_verify_audit_fails_when_the_checkpoint_store_is_gone(settings, capsys):
+    """The reproduction: with the checkpoint directory gone, verify_audit said "intact" and
+    exited 0. The database remembers that a checkpoint was written; the store must have it."""
+    import shutil
+
+    from leaseboard.core.clock import db_now_ms
+
+    for n in range(3):
+        make_user(f"cp-{n}")
+        with transaction.atomic():
+            audit_record(
+                at_ms=db_now_ms(), actor_name="t", actor_role="admin", action="t.x",
+                object_type="t", object_id=str(n),
+            )  # fmt: skip
+    assert audit_checkpoint().written is not None
+    assert verify(capsys)[0]
+    shutil.rmtree(settings.LEASEBOARD_AUDIT_CHECKPOINT_DIR)
+    ok, said = verify(capsys)
+    assert not ok
+    assert "was written at" in said and "removed, emptied or replaced" in said
+    with pytest.raises(CommandError, match="--without-checkpoints"):
+        call_command("verify_audit")
+    # Asked explicitly, it verifies the chain alone, and says what that cannot detect.
+    call_command("verify_audit", "--without-checkpoints")
+    captured = capsys.readouterr()
+    assert "audit chain intact" in captured.out and "cannot be detected now" in captured.err
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db
+def test_verify_audit_fails_when_old_entries_are_covered_by_no_checkpoint(db_clock, capsys):
+    """Checkpointing stopped (or the store went, and the database's note of it with it):
+    entries older than the grace are covered by none."""
+    from leaseboard.core.clock import db_now_ms
+
+    with transaction.atomic():
+        audit_record(
+            at_ms=db_now_ms(), actor_name="t", actor_role="admin", action="t.x",
+            object_type="t", object_id="1",
+        )  # fmt: skip
+    assert verify(capsys)[0]  # a young log: not yet expected
+    db_clock.advance(11 * 60 * 1000)  # past two 300 s intervals and a minute
+    ok, said = verify(capsys)
+    assert not ok and "covered by no checkpoint" in said
+    audit_checkpoint()
+    assert verify(capsys)[0]
