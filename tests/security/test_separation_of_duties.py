@@ -19,8 +19,8 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.test import Client
 
-from leaseboard.core.authority import Actor, user_roles
-from leaseboard.core.models import AuditEntry, Queue
+from leaseboard.core.authority import user_roles
+from leaseboard.core.models import AuditEntry
 from leaseboard.policy.models import FourEyes, PolicyChange
 from tests.builders import PASSWORD, make_user
 
@@ -266,11 +266,3 @@ def test_config_apply_with_four_eyes_false_in_its_environment_still_proposes(tmp
     assert "waits for a second admin" in applied.stdout
     exported = _manage(db, "config", "export")
     assert "everything-goes" not in exported.stdout and "four_eyes = true" in exported.stdout
-
-
-def test_a_queue_the_actor_might_use_is_unchanged_by_a_refused_self_grant(ad1):
-    """Nothing a refused self-change touches moves: not even its queue-side effects."""
-    before = list(Queue.objects.values_list("name", "policy_version"))
-    post(signed_in(ad1), "/settings/people/ad1/", {"roles": ["admin", "approver"]})
-    assert list(Queue.objects.values_list("name", "policy_version")) == before
-    assert Actor.human(ad1).roles == frozenset(user_roles(ad1))
