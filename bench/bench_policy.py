@@ -10,12 +10,15 @@ Pure (no database), in one process:
   conditions   50 rules on the same kind glob, each with a CEL condition, none true:
                50 condition evaluations, then the default (the worst case)
   explain      the same as `conditions`, recording every step (the explain view)
+  layered      `conditions` behind the rules for every queue (decide_layered): none of
+               them, then 10 whose kind globs do not match
 Through core (a scratch PostgreSQL database, BENCH_DATABASE_URL, default
 postgres://postgres@127.0.0.1:5432/leaseboard_bench_policy, migrated if new):
   pk read      one primary-key read of the queue (what every decision costs at least: the
                old EffectPolicy lookup was one query too)
   decide       effect_policy_decide on the `conditions` rule set (version read, cached
-               compiled set, facts incl. one checkpoint query, 50 evaluations)
+               compiled set, facts incl. one checkpoint query, 50 evaluations), without
+               and then with 10 rules for every queue in front of it
 Not a test: numbers vary by machine; run on a quiet machine.
 """
 
@@ -29,7 +32,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.common import BENCH_AUDIT_KEY, PG, ensure_database, sayer, setup_django
+from bench.common import (
+    BENCH_AUDIT_KEY,
+    BENCH_FENCING_KEK,
+    PG,
+    ensure_database,
+    sayer,
+    setup_django,
+)
 
 say = sayer("policy")
 
@@ -70,7 +80,7 @@ def main() -> None:
     n, secs = args.rules, args.seconds
 
     from leaseboard.domain.expressions import activation
-    from leaseboard.domain.policy import RuleSpec, decide, rule_set_compiled
+    from leaseboard.domain.policy import RuleSpec, decide, decide_layered, rule_set_compiled
 
     facts = {
         "payload": {"amount_cents": 4200, "currency": "EUR", "items": [1, 2, 3]},
@@ -106,13 +116,33 @@ def main() -> None:
             explain=explain,
         )
 
+    no_global = rule_set_compiled([], "allow")
+    ten_global = rule_set_compiled(
+        [RuleSpec(f"g{i}", f"elsewhere{i}.*", decision="deny") for i in range(10)], "allow"
+    )
+
+    def layered(outer):  # type: ignore[no-untyped-def]
+        return lambda: decide_layered(
+            outer,
+            conditions,
+            kind="payment.refund",
+            target="order-1",
+            activation=lambda: activation(facts),
+        )
+
     assert run(conditions)().rule is None and run(first)().rule == "r0"
+    assert layered(ten_global)().ruling.decision == "allow"
     results = [
         ("baseline: kind-only lookup", rate(lambda: kind_only("payment.refund", old), secs)),
         (f"{n} rules, the first matches", rate(run(first), secs)),
         (f"{n} rules, no glob matches", rate(run(globs), secs)),
         (f"{n} rules, {n} CEL conditions, none true", rate(run(conditions), secs)),
         (f"explain, {n} CEL conditions", rate(run(conditions, explain=True), secs)),
+        (f"layered: no rules for every queue, then {n} conditions", rate(layered(no_global), secs)),
+        (
+            f"layered: 10 rules for every queue, then {n} conditions",
+            rate(layered(ten_global), secs),
+        ),
     ]
     if not args.no_db:
         results += _through_core(conditions, facts, secs)
@@ -125,7 +155,11 @@ def main() -> None:
 def _through_core(conditions, facts, secs):  # type: ignore[no-untyped-def]
     url = os.environ.get("BENCH_DATABASE_URL", f"{PG}/leaseboard_bench_policy")
     ensure_database(url)
-    setup_django(DATABASE_URL=url, LEASEBOARD_AUDIT_KEY=BENCH_AUDIT_KEY)
+    setup_django(
+        DATABASE_URL=url,
+        LEASEBOARD_AUDIT_KEY=BENCH_AUDIT_KEY,
+        LEASEBOARD_FENCING_KEK=BENCH_FENCING_KEK,
+    )
     from django.core.management import call_command
     from django.db import transaction
 
@@ -156,9 +190,11 @@ def _through_core(conditions, facts, secs):  # type: ignore[no-untyped-def]
         Queue.objects.filter(id=queue.id).update(policy_version=queue.policy_version + 1)
     agent = Executor.objects.filter(name="bench-policy-agent").first()
     if agent is None:
-        agent = agent_create(name="bench-policy-agent")[0]
+        agent = agent_create(
+            name="bench-policy-agent", queues=["bench-policy"], actor_name="bench"
+        )[0]
     key = f"bench-policy-{int(time.time())}"
-    work_admit(key=key, queue_name="bench-policy")
+    work_admit(key=key, queue_name="bench-policy", by=None)
     lease = lease_acquire(work_key=key, executor=agent).lease
     item = WorkItem.objects.get(key=key)
     lease = Lease.objects.get(id=lease.id)
@@ -180,10 +216,29 @@ def _through_core(conditions, facts, secs):  # type: ignore[no-untyped-def]
     def pk_read() -> object:
         return Queue.objects.filter(id=item.queue_id).values_list("policy_version").first()
 
-    return [
+    from leaseboard.core.services.rule_sets import policy_caches_forget
+    from leaseboard.domain.policy import RuleSpec
+    from leaseboard.policy.services.common import cli_actor
+    from leaseboard.policy.services.rules import rule_set_change
+
+    actor = cli_actor("cli:bench")
+    rule_set_change(queue_name=None, rules=[], default="allow", actor=actor)
+    policy_caches_forget()
+    results = [
         ("baseline: one primary-key read (PostgreSQL)", rate(pk_read, secs)),
         (f"effect_policy_decide, {len(conditions.rules)} CEL conditions", rate(decide_once, secs)),
     ]
+    ten = [RuleSpec(f"g{i}", f"elsewhere{i}.*", decision="deny") for i in range(10)]
+    rule_set_change(queue_name=None, rules=ten, default="allow", actor=actor)
+    assert decide_once().decision == "allow"  # type: ignore[attr-defined]
+    results.append(
+        (
+            "the same behind 10 rules for every queue",
+            rate(decide_once, secs),
+        )
+    )
+    rule_set_change(queue_name=None, rules=[], default="allow", actor=actor)
+    return results
 
 
 if __name__ == "__main__":

@@ -72,7 +72,6 @@ def main() -> None:
     from leaseboard.core.services.leases import lease_acquire
 
     call_command("migrate", verbosity=0)
-    executor, token = agent_create(name="profile-agent")
     queue = Queue.objects.create(
         name="profile",
         timing={
@@ -82,6 +81,7 @@ def main() -> None:
             "max_lifetime_ms": 86_400_000,
         },
     )
+    executor, token = agent_create(name="profile-agent", queues=["profile"], actor_name="bench")
     now = db_now_ms()
     n_items = args.leases + args.n + 50
     WorkItem.objects.bulk_create(

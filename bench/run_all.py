@@ -104,7 +104,6 @@ def seed() -> dict[str, Any]:
     from leaseboard.core.models import Queue, WorkItem
     from leaseboard.core.services.executors import agent_create
 
-    executor, token = agent_create(name="bench-agent")
     timing = {
         "ttl_ms": 3_600_000,
         "renew_after_ms": 60_000,
@@ -112,6 +111,7 @@ def seed() -> dict[str, Any]:
         "max_lifetime_ms": 86_400_000,
     }
     queue = Queue.objects.create(name="bench", timing=timing)
+    executor, token = agent_create(name="bench-agent", queues=["bench"], actor_name="bench")
     now = db_now_ms()
     WorkItem.objects.bulk_create(
         [

@@ -283,7 +283,10 @@ def seed(procs: int, per: int, spare: int, ttl_ms: int) -> list[str]:
         ],
         batch_size=2000,
     )  # fmt: skip
-    return [agent_create(name=f"soak-agent-{i}")[1] for i in range(procs)]
+    return [
+        agent_create(name=f"soak-agent-{i}", queues=["soak"], actor_name="bench")[1]
+        for i in range(procs)
+    ]
 
 
 def db_clock() -> int:

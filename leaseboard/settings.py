@@ -162,6 +162,9 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 LOGIN_URL = "/login/"
+# A new person, or one whose password an admin reset, chooses a password through a one-time
+# link (Django's password-reset token: spent once used); nobody is shown another's password.
+PASSWORD_RESET_TIMEOUT = 3600 * env_int("LEASEBOARD_SET_PASSWORD_LINK_HOURS", 24, minimum=1)
 LOGIN_REDIRECT_URL = "/"
 # The throttle first: a locked-out account or address is refused before its password is
 # checked (django-axes). Non-web callers (shell, commands) pass no request and are not
@@ -216,12 +219,28 @@ LEASEBOARD_RATE_LIMIT_RECIPIENT = env_rate("LEASEBOARD_RATE_LIMIT_RECIPIENT", "6
 # counted per credential, never here, so a flood beside them does not throttle them.
 LEASEBOARD_RATE_LIMIT_ADDRESS = env_rate("LEASEBOARD_RATE_LIMIT_ADDRESS", "60/m")
 
-# Sign-in throttling (django-axes): after this many failed sign-ins for one account, or from
-# one address, both are refused for the cool-off time, even with the right password.
+# Sign-in throttling (django-axes, counted by leaseboard.web.signin.SignInThrottleHandler):
+# after LEASEBOARD_SIGNIN_FAILURE_LIMIT failed sign-ins, that person at that address is
+# refused for the cool-off time, even with the right password; the address as a whole only
+# after LEASEBOARD_SIGNIN_ADDRESS_FAILURE_LIMIT failures over every account (a guessing run
+# across accounts), which must be well above a person's: one person's failures stop
+# counting once they are locked out, so they never lock out the others behind one address
+# (everyone behind a proxy when LEASEBOARD_TRUSTED_PROXIES is 0: docs/deployment.md).
 AXES_ENABLED = env_bool("LEASEBOARD_SIGNIN_THROTTLE", True)
 AXES_FAILURE_LIMIT = env_int("LEASEBOARD_SIGNIN_FAILURE_LIMIT", 5, minimum=1)
+LEASEBOARD_SIGNIN_ADDRESS_FAILURE_LIMIT = env_int(
+    "LEASEBOARD_SIGNIN_ADDRESS_FAILURE_LIMIT", 100, minimum=1
+)
+if LEASEBOARD_SIGNIN_ADDRESS_FAILURE_LIMIT <= AXES_FAILURE_LIMIT:
+    raise ImproperlyConfigured(
+        "LEASEBOARD_SIGNIN_ADDRESS_FAILURE_LIMIT must be above LEASEBOARD_SIGNIN_FAILURE_LIMIT "
+        f"({LEASEBOARD_SIGNIN_ADDRESS_FAILURE_LIMIT} <= {AXES_FAILURE_LIMIT}): one person's "
+        "failures would lock out everyone at their address"
+    )
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("LEASEBOARD_SIGNIN_COOLOFF_MINUTES", 15, minimum=1))
-AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_HANDLER = "leaseboard.web.signin.SignInThrottleHandler"
+# In this order (SignInThrottleHandler reads them so): the person at one address, the address.
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"], "ip_address"]
 AXES_RESET_ON_SUCCESS = True
 # The cool-off runs from the lock-out, not from the last refused try: the page's "wait N
 # minutes" holds, and retrying does not extend one's own lock.
@@ -342,6 +361,9 @@ LEASEBOARD_AUDIT_CHECKPOINT_DIR = Path(
 LEASEBOARD_AUDIT_CHECKPOINT_INTERVAL_S = env_int("LEASEBOARD_AUDIT_CHECKPOINT_INTERVAL_S", 300)
 if 0 < LEASEBOARD_AUDIT_CHECKPOINT_INTERVAL_S < 10:
     raise ImproperlyConfigured("LEASEBOARD_AUDIT_CHECKPOINT_INTERVAL_S must be 0 or at least 10")
+# How old an entry may be and still be covered by no checkpoint before `verify_audit` says
+# checkpoints are missing (0: two intervals and a minute, or 26 h when cron writes them).
+LEASEBOARD_AUDIT_CHECKPOINT_GRACE_S = env_int("LEASEBOARD_AUDIT_CHECKPOINT_GRACE_S", 0)
 if TESTING and DATABASES["default"]["ENGINE"].endswith("postgresql"):
     # Django's test flush TRUNCATEs every table; the audit table's TRUNCATE trigger lets a
     # session through only with this setting (docs/audit.md). Never set in production.

@@ -103,10 +103,9 @@ def effect_rules(queue: Any, *rules: tuple[str, str] | Any, default: str | None 
     )
     # Each test's rollback brings the version back, so a version number repeats across
     # tests: forget the rule sets this process compiled (keyed by queue and version).
-    from leaseboard.core.services import policy
+    from leaseboard.core.services.rule_sets import policy_caches_forget
 
-    with policy._cache_lock:
-        policy._cache.clear()
+    policy_caches_forget()
 
 
 # -- work items and leases -------------------------------------------------------------
@@ -116,7 +115,7 @@ def admit(key: str, *, queue: str = "default", **timing: int) -> WorkItem:
     """Admit a work item; `timing` overrides the queue's lease timing (ttl_ms=..., ...)."""
     from leaseboard.core.services.work import work_admit
 
-    item, _ = work_admit(key=key, queue_name=queue, timing=timing or None)
+    item, _ = work_admit(key=key, queue_name=queue, timing=timing or None, by=None)
     return item
 
 

@@ -87,9 +87,13 @@ def _default_rows(request: pytest.FixtureRequest) -> None:
     from leaseboard.api.ratelimit import rate_limits_forget
     from leaseboard.core.services.executors import token_cache_forget
     from leaseboard.core.services.fencing import fencing_keys_forget
+    from leaseboard.core.services.rule_sets import policy_caches_forget
 
     # Truncated tables may have taken the cached signing key and executors with them.
     fencing_keys_forget()
+    # Rolled-back tests reuse policy versions: a rule set compiled for another test's
+    # version must not decide this one's effects.
+    policy_caches_forget()
     token_cache_forget()
     rate_limits_forget()  # each test starts with fresh in-memory rate-limit budgets
     if transactional and PG_OK:
@@ -101,14 +105,20 @@ def _default_rows(request: pytest.FixtureRequest) -> None:
 
 @pytest.fixture
 def agent(db):  # type: ignore[no-untyped-def]
-    """Factory: agent(name=None) -> (Executor, token)."""
+    """Factory: agent(name=None, queues=None) -> (Executor, token). Without `queues` the
+    agent may use every queue (said explicitly, as agent_create asks)."""
     from leaseboard.core.services.executors import agent_create
 
     counter = {"n": 0}
 
-    def make(name: str | None = None):  # type: ignore[no-untyped-def]
+    def make(name: str | None = None, queues: list[str] | None = None):  # type: ignore[no-untyped-def]
         counter["n"] += 1
-        return agent_create(name=name or f"agent-{os.getpid()}-{counter['n']}")
+        return agent_create(
+            name=name or f"agent-{os.getpid()}-{counter['n']}",
+            queues=queues,
+            all_queues=queues is None,
+            actor_name="test",
+        )
 
     return make
 

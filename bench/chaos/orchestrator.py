@@ -98,7 +98,7 @@ class Chaos:
         )
         self.keys = [f"chaos-{i}" for i in range(self.cfg.items)]
         for key in self.keys:
-            work_admit(key=key, queue_name="chaos")
+            work_admit(key=key, queue_name="chaos", by=None)
         fencing_public_keys()  # create the signing key once, before two servers race for it
         for name in ROLES:
             Group.objects.get_or_create(name=name)
@@ -109,7 +109,7 @@ class Chaos:
         approver.groups.add(Group.objects.get(name="approver"))
         agents = []
         for i in range(self.cfg.agents):
-            _, token = agent_create(name=f"chaos-agent-{i}")
+            _, token = agent_create(name=f"chaos-agent-{i}", queues=["chaos"], actor_name="chaos")
             agents.append({"name": f"chaos-agent-{i}", "token": token})
         return agents, operator, approver
 

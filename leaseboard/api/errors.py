@@ -22,6 +22,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "forbidden": 403,
     "not_holder": 403,
     "policy_denied": 403,
+    "queue_not_allowed": 403,
     "not_found": 404,
     "rate_limited": 429,
 }

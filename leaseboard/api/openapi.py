@@ -26,7 +26,7 @@ ALWAYS = (413, 429)  # the body limit and the rate limits answer any operation
 DESCRIPTIONS = {
     400: "validation_error: the request is not valid",
     401: "unauthenticated: missing or invalid credentials",
-    403: "not_holder, policy_denied or forbidden: not this caller's to do",
+    403: "not_holder, policy_denied, queue_not_allowed or forbidden: not this caller's to do",
     404: "not_found: no such object",
     409: "a lease, admission or authorization refusal (see `code` and `decision`)",
     413: "validation_error: the request body is larger than the limit",

@@ -107,7 +107,9 @@ class Problem(Schema):
     current_epoch: int | None = None
     your_epoch: int | None = None
     holder_kind: ExecutorKind | None = None
-    reason: str | None = Field(None, description="why the lease ended")
+    reason: str | None = Field(
+        None, description="why the lease ended, or (on_hold) why the work item is held"
+    )
     revoked_by: str | None = Field(None, description="who revoked the lease (lease_revoked)")
     param: str | None = Field(None, description="the request field that was refused")
     errors: list[FieldError] | None = Field(None, description="every invalid field")
@@ -117,7 +119,12 @@ class Problem(Schema):
     admission: Admission | None = Field(None, description="the work item's admission")
     work_status: WorkStatus | None = Field(None, description="the work item's status")
     rule: str | None = Field(None, description="policy_denied: the rule that decided")
-    queue: str | None = Field(None, description="the queue whose admission envelope refused")
+    queue: str | None = Field(
+        None,
+        description="the queue whose admission envelope refused; queue_not_allowed: the queue "
+        "this credential may not use; idempotency_conflict on admission: the queue the work "
+        "item is in",
+    )
     leases_per_agent: int | None = Field(
         None, description="leases_per_agent: the queue's limit of live leases per agent"
     )
@@ -360,6 +367,7 @@ class RecipientReportIn(Schema):
         "malformed",
         "no_effect",
         "payload_mismatch",
+        "wrong_queue",
     ]
     recipient: Annotated[Text, Field(max_length=100)] | None = Field(
         default=None,
@@ -385,6 +393,11 @@ class FencingCheckIn(Schema):
     kind: Annotated[Text, Field(min_length=1, max_length=100)] | None = None
     target: Annotated[Text, Field(min_length=1, max_length=500)] | None = None
     payload: JsonObject | None = None
+    queue: Annotated[Text, Field(min_length=1, max_length=100)] | None = Field(
+        None,
+        description="the queue this recipient accepts the effect from: a token decided in "
+        "another queue (or naming none) is not valid (code wrong_queue)",
+    )
 
 
 class FencingCheckOut(Out):
@@ -393,8 +406,9 @@ class FencingCheckOut(Out):
     valid: bool
     current_epoch: int | None = Field(description="the work item's epoch now, if known")
     code: str | None = Field(
-        description="why not: a token code (forged, expired, malformed, unknown_key), "
-        "stale_epoch, lease_expired, lease_released, lease_revoked or not_found"
+        description="why not: a token code (forged, expired, malformed, unknown_key, "
+        "payload_mismatch, wrong_queue), stale_epoch, lease_expired, lease_released, "
+        "lease_revoked or not_found"
     )
     work_key: str | None
     epoch: int | None
@@ -402,6 +416,12 @@ class FencingCheckOut(Out):
     certainty: str | None
     expires_in_ms: int | None = Field(description="the token's remaining life")
     detail: str | None = Field(None, description="why not, in words")
+    queue: str | None = Field(None, description="the work item's queue")
+    policy_version: int | None = Field(
+        None,
+        description="the queue's policy version the token's effect was decided under (its "
+        "rules and the rules for every queue); none for a lease token",
+    )
 
 
 class PolicyExplainIn(Schema):

@@ -93,17 +93,20 @@ def _speaker(request: HttpRequest) -> Actor:
     response={200: s.WorkItemCreated, 201: s.WorkItemCreated},
     operation_id="admit_work_item",
     tags=WORK,
-    openapi_extra=problems(400, 401, 404, 409),
+    openapi_extra=problems(400, 401, 403, 404, 409),
 )
 def admit(request: HttpRequest, body: s.WorkItemIn) -> Status[dict[str, Any]]:
     """Admit a work item (201), or answer an existing key's state (200). A full queue
-    rejects (`admission: rejected`, `code: capacity_exhausted`) or queues it (`waiting`)."""
+    rejects (`admission: rejected`, `code: capacity_exhausted`) or queues it (`waiting`).
+    Only into a queue this agent's credential may use (403 `queue_not_allowed`); a key
+    already admitted to another queue is 409 `idempotency_conflict` naming that queue."""
     item, created = work_admit(
         key=body.key,
         queue_name=body.queue,
         title=body.title,
         scope=body.scope,
         timing=body.policy.model_dump(exclude_none=True),
+        by=_executor(request),
     )
     out: dict[str, Any] = {"key": item.key, "admission": item.admission, "epoch": item.epoch}
     if item.admission == "rejected":
@@ -141,11 +144,13 @@ def work_item(request: HttpRequest, key: str = WorkKeyPath) -> dict[str, Any]:
     response={201: s.LeaseGranted},
     operation_id="acquire_lease",
     tags=LEASES,
-    openapi_extra=problems(400, 401, 404, 409, retry_after=(409,)),
+    openapi_extra=problems(400, 401, 403, 404, 409, retry_after=(409,)),
 )
 def acquire(request: HttpRequest, key: str = WorkKeyPath, body: s.AcquireIn | None = None):  # type: ignore[no-untyped-def]
     """Acquire a lease at a new epoch; the body is optional. Refusals: work_leased,
-    lock_delay (with Retry-After), needs_reconciliation, work_not_admitted."""
+    lock_delay (with Retry-After), needs_reconciliation, work_not_admitted, on_hold (an
+    operator holds the work item; `reason` says why), queue_not_allowed (403: not a queue
+    this agent's credential may use)."""
     grant = lease_services.lease_acquire(
         work_key=key, executor=_executor(request), ttl_ms=body.ttl_ms if body else None
     )
@@ -404,4 +409,6 @@ def check_fencing(request: HttpRequest, body: s.FencingCheckIn) -> dict[str, Any
                 "send the request's digest, or its kind and target (and payload)", param="digest"
             )
         digest = fencing.content_digest(body.kind, body.target, body.payload)
-    return fencing_check(actor=_speaker(request), token=body.fencing_token, digest=digest).__dict__
+    return fencing_check(
+        actor=_speaker(request), token=body.fencing_token, digest=digest, queue=body.queue
+    ).__dict__

@@ -59,10 +59,18 @@ class Actor:
     user_id: int | None = None
     roles: frozenset[Role] = frozenset()
     break_glass: bool = False
+    # The queues this credential may use (an agent's queue scope); None: every queue. The
+    # acts the table marks `scoped` are refused queue_not_allowed anywhere else.
+    queues: frozenset[str] | None = None
 
     @classmethod
     def agent(cls, executor: Executor) -> Actor:
-        return cls(kind=Executor.Kind.AGENT, name=executor.name, executor_id=executor.id)
+        return cls(
+            kind=Executor.Kind.AGENT,
+            name=executor.name,
+            executor_id=executor.id,
+            queues=None if executor.all_queues else frozenset(executor.queues or ()),
+        )
 
     @classmethod
     def recipient(cls, recipient: Recipient) -> Actor:
@@ -110,6 +118,9 @@ class Actor:
     def is_recipient(self) -> bool:
         return self.kind == RECIPIENT_KIND
 
+    def may_use(self, queue: str) -> bool:
+        return self.queues is None or queue in self.queues
+
     def is_holder_of(self, lease: Lease | None) -> bool:
         return (
             lease is not None
@@ -145,7 +156,10 @@ def certainty_of(lease: Lease | None, now_ms: int | None) -> Certainty | None:
 class About(TypedDict, total=False):
     """What an act is about, as far as the table asks: `lease` is the lease the act is
     about (for a decision on an effect, the effect's lease); `current_epoch` is the work
-    item's epoch read under its lock; `now_ms` the database clock read after the locks."""
+    item's epoch read under its lock; `now_ms` the database clock read after the locks.
+    `queue`: the queue of the work the act is about (the `scoped` acts need it); `held`:
+    whether the work item is on hold (default: the lease's copy of its hold), and why;
+    `subject_user_id`: the person the act is about (their roles, a change granting them)."""
 
     now_ms: int | None
     lease: Lease | None
@@ -154,12 +168,17 @@ class About(TypedDict, total=False):
     effect: Effect | None
     successor: Lease | None
     requester_user_id: int | None
+    subject_user_id: int | None
+    queue: str | None
+    held: bool
+    hold_reason: str
 
 
 def _parties(actor: Actor, act: Act, about: About) -> frozenset[Party]:
     lease, effect, successor = about.get("lease"), about.get("effect"), about.get("successor")
     epoch, current_epoch = about.get("epoch"), about.get("current_epoch")
     requester_user_id = about.get("requester_user_id")
+    subject_user_id = about.get("subject_user_id")
     if actor.is_recipient:
         return frozenset({Party.RECIPIENT})  # never a holder, a role or a proposer
     parties: set[Party] = {Party.AGENT if actor.is_agent else Party.HUMAN}
@@ -191,6 +210,8 @@ def _parties(actor: Actor, act: Act, about: About) -> frozenset[Party]:
             parties.add(Party.PROPOSER)
     if requester_user_id is not None and requester_user_id == actor.user_id:
         parties.add(Party.REQUESTER)
+    if subject_user_id is not None and subject_user_id == actor.user_id:
+        parties.add(Party.SELF)
     return frozenset(parties)
 
 
@@ -206,12 +227,16 @@ def verdict(act: Act, actor: Actor, **about: Unpack[About]) -> Verdict:
         matches = lease is not None and presented == lease.epoch
         if rule.epoch is Epoch.CURRENT:
             matches = matches and presented == current_epoch
+    held = about.get("held")
+    queue = about.get("queue")
     return decide(
         act,
         parties=parties,
         certainty=certainty_of(lease, about.get("now_ms")),
         epoch_matches=matches,
-        on_hold=lease is not None and lease.held_at_ms is not None,
+        # The hold is the work item's; a live lease carries a copy of it for the hot paths.
+        on_hold=held if held is not None else (lease is not None and lease.held_at_ms is not None),
+        in_scope=queue is None or actor.may_use(queue),
     )
 
 
@@ -255,15 +280,30 @@ def ended_detail(lease: Lease, code: str, reason: str) -> tuple[str, str]:
     return (f"revoked by {by}: {reason}" if by and by not in reason else reason), by
 
 
+def hold_reason_of(about: About) -> str:
+    lease = about.get("lease")
+    return about.get("hold_reason") or (lease.hold_reason if lease is not None else "")
+
+
 def authorize(act: Act, actor: Actor, **about: Unpack[About]) -> None:
-    """Raise the refusal unless the table allows the act."""
+    """Raise the refusal unless the table allows the act. An on_hold refusal says why the
+    work is held; a queue_not_allowed one, which queue."""
     v = verdict(act, actor, **about)
     if not v.allowed:
+        extra: dict[str, object] = {}
+        if v.code == "on_hold":
+            reason = hold_reason_of(about)
+            if reason:
+                v = Verdict(v.code, f"{v.detail} ({reason})")
+                extra["reason"] = reason
+        elif v.code == "queue_not_allowed":
+            extra["queue"] = about.get("queue")
         raise refusal(
             v,
             lease=about.get("lease"),
             epoch=about.get("epoch"),
             current_epoch=about.get("current_epoch"),
+            **extra,
         )
 
 

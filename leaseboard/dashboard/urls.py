@@ -6,6 +6,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from leaseboard.dashboard import views
+from leaseboard.dashboard.views.password import PasswordSet, PasswordSetDone
 
 app_name = "dashboard"
 
@@ -13,6 +14,12 @@ urlpatterns = [
     path("", views.live_leases, name="live"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(next_page="dashboard:login"), name="logout"),
+    path(
+        "account/set-password/<uidb64>/<token>/",
+        PasswordSet.as_view(),
+        name="password_set",
+    ),
+    path("account/password-set/", PasswordSetDone.as_view(), name="password_set_done"),
     path("alerts/", views.alerts, name="alerts"),
     path("alerts/badge", views.alert_badge, name="alert_badge"),
     path("alerts/acknowledge", views.alerts_acknowledge_groups, name="alerts_acknowledge"),

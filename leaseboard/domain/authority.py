@@ -4,7 +4,8 @@ Pure: the caller (leaseboard.core.authority) gathers the facts — which parties
 is to the object (holder, successor, human with standing, a role, the requester), the
 certainty of the lease the act is about, whether the presented epoch is current — and
 `decide` answers from RULES alone. Checks run in one fixed order, so the same situation
-always gets the same code: who you are, then your epoch, then the lease's state.
+always gets the same code: who you are, then whether your credential may use the work's
+queue, then your epoch, then the lease's state, then an operator's hold.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from leaseboard.domain.certainty import Certainty
 
 
 class Act(StrEnum):
+    ADMIT = "admit"
     ACQUIRE = "acquire"
     RENEW = "renew"
     RELEASE = "release"
@@ -50,6 +52,7 @@ class Act(StrEnum):
     MANAGE_USERS = "manage_users"
     MANAGE_CREDENTIALS = "manage_credentials"
     MANAGE_WEBHOOKS = "manage_webhooks"
+    CHANGE_FOUR_EYES = "change_four_eyes"
 
 
 # Acts about configuration, not about a lease: the lease's state never enters them.
@@ -61,6 +64,7 @@ CONFIGURATION_ACTS = frozenset(
         Act.MANAGE_USERS,
         Act.MANAGE_CREDENTIALS,
         Act.MANAGE_WEBHOOKS,
+        Act.CHANGE_FOUR_EYES,
     }
 )
 
@@ -85,6 +89,7 @@ class Party(StrEnum):
     STANDING = "standing"  # an operator holding live human standing on the work item
     PROPOSER = "proposer"  # the executor that proposed the effect the act is about
     REQUESTER = "requester"  # the human who asked for (or broke the glass on) the object
+    SELF = "self"  # the person the act is about: their own roles, a change granting them
     OPERATOR = "operator"
     APPROVER = "approver"
     MANAGER = "manager"
@@ -118,7 +123,10 @@ class Rule:
     deny: frozenset[Party] = frozenset()  # ...and none of these (four eyes)
     refuse: str = "forbidden"  # the code when the actor is not allowed
     why: str = ""  # said in the refusal's detail
-    held: bool = True  # allowed while an operator holds the lease (False: refused on_hold)
+    held: bool = True  # allowed while an operator holds the work item (False: on_hold)
+    # Confined to the queues the actor's credential may use (an agent's queue scope):
+    # elsewhere refused queue_not_allowed, whoever the actor is to the object.
+    scoped: bool = False
 
 
 def _rule(
@@ -129,14 +137,22 @@ def _rule(
     refuse: str = "forbidden",
     why: str = "",
     held: bool = True,
+    scoped: bool = False,
 ) -> Rule:
-    return Rule(frozenset(allow), states, epoch, frozenset(deny or ()), refuse, why, held)
+    return Rule(frozenset(allow), states, epoch, frozenset(deny or ()), refuse, why, held, scoped)
 
 
 P = Party
 RULES: dict[Act, Rule] = {
-    # Agents, on their own leases (the API). Humans never hold an agent's lease.
-    Act.ACQUIRE: _rule({P.AGENT}, why="only agents acquire; humans take over"),
+    # Agents admit work, and acquire it, only in the queues their credential may use: the
+    # queue decides which rules bind the work, so the agent must not pick its way around.
+    Act.ADMIT: _rule({P.AGENT}, why="only agents admit work", scoped=True),
+    # Agents, on their own leases (the API). Humans never hold an agent's lease. A hold
+    # belongs to the work item: released or expired, the item is granted again only
+    # through an operator's decision (the hold lifted, or a takeover).
+    Act.ACQUIRE: _rule(
+        {P.AGENT}, why="only agents acquire; humans take over", held=False, scoped=True
+    ),
     Act.RENEW: _rule({P.HOLDER}, LIVE, Epoch.LEASE, refuse="not_holder"),
     # A released lease answers a retried release as done (idempotent compare-and-set).
     Act.RELEASE: _rule({P.HOLDER}, LIVE | {Certainty.RELEASED}, Epoch.LEASE, refuse="not_holder"),
@@ -144,7 +160,12 @@ RULES: dict[Act, Rule] = {
     # Quiescence, not optimism: new effects only under an active lease.
     # An operator's hold quiesces the lease the same way: renewals go on, effects wait.
     Act.PROPOSE_EFFECT: _rule(
-        {P.HOLDER, P.STANDING}, ACTIVE_ONLY, Epoch.CURRENT, refuse="not_holder", held=False
+        {P.HOLDER, P.STANDING},
+        ACTIVE_ONLY,
+        Epoch.CURRENT,
+        refuse="not_holder",
+        held=False,
+        scoped=True,
     ),
     Act.COMPLETE: _rule({P.HOLDER, P.STANDING}, ACTIVE_ONLY, Epoch.CURRENT, refuse="not_holder"),
     # The truth about an attempt is always welcome, whatever became of the lease.
@@ -177,9 +198,10 @@ RULES: dict[Act, Rule] = {
     Act.LIFT_QUARANTINE: _rule({P.APPROVER}, why="an approver lifts a quarantine"),
     # A hold stops new effects and leaves the holder its lease (renewals, checkpoints,
     # outcomes go on): containment that takes nothing away, so whoever may revoke may hold,
-    # and release the hold. Escalating it is a takeover request (REQUEST_TAKEOVER).
+    # and release the hold. Escalating it is a takeover request (REQUEST_TAKEOVER). It is
+    # put on through a live lease and stays on the work item after that lease ends.
     Act.HOLD: _rule({P.OPERATOR, P.APPROVER}, LIVE),
-    Act.RELEASE_HOLD: _rule({P.OPERATOR, P.APPROVER}, LIVE),
+    Act.RELEASE_HOLD: _rule({P.OPERATOR, P.APPROVER}),
     Act.REQUEST_TAKEOVER: _rule({P.OPERATOR}),
     Act.APPROVE_TAKEOVER: _rule(
         {P.APPROVER}, deny={P.REQUESTER}, why="an approver, never the requester"
@@ -200,18 +222,25 @@ RULES: dict[Act, Rule] = {
     Act.CHECK_FENCING: _rule(
         {P.RECIPIENT}, why="only a recipient credential asks whether a fencing token is current"
     ),
-    # Configuration, by admins only. With four-eyes on, a rule change waits for a second
-    # admin: never the one who proposed it.
+    # Configuration, by admins only. With four-eyes on, a change to rules, to what people
+    # may do, or to four-eyes itself waits for a second admin: never the one who proposed
+    # it, nor the person it would empower.
     Act.CONFIGURE_QUEUE: _rule({P.ADMIN}, why="only an admin changes a queue"),
     Act.CHANGE_RULE: _rule({P.ADMIN}, why="only an admin changes commit-time rules"),
     Act.APPROVE_POLICY_CHANGE: _rule(
-        {P.ADMIN}, deny={P.REQUESTER}, why="an admin other than the one who proposed it"
+        {P.ADMIN},
+        deny={P.REQUESTER, P.SELF},
+        why="an admin other than the one who proposed it, and not the person it is about",
     ),
-    Act.MANAGE_USERS: _rule({P.ADMIN}, why="only an admin changes people and roles"),
+    # Separation of duties: nobody changes their own roles, break-glass, sign-in or password.
+    Act.MANAGE_USERS: _rule(
+        {P.ADMIN}, deny={P.SELF}, why="an admin changes other people, never themselves"
+    ),
     Act.MANAGE_CREDENTIALS: _rule(
         {P.ADMIN}, why="only an admin manages agent and recipient credentials"
     ),
     Act.MANAGE_WEBHOOKS: _rule({P.ADMIN}, why="only an admin changes notification targets"),
+    Act.CHANGE_FOUR_EYES: _rule({P.ADMIN}, why="only an admin changes four-eyes"),
 }
 
 # Refusals about who the actor is, as opposed to the state of what they act on.
@@ -245,15 +274,19 @@ def decide(
     certainty: Certainty | None = None,
     epoch_matches: bool = True,
     on_hold: bool = False,
+    in_scope: bool = True,
 ) -> Verdict:
-    """Allow, or refuse with a stable code: who, then epoch, then the lease's state, then
-    an operator's hold."""
+    """Allow, or refuse with a stable code: who, then the queue scope, then epoch, then the
+    lease's state, then an operator's hold. `in_scope`: the actor's credential may use the
+    queue of the work the act is about."""
     rule = RULES[act]
     if not parties & rule.allow or parties & rule.deny:
         names = " or ".join(sorted(rule.allow))
         # An agent is told it does not hold the lease; a human, that the act is not theirs.
         code = rule.refuse if Party.AGENT in parties else "forbidden"
         return Verdict(code, rule.why or f"{act} needs: {names}")
+    if rule.scoped and not in_scope:
+        return Verdict("queue_not_allowed", "this credential may not use the work item's queue")
     if rule.epoch is not Epoch.NONE and not epoch_matches:
         return Verdict("stale_epoch", "the epoch presented is not the current one")
     if certainty not in rule.states:
@@ -265,15 +298,21 @@ def decide(
             return Verdict(ENDED_CODES[certainty], f"the lease is {certainty}")
         return Verdict("not_found", "there is no lease to act under")
     if on_hold and not rule.held:
-        return Verdict("on_hold", "an operator put the lease on hold: no new effects for now")
+        if act is Act.ACQUIRE:
+            return Verdict(
+                "on_hold",
+                "an operator put the work item on hold: it is granted again only when an "
+                "operator lifts the hold or takes the work over",
+            )
+        return Verdict("on_hold", "an operator put the work item on hold: no new effects for now")
     return ALLOW
 
 
 def rules_table() -> str:
     """The table as Markdown, for docs/authority.md (a test keeps that file current)."""
     lines = [
-        "| act | who may (any of) | never | lease states | epoch | on hold | refused as |",
-        "|---|---|---|---|---|---|---|",
+        "| act | who may (any of) | never | lease states | epoch | on hold | scope | refused as |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     order = [c for c in Certainty] + [None]
     for act in Act:
@@ -285,6 +324,7 @@ def rules_table() -> str:
         )
         lines.append(
             f"| {act} | {', '.join(sorted(rule.allow))} | {', '.join(sorted(rule.deny)) or '—'} "
-            f"| {states} | {rule.epoch} | {'yes' if rule.held else 'on_hold'} | {rule.refuse} |"
+            f"| {states} | {rule.epoch} | {'yes' if rule.held else 'on_hold'} "
+            f"| {'queues' if rule.scoped else '—'} | {rule.refuse} |"
         )
     return "\n".join(lines) + "\n"

@@ -59,6 +59,12 @@ class CapacityExhausted(LeaseboardError):
     decision = "admission"
 
 
+class QueueNotAllowed(LeaseboardError):
+    code = "queue_not_allowed"
+    title = "This credential may not use the queue"
+    decision = "admission"
+
+
 class WorkLeased(LeaseboardError):
     code = "work_leased"
     title = "Another executor holds this work item"
@@ -133,7 +139,7 @@ class PayloadMismatch(LeaseboardError):
 
 class OnHold(LeaseboardError):
     code = "on_hold"
-    title = "An operator put the lease on hold: no new effects until the hold is released"
+    title = "An operator put the work item on hold until the hold is released"
     decision = "authorization"
 
 
@@ -168,6 +174,7 @@ ERROR_CLASSES: tuple[type[LeaseboardError], ...] = (
     RateLimited,
     WorkNotAdmitted,
     CapacityExhausted,
+    QueueNotAllowed,
     WorkLeased,
     LockDelay,
     NeedsReconciliation,

@@ -314,3 +314,80 @@ def _ruled(
             steps.append(Step(later, "not reached"))
     decision = decision or spec.decision
     return Ruling(decision, spec.name, f"{reason} -> {decision}", tuple(steps), error=error)
+
+
+# -- rules for every queue ----------------------------------------------------------------
+
+GLOBAL_PREFIX = "global:"  # how a ruling names a rule of the rules for every queue
+STRICTNESS = {
+    PolicyDecision.ALLOW.value: 0,
+    PolicyDecision.REQUIRE_APPROVAL.value: 1,
+    PolicyDecision.DENY.value: 2,
+}
+
+
+@dataclass(frozen=True)
+class Layered:
+    """The two layers' answers and the one that binds. `queue` is None when the rules for
+    every queue denied first (a queue cannot loosen a deny: its rules are not asked)."""
+
+    ruling: Ruling
+    global_: Ruling
+    queue: Ruling | None
+    by_global: bool  # the rules for every queue bound (their rule or default decided)
+
+
+def decide_layered(
+    global_set: RuleSet,
+    queue_set: RuleSet,
+    *,
+    kind: str,
+    target: str,
+    activation: Callable[[], Any],
+    explain: bool = False,
+) -> Layered:
+    """The rules for every queue first, then the queue's own, which can only tighten them:
+    the stricter decision binds (allow < require_approval < deny); on a tie the global rule
+    that matched binds (its name says "global:"); a global deny is final. The global
+    default, usually allow, is a floor like any global decision."""
+    built: list[Any] = []
+
+    def once() -> Any:  # one activation for both layers
+        if not built:
+            built.append(activation())
+        return built[0]
+
+    outer = decide(global_set, kind=kind, target=target, activation=once, explain=explain)
+    outer = Ruling(
+        outer.decision,
+        GLOBAL_PREFIX + outer.rule if outer.rule else None,
+        (
+            f"every queue's {outer.reason}"
+            if outer.rule
+            else f"no rule for every queue matched: their default is {global_set.default}"
+        ),
+        tuple(Step(GLOBAL_PREFIX + s.rule, s.outcome, s.detail) for s in outer.steps),
+        error=outer.error,
+    )
+    if outer.decision == PolicyDecision.DENY.value:
+        steps = outer.steps + tuple(Step(r.spec.name, "not reached") for r in queue_set.rules)
+        binding = Ruling(
+            outer.decision, outer.rule, outer.reason, steps if explain else (), error=outer.error
+        )
+        return Layered(binding, outer, None, True)
+    inner = decide(queue_set, kind=kind, target=target, activation=once, explain=explain)
+    steps = outer.steps + inner.steps if explain else ()
+    stricter = STRICTNESS[outer.decision] > STRICTNESS[inner.decision]
+    tie_on_a_global_rule = (
+        STRICTNESS[outer.decision] == STRICTNESS[inner.decision]
+        and outer.rule is not None
+        and outer.decision in RESTRICTS
+    )
+    if stricter or tie_on_a_global_rule:
+        reason = outer.reason
+        if stricter:
+            reason += f"; the queue's answer ({inner.decision}) cannot loosen it"
+        binding = Ruling(outer.decision, outer.rule, reason, steps, error=outer.error)
+        return Layered(binding, outer, inner, True)
+    binding = Ruling(inner.decision, inner.rule, inner.reason, steps, error=inner.error)
+    return Layered(binding, outer, inner, False)

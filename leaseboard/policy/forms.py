@@ -276,8 +276,29 @@ class PersonRolesForm(forms.Form):
     active = forms.BooleanField(required=False, label="may sign in")
 
 
-class CredentialForm(forms.Form):
+class QueueScopeForm(forms.Form):
+    """The queues an agent may admit work to and work in: some by name, or every queue
+    (also ones made later), which must be ticked explicitly."""
+
+    queues = forms.MultipleChoiceField(
+        required=False, widget=forms.CheckboxSelectMultiple, label="Queues it may use"
+    )
+    all_queues = forms.BooleanField(
+        required=False, label="every queue, including queues made later"
+    )
+
+    def __init__(self, *args: Any, queue_names: list[str] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if queue_names is None:
+            from leaseboard.core.models import Queue
+
+            queue_names = list(Queue.objects.order_by("name").values_list("name", flat=True))
+        self.fields["queues"].choices = [(n, n) for n in queue_names]  # type: ignore[attr-defined]
+
+
+class CredentialForm(QueueScopeForm):
     name = forms.CharField(max_length=150, label="Agent name")
+    field_order = ["name", "queues", "all_queues"]
 
 
 class RecipientForm(forms.Form):

@@ -15,7 +15,16 @@ from leaseboard.domain.authority import Role
 from leaseboard.policy.models import PolicyChange
 from leaseboard.policy.services.queues import notify_shown, queue_snapshot
 
-CONFIG_ACTIONS = ("queue.", "policy.", "user.", "agent.", "recipient.", "config.")
+CONFIG_ACTIONS = (
+    "queue.",
+    "policy.",
+    "user.",
+    "agent.",
+    "recipient.",
+    "config.",
+    "change.",
+    "four_eyes.",
+)
 HISTORY_PAGE = 50
 
 
@@ -53,8 +62,34 @@ def queue_page(name: str) -> QueuePage | None:
         queue=queue,
         settings=queue_snapshot(queue),
         rules=list(EffectRule.objects.filter(queue=queue).order_by("position")),
-        pending=PolicyChange.objects.filter(queue=queue, status="pending").first(),
+        pending=PolicyChange.objects.filter(
+            kind=PolicyChange.Kind.RULES, queue=queue, status="pending"
+        ).first(),
         notify=notify_shown(queue.notify or {}),
+    )
+
+
+@dataclass
+class GlobalPage:
+    """The rules for every queue: tried before each queue's own, which only tighten them."""
+
+    rules: list[EffectRule]
+    default: str
+    version: int
+    pending: PolicyChange | None
+
+
+def global_page() -> GlobalPage:
+    from leaseboard.core.services.rule_sets import global_head
+
+    version, default = global_head()
+    return GlobalPage(
+        rules=list(EffectRule.objects.filter(queue__isnull=True).order_by("position")),
+        default=default,
+        version=version,
+        pending=PolicyChange.objects.filter(
+            kind=PolicyChange.Kind.RULES, queue__isnull=True, status="pending"
+        ).first(),
     )
 
 
@@ -94,6 +129,10 @@ def people_list() -> list[Person]:
     return out
 
 
+def queue_names() -> list[str]:
+    return list(Queue.objects.order_by("name").values_list("name", flat=True))
+
+
 def credentials_list() -> list[Executor]:
     return list(
         Executor.objects.filter(kind=Executor.Kind.AGENT)
@@ -117,11 +156,12 @@ def recipient_name(pk: int) -> str | None:
 
 
 def changes_list() -> list[PolicyChange]:
+    related = ("queue", "subject")
     pending = list(
-        PolicyChange.objects.filter(status="pending").select_related("queue").order_by("id")
+        PolicyChange.objects.filter(status="pending").select_related(*related).order_by("id")
     )
     recent = list(
-        PolicyChange.objects.exclude(status="pending").select_related("queue").order_by("-id")[:20]
+        PolicyChange.objects.exclude(status="pending").select_related(*related).order_by("-id")[:20]
     )
     return pending + recent
 

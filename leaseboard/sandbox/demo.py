@@ -37,6 +37,15 @@ QUEUES: dict[str, dict] = {
 ROLES = ("operator", "approver", "manager", "admin")
 
 
+def agent_queues(index: int) -> list[str]:
+    """The queues the demo's agent number `index` (0-based) may use: the ones its job in
+    the fleet's plan (sandbox.fleet.Fleet.plan) admits to, and no other: the first five
+    work in payments, the steady ones after them alternate ledger-sync and payments."""
+    if index < 5:
+        return ["payments"]
+    return ["ledger-sync"] if (index - 5) % 2 == 0 else ["payments"]
+
+
 def demo_dir() -> Path:
     path = Path(settings.DATA_DIR) / "demo"
     path.mkdir(parents=True, exist_ok=True)

@@ -25,6 +25,7 @@ from leaseboard_recipient.guard import GuardResult
 log = logging.getLogger(__name__)
 
 RECIPIENT_NAME = "payments-sandbox"
+PAYMENTS_QUEUE = "payments"
 # The sandbox's recipient credential (`manage.py create_recipient`), under DATA_DIR/demo,
 # written by `manage.py demo_setup`. An agent's token would be refused: recipients are
 # principals of their own.
@@ -123,5 +124,8 @@ def verifier() -> TokenVerifier:
                 accept_lease_tokens=getattr(
                     settings, "LEASEBOARD_SANDBOX_ACCEPT_LEASE_TOKENS", False
                 ),
+                # A payments service: only what the `payments` queue's rules decided, so an
+                # agent that admitted a payment to a laxer queue is refused (wrong_queue).
+                queues=PAYMENTS_QUEUE,
             )
         return _verifier

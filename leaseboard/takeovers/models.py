@@ -188,6 +188,7 @@ class InterventionEvent(models.Model):
         REVOKED = "revoked"
         GRANTED = "granted"
         ALERTS_RESOLVED = "alerts_resolved"
+        HOLD_LIFTED = "hold_lifted"  # the work item's hold, ended by this takeover
         EXTENDED = "extended"
         EFFECT_RECORDED = "effect_recorded"
         EFFECT_RECONCILED = "effect_reconciled"

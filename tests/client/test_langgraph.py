@@ -73,9 +73,13 @@ def test_a_refund_after_the_lease_is_revoked_is_refused_stops_the_agent_and_show
     agent,  # type: ignore[no-untyped-def]
     client,  # type: ignore[no-untyped-def]
 ) -> None:
-    _, token = agent("refund-agent")
+    from leaseboard.core.models import Queue
+
+    # The demo's payments service takes payments only from the payments queue.
+    Queue.objects.get_or_create(name="payments")
+    _, token = agent("refund-agent", queues=["payments"])
     key = "refund-ticket-42"
-    admit(key)
+    admit(key, queue="payments")
     client.force_login(make_user("olga-refunds", "operator"))
     model = example.ScriptedChatModel(
         messages=iter(example.refund_turns("INV-7", 500) + example.refund_turns("INV-8", 300))

@@ -103,11 +103,72 @@ def test_a_stale_epoch_is_refused_before_the_lease_state_is_looked_at(act: Act) 
 
 
 @pytest.mark.parametrize("act", list(Act))
-def test_someone_who_is_nothing_to_the_work_item_may_do_nothing_but_acquire(act: Act) -> None:
+def test_someone_who_is_nothing_to_the_work_item_may_do_nothing_but_admit_and_acquire(
+    act: Act,
+) -> None:
     human = decide(act, parties=NOBODY, certainty=Certainty.ACTIVE)
     assert human.code == "forbidden"
     agent = decide(act, parties=OTHER_AGENT, certainty=Certainty.ACTIVE)
-    assert agent.allowed == (act is Act.ACQUIRE)
+    assert agent.allowed == (act in {Act.ADMIT, Act.ACQUIRE})
+
+
+SCOPED = {Act.ADMIT, Act.ACQUIRE, Act.PROPOSE_EFFECT}
+
+
+def test_the_scope_column_is_admission_acquire_and_effects() -> None:
+    assert {act for act, rule in RULES.items() if rule.scoped} == SCOPED
+
+
+@pytest.mark.parametrize("act", sorted(SCOPED))
+def test_outside_its_queues_a_credential_is_refused_whatever_else_is_true(act: Act) -> None:
+    parties = HOLDER if act is Act.PROPOSE_EFFECT else OTHER_AGENT
+    assert decide(act, parties=parties, certainty=A).allowed
+    # The queue scope comes right after who: no epoch, state or hold is told to it.
+    for certainty, epoch_matches, on_hold in [(A, True, False), (X, False, True)]:
+        verdict = decide(
+            act,
+            parties=parties,
+            certainty=certainty,
+            epoch_matches=epoch_matches,
+            on_hold=on_hold,
+            in_scope=False,
+        )
+        assert verdict.code == "queue_not_allowed"
+    # Who comes first: a human is forbidden, never told about queues.
+    assert decide(act, parties=OPERATOR, in_scope=False).code in {"forbidden", "not_holder"}
+
+
+@pytest.mark.parametrize("act", [a for a in Act if not RULES[a].scoped])
+def test_acts_without_a_scope_ignore_it(act: Act) -> None:
+    allowed = next(iter(RULES[act].allow))
+    parties = frozenset({allowed, P.AGENT if allowed in {P.HOLDER, P.AGENT} else P.HUMAN})
+    inside = decide(act, parties=parties, certainty=A)
+    outside = decide(act, parties=parties, certainty=A, in_scope=False)
+    assert inside == outside
+
+
+def test_a_held_work_item_is_acquired_by_no_agent_while_its_holder_keeps_renewing() -> None:
+    assert decide(Act.ACQUIRE, parties=OTHER_AGENT, on_hold=True).code == "on_hold"
+    assert decide(Act.ACQUIRE, parties=OTHER_AGENT, on_hold=False).allowed
+    assert decide(Act.RENEW, parties=HOLDER, certainty=A, on_hold=True).allowed
+    assert decide(Act.RELEASE, parties=HOLDER, certainty=A, on_hold=True).allowed
+    assert decide(Act.PROPOSE_EFFECT, parties=HOLDER, certainty=A, on_hold=True).code == "on_hold"
+    # The hold outlives the lease: it is released whatever became of the lease.
+    for certainty in [A, J, X, R, V, None]:
+        assert decide(Act.RELEASE_HOLD, parties=OPERATOR, certainty=certainty, on_hold=True).allowed
+
+
+ADMIN = frozenset({P.HUMAN, P.ADMIN})
+
+
+def test_nobody_changes_their_own_roles_nor_decides_a_change_about_themselves() -> None:
+    assert decide(Act.MANAGE_USERS, parties=ADMIN).allowed
+    assert decide(Act.MANAGE_USERS, parties=ADMIN | {P.SELF}).code == "forbidden"
+    assert decide(Act.APPROVE_POLICY_CHANGE, parties=ADMIN).allowed
+    assert decide(Act.APPROVE_POLICY_CHANGE, parties=ADMIN | {P.REQUESTER}).code == "forbidden"
+    assert decide(Act.APPROVE_POLICY_CHANGE, parties=ADMIN | {P.SELF}).code == "forbidden"
+    assert decide(Act.CHANGE_FOUR_EYES, parties=ADMIN).allowed
+    assert decide(Act.CHANGE_FOUR_EYES, parties=APPROVER).code == "forbidden"
 
 
 def test_the_documented_table_is_the_table() -> None:

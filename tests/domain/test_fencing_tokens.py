@@ -224,3 +224,51 @@ def test_the_fencing_module_imports_no_framework() -> None:
         elif isinstance(node, ast.ImportFrom) and node.module:
             imported.add(node.module.split(".")[0])
     assert not imported & {"django", "celery", "redis", "psycopg", "httpx"}
+
+
+# -- the queue and policy version a token was decided under (optional claims) ------------------
+
+
+def test_a_token_names_its_queue_and_policy_version_and_old_tokens_still_verify() -> None:
+    named = sign_token(
+        claims(effect_id="e-1", queue="payments", policy_version=7), private_key_raw=KEY_A
+    )
+    got = verify_token(named, public_keys=PUBLIC, now_ms=NOW, queue="payments")
+    assert (got.queue, got.policy_version) == ("payments", 7)
+    assert verify_token(named, public_keys=PUBLIC, now_ms=NOW, queue={"a", "payments"}).queue
+    # A token from before the claims existed has neither key in its payload, and verifies.
+    old = sign_token(claims(effect_id="e-2"), private_key_raw=KEY_A)
+    body = json.loads(unb64(old.split(".")[0]))
+    assert "queue" not in body and "policy_version" not in body
+    assert verify_token(old, public_keys=PUBLIC, now_ms=NOW).queue is None
+
+
+@pytest.mark.parametrize(
+    ("queue_claim", "asked", "says"),
+    [
+        ("default", "payments", "decided in queue 'default'"),
+        (None, "payments", "names no queue"),
+    ],
+)
+def test_a_recipient_asking_for_a_queue_refuses_another_or_none(
+    queue_claim: str | None, asked: str, says: str
+) -> None:
+    token = sign_token(claims(effect_id="e-3", queue=queue_claim), private_key_raw=KEY_A)
+    with pytest.raises(InvalidToken) as caught:
+        verify_token(token, public_keys=PUBLIC, now_ms=NOW, queue=asked)
+    assert caught.value.code == "wrong_queue" and says in caught.value.detail
+
+
+def test_the_queue_claim_is_signed_like_every_other() -> None:
+    token = sign_token(claims(effect_id="e-4", queue="default"), private_key_raw=KEY_A)
+    with pytest.raises(InvalidToken) as caught:
+        verify_token(resign_payload(token, queue="payments"), public_keys=PUBLIC, now_ms=NOW)
+    assert caught.value.code == "forged"
+
+
+@pytest.mark.parametrize(
+    "bad", [{"queue": ""}, {"queue": "q" * 101}, {"policy_version": -1}, {"policy_version": True}]
+)
+def test_signing_refuses_a_bad_queue_or_policy_version(bad: dict) -> None:
+    with pytest.raises(ValueError):
+        sign_token(claims(**bad), private_key_raw=KEY_A)

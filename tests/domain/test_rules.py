@@ -131,4 +131,5 @@ def test_error_codes_are_the_design_list():
         "on_hold",
         "already_decided",
         "approval_expired",
+        "queue_not_allowed",
     }

@@ -73,7 +73,7 @@ def test_a_real_worker_and_beat_move_a_silent_lease_to_jeopardy_then_expired(
             time.sleep(0.1)
 
         executor, _ = agent()
-        work_admit(key="silent-1", timing={"ttl_ms": 3000})
+        work_admit(key="silent-1", timing={"ttl_ms": 3000}, by=None)
         grant = ls.lease_acquire(work_key="silent-1", executor=executor)
         ls.lease_renew(lease_id=grant.lease.id, executor=executor, epoch=grant.lease.epoch)
         # ...and then the agent stops renewing.

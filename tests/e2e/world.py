@@ -184,6 +184,7 @@ def pages_for(role: str, w: World) -> list[tuple[str, str]]:
             ("settings-rule", "/settings/queues/payments/rules/new"),
             ("settings-rule-edit", "/settings/queues/payments/rules/large-cross-border-payments/"),
             ("settings-explain", "/settings/explain"),
+            ("settings-global", "/settings/global/"),
             ("settings-changes", "/settings/changes/"),
             ("settings-history", "/settings/history/"),
             ("settings-people", "/settings/people/"),

@@ -25,11 +25,15 @@ def fresh_fence():  # type: ignore[no-untyped-def]
 
 @pytest.fixture
 def holder_factory(api, agent):  # type: ignore[no-untyped-def]
-    """holder_factory(key) -> Holder with an admitted work item and a granted lease."""
+    """holder_factory(key) -> Holder with a work item admitted to `payments` (the only queue
+    the sandbox, a payments service, accepts effects from) and a granted lease."""
+    from leaseboard.core.models import Queue
 
-    def make(key: str) -> Holder:
+    Queue.objects.get_or_create(name="payments")
+
+    def make(key: str, queue: str = "payments") -> Holder:
         _, token = agent()
-        r = api.post("/api/v1/work-items", {"key": key}, token)
+        r = api.post("/api/v1/work-items", {"key": key, "queue": queue}, token)
         assert r.status_code == 201, r.content
         return Holder(api, token, key).acquire()
 

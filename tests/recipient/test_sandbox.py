@@ -167,3 +167,18 @@ def test_the_refusal_is_reported_and_shown_as_a_recipient_effect(
     assert reported.target == "payments-sandbox"
     alert = Alert.objects.get(kind=Alert.Kind.RECIPIENT_REFUSAL)
     assert (alert.epoch, alert.occurrences) == (old.epoch, 1)
+
+
+@pytest.mark.django_db
+def test_it_refuses_a_payment_decided_outside_the_payments_queue(
+    client, holder_factory, fresh_fence
+):
+    """A payments recipient takes payments only from the `payments` queue: a charge an
+    agent got authorized in `default` (no approval rules there) is refused wrong_queue."""
+    lax = holder_factory("pay-1-alt", queue="default")
+    refused = pay(client, fencing_headers(lax, lax.effect("lax-1")["fencing_token"]))
+    assert refused.status_code == 403, refused.content
+    assert refused.json()["code"] == "wrong_queue"
+    assert Payment.objects.get(work_key="pay-1-alt").refusal_code == "wrong_queue"
+    ok = holder_factory("pay-1")
+    assert pay(client, fencing_headers(ok, ok.effect("ok-1")["fencing_token"])).status_code == 201

@@ -378,3 +378,63 @@ def test_the_guards_check_is_a_span_with_its_decision_when_tracing_is_on() -> No
     assert refused.attributes["error.type"] == "stale_epoch"
     # Off (no provider): no span is made, and the check answers the same.
     assert verifier.check(token_for("pay-7", 4), work_key="pay-7").accepted
+
+
+def decided(work_key: str, queue: str | None, content: Any, epoch: int = 1) -> str:
+    """An effect's token decided in `queue` (None: issued before tokens named it) on
+    exactly `content`."""
+    claims = FencingClaims(
+        work_key=work_key,
+        epoch=epoch,
+        lease_id=str(uuid.uuid4()),
+        holder="agent-1",
+        issued_at_ms=NOW - 1_000,
+        expires_at_ms=NOW + 15_000,
+        kid=KID,
+        effect_id=str(uuid.uuid4()),
+        digest=content.digest,
+        queue=queue,
+        policy_version=3 if queue else None,
+    )
+    return sign_token(claims, private_key_raw=KEY)
+
+
+def test_a_payments_recipient_accepts_payments_only_from_the_payments_queue() -> None:
+    """The guard requires a queue per effect kind: a payment decided in a laxer queue (or
+    by a token from before tokens named their queue) is refused as wrong_queue, and
+    reported; a kind no glob names comes from any queue."""
+    from leaseboard_recipient import EffectContent
+
+    verifier, reporter = make_verifier(queues_by_kind={"payment.*": "payments"})
+    refund = EffectContent("payment.refund", "order-1", {"amount_cents": 900_000_000})
+    email = EffectContent("email.send", "ops", {"to": "ops"})
+    answers = {
+        key: verifier.check(decided(key, queue, content), work_key=key, content=content).code
+        for key, queue, content in [
+            ("w-1", "payments", refund),
+            ("w-2", "default", refund),
+            ("w-3", None, refund),
+            ("w-4", "default", email),
+        ]
+    }
+    assert answers == {"w-1": None, "w-2": "wrong_queue", "w-3": "wrong_queue", "w-4": None}
+    assert [(r.work_key, r.reason) for r in reporter.refusals] == [
+        ("w-2", "wrong_queue"),
+        ("w-3", "wrong_queue"),
+    ]
+    # Without saying what it executes, a check cannot be told which queues apply: refused.
+    no_content = verifier.check(decided("w-5", "payments", refund), work_key="w-5")
+    assert no_content.code == "wrong_queue"
+
+
+def test_a_recipient_of_one_kind_of_effect_names_its_queue_without_content() -> None:
+    from leaseboard_recipient import EffectContent
+
+    verifier, _ = make_verifier(queues="payments")
+    charge = EffectContent("payment.charge", "acme", {})
+    assert verifier.check(decided("p-1", "payments", charge), work_key="p-1").accepted
+    refused = verifier.check(decided("p-2", "ledger-sync", charge), work_key="p-2")
+    assert refused.code == "wrong_queue" and "ledger-sync" in refused.detail
+    # Old tokens (no queue claim) still verify where no queue is asked for.
+    plain, _ = make_verifier()
+    assert plain.check(decided("p-3", None, charge), work_key="p-3").accepted

@@ -83,7 +83,7 @@ def test_finding_sqlite_drop_trigger_then_edit_and_recompute(tmp_path):
     data = tmp_path / "data"
     assert manage(data, "migrate", "--noinput", "-v", "0").returncode == 0
     for name in ("s1", "s2", "s3"):
-        assert manage(data, "create_agent", name).returncode == 0
+        assert manage(data, "create_agent", name, "--all-queues").returncode == 0
     with sqlite_owner(data) as cur:
         tamper.edit_reason(cur, 2, ph="?")
         tamper.rehash_chain(cur, ph="?", mac=tamper.sha256_mac)

@@ -108,7 +108,7 @@ def test_finding_on_sqlite_an_agent_cannot_admit_a_lease_past_the_lifetime_cap(t
         from leaseboard.domain.errors import ValidationFailed
         try:
             work_admit(key="long", timing={"ttl_ms": 30 * 86400000,
-                                           "max_lifetime_ms": 30 * 86400000})
+                                           "max_lifetime_ms": 30 * 86400000}, by=None)
         except ValidationFailed as exc:
             print("refused", exc.extra.get("param"))
         else:

@@ -434,13 +434,58 @@ def test_a_key_file_gives_the_current_and_retired_keys(tmp_path):
 @pytest.mark.postgres
 @pytest.mark.django_db
 def test_create_agent_prints_a_token_once_and_stores_only_its_hash(capsys):
-    call_command("create_agent", "printer")
+    call_command("create_agent", "printer", "--queue", "default")
     token = capsys.readouterr().out.strip()
     executor = Executor.objects.get(name="printer")
     assert token.startswith("lb_") and token not in (executor.token_hash or "")
     assert AuditEntry.objects.filter(action="agent.create", object_id=str(executor.id)).exists()
     with pytest.raises(CommandError):
-        call_command("create_agent", "printer")
+        call_command("create_agent", "printer", "--queue", "default")
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db
+def test_create_agent_needs_its_queues_or_every_queue_said_explicitly(capsys):
+    with pytest.raises(CommandError, match="--queue|--all-queues"):
+        call_command("create_agent", "nowhere")
+    with pytest.raises(CommandError, match="no queue 'nope'"):
+        call_command("create_agent", "nowhere", "--queue", "nope")
+    assert not Executor.objects.filter(name="nowhere").exists()
+    call_command("create_agent", "scoped", "--queue", "default")
+    call_command("create_agent", "everywhere", "--all-queues")
+    scoped, everywhere = (Executor.objects.get(name=n) for n in ("scoped", "everywhere"))
+    assert (scoped.queues, scoped.all_queues) == (["default"], False)
+    assert (everywhere.queues, everywhere.all_queues) == ([], True)
+    created = AuditEntry.objects.get(action="agent.create", object_id=str(scoped.id))
+    assert created.after["queues"] == ["default"]
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db
+def test_management_commands_audit_their_actor_as_cli_and_the_os_user(capsys):
+    import getpass
+
+    expected = f"cli:{getpass.getuser()}"
+    call_command("create_agent", "by-cli", "--queue", "default")
+    call_command("agent_queues", "by-cli", "--all-queues")
+    call_command("agent_token", "rotate", "by-cli")
+    call_command("create_recipient", "by-cli-recipient")
+    actors = dict(
+        AuditEntry.objects.filter(
+            action__in=[
+                "agent.create",
+                "agent.scope_change",
+                "agent.token_rotate",
+                "recipient.create",
+            ]
+        ).values_list("action", "actor_name")
+    )
+    assert actors == {
+        "agent.create": expected,
+        "agent.scope_change": expected,
+        "agent.token_rotate": expected,
+        "recipient.create": expected,
+    }
 
 
 @pytest.mark.postgres
@@ -498,7 +543,12 @@ def test_create_user_validates_the_password_and_audits_the_creation(capsys):
     assert not AuditEntry.objects.exists()
     call_command("create_user", "carol", "--role", "approver", "--password", PASSWORD)
     entry = AuditEntry.objects.get(action="user.create")
-    assert entry.after == {"username": "carol", "email": "", "roles": ["approver"]}
+    assert entry.after == {
+        "username": "carol",
+        "roles": ["approver"],
+        "break_glass": False,
+        "active": True,
+    }
     assert PASSWORD not in json.dumps(entry.after) + entry.reason
 
 
@@ -522,12 +572,13 @@ def test_role_changes_are_explicit_and_audited(capsys):
     make_user("abe", "operator")
     call_command("user_role", "abe", "--add", "approver", "--remove", "operator", "--reason", "r")
     assert "roles operator -> approver" in capsys.readouterr().out
-    entry = AuditEntry.objects.get(action="user.roles_change")
+    entry = AuditEntry.objects.get(action="user.update")
     assert entry.before["roles"] == ["operator"] and entry.after["roles"] == ["approver"]
     assert entry.reason == "r" and entry.actor_role == "admin"
+    assert entry.actor_name.startswith("cli:")
     call_command("user_role", "abe", "--add", "approver")
     assert "roles unchanged: approver" in capsys.readouterr().out
-    assert AuditEntry.objects.filter(action="user.roles_change").count() == 1
+    assert AuditEntry.objects.filter(action="user.update").count() == 1
     with pytest.raises(CommandError, match="no user 'ghost'"):
         call_command("user_role", "ghost", "--add", "manager")
     with pytest.raises(CommandError, match="both added and removed"):
@@ -566,7 +617,7 @@ def test_sign_in_failures_and_lock_outs_are_audited(client):
 
 MAKE_ENTRIES = (
     "from leaseboard.core.services.executors import agent_create\n"
-    "for i in range(5): agent_create(name=f'agent-{i}')\n"
+    "for i in range(5): agent_create(name=f'agent-{i}', all_queues=True, actor_name='t')\n"
 )
 
 
@@ -672,3 +723,56 @@ def test_sqlite_migration_anchors_an_unkeyed_log_and_keeps_its_triggers(tmp_path
         )
     finally:
         db.close()
+
+
+# --- Checkpoints expected but missing ------------------------------------------------------
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db
+def test_verify_audit_fails_when_the_checkpoint_store_is_gone(settings, capsys):
+    """The reproduction: with the checkpoint directory gone, verify_audit said "intact" and
+    exited 0. The database remembers that a checkpoint was written; the store must have it."""
+    import shutil
+
+    from leaseboard.core.clock import db_now_ms
+
+    for n in range(3):
+        make_user(f"cp-{n}")
+        with transaction.atomic():
+            audit_record(
+                at_ms=db_now_ms(), actor_name="t", actor_role="admin", action="t.x",
+                object_type="t", object_id=str(n),
+            )  # fmt: skip
+    assert audit_checkpoint().written is not None
+    assert verify(capsys)[0]
+    shutil.rmtree(settings.LEASEBOARD_AUDIT_CHECKPOINT_DIR)
+    ok, said = verify(capsys)
+    assert not ok
+    assert "was written at" in said and "removed, emptied or replaced" in said
+    with pytest.raises(CommandError, match="--without-checkpoints"):
+        call_command("verify_audit")
+    # Asked explicitly, it verifies the chain alone, and says what that cannot detect.
+    call_command("verify_audit", "--without-checkpoints")
+    captured = capsys.readouterr()
+    assert "audit chain intact" in captured.out and "cannot be detected now" in captured.err
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db
+def test_verify_audit_fails_when_old_entries_are_covered_by_no_checkpoint(db_clock, capsys):
+    """Checkpointing stopped (or the store went, and the database's note of it with it):
+    entries older than the grace are covered by none."""
+    from leaseboard.core.clock import db_now_ms
+
+    with transaction.atomic():
+        audit_record(
+            at_ms=db_now_ms(), actor_name="t", actor_role="admin", action="t.x",
+            object_type="t", object_id="1",
+        )  # fmt: skip
+    assert verify(capsys)[0]  # a young log: not yet expected
+    db_clock.advance(11 * 60 * 1000)  # past two 300 s intervals and a minute
+    ok, said = verify(capsys)
+    assert not ok and "covered by no checkpoint" in said
+    audit_checkpoint()
+    assert verify(capsys)[0]

@@ -20,7 +20,7 @@ from leaseboard.domain.errors import (
     WorkNotAdmitted,
 )
 from leaseboard.domain.policy import RuleSpec
-from leaseboard.policy.services import credentials, people, queues, rules
+from leaseboard.policy.services import changes, credentials, people, queues, rules
 from leaseboard.policy.services.common import SettingsInvalid
 from tests.builders import age_lease, make_user
 
@@ -67,7 +67,7 @@ def test_an_admin_configures_and_the_effect_names_the_rule_that_decided(admin, a
     )
     assert change.applied and change.version == 1
     bot, _ = agent("pay-bot")
-    work_admit(key="p-1", queue_name="payments")
+    work_admit(key="p-1", queue_name="payments", by=None)
     lease = lease_acquire(work_key="p-1", executor=bot).lease
     big = _propose(bot, lease, "e1", 60000)
     small = _propose(bot, lease, "e2", 40000)
@@ -95,7 +95,7 @@ def test_evidence_a_checkpoint_younger_than_five_minutes(admin, agent):
     )
     rules.rule_set_change(queue_name="deploys", rules=[fresh], default="allow", actor=admin)
     bot, _ = agent()
-    work_admit(key="d-1", queue_name="deploys")
+    work_admit(key="d-1", queue_name="deploys", by=None)
     lease = lease_acquire(work_key="d-1", executor=bot).lease
     with pytest.raises(PolicyDenied):
         _propose(bot, lease, "d1", kind="deploy.apply", target="prod")
@@ -136,7 +136,7 @@ def test_only_an_admin_changes_configuration_and_an_admin_approves_no_effect(age
     admin = Actor.human(make_user("ada2", "admin"))
     rules.rule_set_change(queue_name="default", rules=[], default="require_approval", actor=admin)
     bot, _ = agent()
-    work_admit(key="w-1")
+    work_admit(key="w-1", by=None)
     lease = lease_acquire(work_key="w-1", executor=bot).lease
     pending = _propose(bot, lease, "k1")
     with pytest.raises(Forbidden):
@@ -212,8 +212,8 @@ def test_four_eyes_a_rule_change_waits_for_a_second_admin(admin, second_admin, s
     with pytest.raises(ValidationFailed, match="waits for a second admin"):
         rules.rule_set_change(queue_name="payments", rules=[], default="deny", actor=admin)
     with pytest.raises(Forbidden):
-        rules.policy_change_approve(change_id=change.proposal.pk, actor=admin)
-    rules.policy_change_approve(change_id=change.proposal.pk, actor=second_admin, note="ok")
+        changes.change_approve(change_id=change.proposal.pk, actor=admin)
+    changes.change_approve(change_id=change.proposal.pk, actor=second_admin, note="ok")
     assert list(EffectRule.objects.values_list("name", flat=True)) == ["big-payments"]
     assert Queue.objects.get(name="payments").policy_version == 1
     actions = list(AuditEntry.objects.order_by("seq").values_list("action", flat=True))
@@ -230,18 +230,18 @@ def test_four_eyes_a_proposal_the_rules_moved_on_from_is_refused(admin, second_a
     settings.LEASEBOARD_POLICY_FOUR_EYES = False
     rules.rule_set_change(queue_name="payments", rules=[], default="deny", actor=second_admin)
     with pytest.raises(TakeoverConflict, match="changed since"):
-        rules.policy_change_approve(change_id=proposed.proposal.pk, actor=second_admin)
-    rules.policy_change_reject(change_id=proposed.proposal.pk, actor=admin)
+        changes.change_approve(change_id=proposed.proposal.pk, actor=second_admin)
+    changes.change_reject(change_id=proposed.proposal.pk, actor=admin)
     proposed.proposal.refresh_from_db()
     assert proposed.proposal.status == "withdrawn"
 
 
 def test_admission_envelope_scopes(admin):
     _queue(admin, scopes={"env": ["staging", "prod-*"]})
-    item, _ = work_admit(key="s-1", queue_name="payments", scope={"env": "prod-eu"})
+    item, _ = work_admit(key="s-1", queue_name="payments", scope={"env": "prod-eu"}, by=None)
     assert item.admission == "admitted"
     with pytest.raises(WorkNotAdmitted) as caught:
-        work_admit(key="s-2", queue_name="payments", scope={"env": "dev"})
+        work_admit(key="s-2", queue_name="payments", scope={"env": "dev"}, by=None)
     assert caught.value.extra["limit"] == "scope"
 
 
@@ -249,7 +249,7 @@ def test_admission_envelope_leases_per_agent(admin, agent):
     _queue(admin, leases_per_agent=2)
     bot, _ = agent()
     for i in range(3):
-        work_admit(key=f"l-{i}", queue_name="payments")
+        work_admit(key=f"l-{i}", queue_name="payments", by=None)
     lease_acquire(work_key="l-0", executor=bot)
     second = lease_acquire(work_key="l-1", executor=bot).lease
     with pytest.raises(CapacityExhausted) as caught:
@@ -259,7 +259,7 @@ def test_admission_envelope_leases_per_agent(admin, agent):
     age_lease(second.id, second.ttl_ms + 1000)
     assert lease_acquire(work_key="l-2", executor=bot).lease.epoch == 1
     other, _ = agent()
-    work_admit(key="l-3", queue_name="payments")
+    work_admit(key="l-3", queue_name="payments", by=None)
     lease_acquire(work_key="l-3", executor=other)  # the limit is per agent
 
 
@@ -275,7 +275,7 @@ def test_admission_envelope_time_windows(admin, agent, db_clock):
     other_day = DAYS[(today + 2) % 7]
     _queue(admin, windows={"open": [{"days": other_day, "from": "00:00", "to": "24:00"}]})
     bot, _ = agent()
-    work_admit(key="t-1", queue_name="payments")
+    work_admit(key="t-1", queue_name="payments", by=None)
     with pytest.raises(WorkNotAdmitted) as caught:
         lease_acquire(work_key="t-1", executor=bot)
     assert caught.value.extra["limit"] == "window"
@@ -286,8 +286,8 @@ def test_admission_envelope_time_windows(admin, agent, db_clock):
 
 def test_raising_capacity_admits_what_waits(admin):
     _queue(admin, capacity=1)
-    work_admit(key="c-1", queue_name="payments")
-    waiting, _ = work_admit(key="c-2", queue_name="payments")
+    work_admit(key="c-1", queue_name="payments", by=None)
+    waiting, _ = work_admit(key="c-2", queue_name="payments", by=None)
     assert waiting.admission == "waiting"
     queues.queue_update(name="payments", values={"capacity": 2}, actor=admin)
     waiting.refresh_from_db()
@@ -296,13 +296,15 @@ def test_raising_capacity_admits_what_waits(admin):
 
 def test_people_roles_break_glass_and_the_last_admin(admin):
     created = people.person_create(username="nina", roles=["operator"], actor=admin)
-    assert created.user.check_password(created.password)
+    assert not created.user.has_usable_password() and "/account/set-password/" in created.link
     people.person_update(
         username="nina", roles=["operator", "approver"], break_glass=True, actor=admin
     )
     nina = Actor.human(created.user)
     assert nina.break_glass and {r.value for r in nina.roles} == {"operator", "approver"}
-    with pytest.raises(SettingsInvalid, match="no active admin"):
+    # The last admin cannot lose the role: nobody changes their own roles, and whoever
+    # else is an admin is not the last.
+    with pytest.raises(Forbidden, match="never themselves"):
         people.person_update(
             username="ada-admin", roles=["operator"], break_glass=False, actor=admin
         )
@@ -312,7 +314,7 @@ def test_people_roles_break_glass_and_the_last_admin(admin):
 
 def test_a_rotated_credential_refuses_the_old_token(admin, api, settings):
     settings.LEASEBOARD_TOKEN_CACHE_SECONDS = 0  # (the cache is forgotten on commit)
-    executor, token = credentials.credential_create(name="q-bot", actor=admin)
+    executor, token = credentials.credential_create(name="q-bot", queues=["default"], actor=admin)
     assert api.get("/api/v1/work-items/none", token).status_code == 404
     _, new = credentials.credential_rotate(name="q-bot", actor=admin)
     assert api.get("/api/v1/work-items/none", token).status_code == 401

@@ -1,6 +1,10 @@
 """The authority matrix, generated from the rule table (leaseboard.domain.authority.RULES):
 every act x every actor x the state of the lease the act is about, through the real entry
-points — the API with bearer tokens, the dashboard with CSRF enforced.
+points — the API with bearer tokens, the dashboard with CSRF enforced. Three columns get
+worlds of their own: the scope column (the agents' credentials narrowed to another queue,
+for the scoped acts), the on-hold column (the work item held, for the acts refused on
+hold: acquire under every lease state, so a hold outlives the lease) and the SELF party
+(an admin acting on their own person, or deciding a change about themselves).
 
 The test states what each actor is to the object (holder, successor, human with standing,
 requester...) from the world it builds; the table alone says what follows. An allowed act
@@ -12,7 +16,7 @@ commit time is recorded; an approval refused because the lease ended is decided)
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pytest
@@ -32,6 +36,7 @@ from leaseboard.core.models import (
     Effect,
     EffectRule,
     Executor,
+    GlobalPolicy,
     Lease,
     LeaseEvent,
     Quarantine,
@@ -41,7 +46,7 @@ from leaseboard.core.models import (
 from leaseboard.core.services import holds
 from leaseboard.core.services.alerts import alerts_open
 from leaseboard.core.services.effects import effect_propose
-from leaseboard.core.services.executors import agent_create
+from leaseboard.core.services.executors import agent_create, agent_scope_change, token_cache_forget
 from leaseboard.core.services.leases import (
     lease_acquire,
     lease_expire_if_due_locked,
@@ -52,7 +57,7 @@ from leaseboard.core.services.recipients import recipient_create
 from leaseboard.core.services.supervision import agent_quarantine
 from leaseboard.domain.authority import CONFIGURATION_ACTS, RULES, Act, Party, decide
 from leaseboard.domain.certainty import Certainty
-from leaseboard.policy.models import PolicyChange
+from leaseboard.policy.models import FourEyes, PolicyChange
 from leaseboard.takeovers.models import Intervention, InterventionEvent, TakeoverRequest
 from leaseboard.takeovers.services import (
     standing_hand_back,
@@ -90,6 +95,7 @@ BOTH = {Act.PROPOSE_EFFECT, Act.COMPLETE, Act.RECONCILE}
 RECIPIENT_ACTS = {Act.FILE_RECIPIENT_REPORT, Act.CHECK_FENCING}
 API_ACTS = (
     {
+        Act.ADMIT,
         Act.ACQUIRE,
         Act.RENEW,
         Act.RELEASE,
@@ -129,6 +135,7 @@ class World:
     request: TakeoverRequest | None = None
     review: Intervention | None = None
     change: PolicyChange | None = None  # a rule change another admin proposed (four-eyes)
+    variant: str = ""  # "" | "out_of_scope" | "held" | "self" (see VARIANTS)
 
     @property
     def human_path(self) -> bool:
@@ -177,9 +184,9 @@ def _end(lease: Lease, state: str, holder_token_owner: Any = None) -> None:
         )
 
 
-def build(state: str, actor: str, act: Act) -> World:
+def build(state: str, actor: str, act: Act, variant: str = "") -> World:
     n = next(_seq)
-    w = World(state=state, actor=actor, act=act, key=f"mx-{n}")
+    w = World(state=state, actor=actor, act=act, key=f"mx-{n}", variant=variant)
     queue, _ = Queue.objects.get_or_create(
         name="matrix", defaults={"agent_acquire_needs_reconciliation": False}
     )
@@ -198,7 +205,9 @@ def build(state: str, actor: str, act: Act) -> World:
     grant_break_glass(w.users["operator_standing"])
     agents = w.agents
     for name in AGENTS:
-        agents[name], w.tokens[name] = agent_create(name=f"{name}-{n}")
+        agents[name], w.tokens[name] = agent_create(
+            name=f"{name}-{n}", queues=["matrix"], actor_name="matrix"
+        )
     w.tokens[RECIPIENT] = recipient_create(name=f"recipient-{n}")[1]
     holder = agents["holder_agent"]
     admit(w.key, queue="matrix")
@@ -220,18 +229,26 @@ def build(state: str, actor: str, act: Act) -> World:
             ]
         )[0]
     )
-    if act is Act.RELEASE_HOLD:
+    if act is Act.RELEASE_HOLD or variant == "held":
         holds.lease_hold(
             lease_id=w.l1.id, actor=_approver(), reason_category="stuck", reason_text="matrix"
         )
     op = w.users["operator_standing"]
     if act in STANDING_ACTS or (w.human_path and act is not Act.RECONCILE):
         # The object is the operator's standing on I, put into the state.
-        w.standing = _take_over(w.key, op)
+        w.standing = _take_over(w.key, op)  # (an approved takeover lifts a hold)
+        if variant == "held":  # held again, now with the person's standing on it
+            holds.lease_hold(
+                lease_id=w.standing.lease_id,
+                actor=_approver(),
+                reason_category="stuck",
+                reason_text="matrix",
+            )
         _end(w.standing.lease, state)
         return w
     _end(w.l1, state, holder_token_owner=holder)
-    if state in ENDED and actor == "successor_agent":
+    held = act is Act.RELEASE_HOLD or variant == "held"
+    if state in ENDED and actor == "successor_agent" and not held:  # nobody acquires it held
         age_fence(w.key, 60_000)  # E1's token has died since: the successor may acquire
         w.successor = lease_acquire(work_key=w.key, executor=agents["successor_agent"]).lease
     elif state in ENDED and actor == "operator_standing" and act is Act.RECONCILE:
@@ -250,7 +267,18 @@ def build(state: str, actor: str, act: Act) -> World:
             reason_category="misbehaving",
             reason_text="matrix: quarantined",
         )
-    if act is Act.APPROVE_POLICY_CHANGE:
+    if act is Act.APPROVE_POLICY_CHANGE and variant == "self":
+        # A grant to the actor, proposed by another admin: never decided by its subject.
+        subject = w.users.get(actor)
+        w.change = PolicyChange.objects.create(
+            kind=PolicyChange.Kind.PERSON,
+            subject=subject,
+            payload={"add_roles": ["approver"], "break_glass": False, "active": False},
+            summary="matrix: about the actor",
+            requested_by=make_user(f"proposer{n}", "admin"),
+            requested_by_name=f"proposer{n}",
+        )
+    elif act is Act.APPROVE_POLICY_CHANGE:
         queue.refresh_from_db()
         w.change = PolicyChange.objects.create(
             queue=queue,
@@ -261,6 +289,14 @@ def build(state: str, actor: str, act: Act) -> World:
             requested_by=make_user(f"proposer{n}", "admin"),
             requested_by_name=f"proposer{n}",
         )
+    if act is Act.CHANGE_FOUR_EYES:
+        make_user(f"second{n}", "admin")  # four-eyes needs two admins to be turned on
+    if variant == "out_of_scope":
+        # Every agent's credential narrowed to another queue after the world was built.
+        Queue.objects.get_or_create(name="elsewhere")
+        for agent in agents.values():
+            agent_scope_change(name=agent.name, queues=["elsewhere"], actor_name="matrix")
+        token_cache_forget()
     if act is Act.REVIEW_INTERVENTION:
         other = f"mx-bg-{n}"
         admit(other, queue="matrix")
@@ -274,6 +310,9 @@ def parties(w: World) -> frozenset[Party]:
     """What the actor is to the object of the act, in this world."""
     if w.actor == RECIPIENT:
         return frozenset({Party.RECIPIENT})
+    if w.variant == "self" and w.actor not in AGENTS and w.actor != "anonymous":
+        base = parties(replace(w, variant=""))
+        return base | {Party.SELF}
     p: set[Party] = {Party.AGENT} if w.actor in AGENTS else {Party.HUMAN}
     roles = {
         "operator_standing": {Party.OPERATOR, Party.BREAK_GLASS},
@@ -364,6 +403,8 @@ def perform(w: World) -> Answer:
     act, l1, e1, e2 = w.act, w.l1, w.e1, w.e2
     assert l1 is not None and e1 is not None and e2 is not None
     lease_body = {"epoch": l1.epoch}
+    if act is Act.ADMIT:
+        return _api(w, "/api/v1/work-items", {"key": f"{w.key}-new", "queue": "matrix"})
     if act is Act.ACQUIRE:
         return _api(w, f"/api/v1/work-items/{w.key}/lease", {})
     if act is Act.FILE_RECIPIENT_REPORT:
@@ -457,10 +498,17 @@ def _configure(w: World) -> Answer:
     if w.act is Act.APPROVE_POLICY_CHANGE:
         assert w.change is not None
         return _web(w, f"/settings/changes/{w.change.id}/approve", {"note": "ok"})
+    if w.act is Act.MANAGE_USERS and w.variant == "self":
+        user = w.users.get(w.actor)
+        name = user.get_username() if user is not None else f"nobody{n}"
+        roles = {"roles": ["admin", "approver"], "break_glass": "on", "active": "on"}
+        return _web(w, f"/settings/people/{name}/", roles)
     if w.act is Act.MANAGE_USERS:
         return _web(w, "/settings/people/", {"username": f"new{n}", "roles": "operator"})
     if w.act is Act.MANAGE_CREDENTIALS:
-        return _web(w, "/settings/credentials/", {"name": f"new-agent-{n}"})
+        return _web(w, "/settings/credentials/", {"name": f"new-agent-{n}", "queues": "matrix"})
+    if w.act is Act.CHANGE_FOUR_EYES:
+        return _web(w, "/settings/four-eyes", {"on": "on"})
     assert w.act is Act.MANAGE_WEBHOOKS
     return _web(w, "/settings/queues/matrix/notify", {"webhooks": "https://hooks.example.com/x"})
 
@@ -493,8 +541,12 @@ def fingerprint() -> dict[str, Any]:
         "people": sorted(get_user_model().objects.values_list("username", "is_active")),
         "groups": get_user_model().groups.through.objects.count(),
         "executor": sorted(
-            Executor.objects.values_list("name", "token_hash", "is_active"), key=str
+            Executor.objects.values_list("name", "token_hash", "is_active", "queues"), key=str
         ),
+        "holds": sorted(WorkItem.objects.values_list("id", "held_at_ms")),
+        "four_eyes": list(FourEyes.objects.values_list("on", flat=True)),
+        "global_rules": list(GlobalPolicy.objects.values_list("version", "default_decision")),
+        "perms": get_user_model().user_permissions.through.objects.count(),
     }
 
 
@@ -523,22 +575,47 @@ def without_refusal_records(
     return after
 
 
-# A configuration act is about no lease: one lease state is enough.
+# A configuration act (and admission) is about no lease: one lease state is enough.
+ONE_STATE = CONFIGURATION_ACTS | {Act.ADMIT}
+SCOPED = {act for act, rule in RULES.items() if rule.scoped}
+HELD = {act for act, rule in RULES.items() if not rule.held}
+SELF_ACTS = {act for act, rule in RULES.items() if Party.SELF in rule.deny}
 CASES = [
-    (act, actor, state)
+    (act, actor, state, "")
     for act in Act
     for actor in ACTORS
-    for state in (STATES[:1] if act in CONFIGURATION_ACTS else STATES)
+    for state in (STATES[:1] if act in ONE_STATE else STATES)
 ]
+# The scope column: the agents' credentials no longer name the work's queue.
+CASES += [
+    (act, actor, state, "out_of_scope")
+    for act in sorted(SCOPED)
+    for actor in sorted(AGENTS)
+    for state in (STATES[:1] if act in ONE_STATE else STATES)
+]
+# The on-hold column: the work item held. Acquire under every lease state (the hold
+# outlives the lease it was put on through); the others need an active lease anyway.
+CASES += [
+    (act, actor, state, "held")
+    for act in sorted(HELD)
+    for actor in ACTORS
+    for state in (STATES if act is Act.ACQUIRE else STATES[:1])
+]
+# SELF: an admin changing their own person, or deciding a change about themselves.
+CASES += [(act, actor, STATES[0], "self") for act in sorted(SELF_ACTS) for actor in ACTORS]
 
 
-def test_every_act_of_the_table_is_in_the_matrix() -> None:
-    assert {act for act, _, _ in CASES} == set(RULES)
+def test_every_act_and_column_of_the_table_is_in_the_matrix() -> None:
+    assert {act for act, _, _, _ in CASES} == set(RULES)
+    assert SCOPED == {Act.ADMIT, Act.ACQUIRE, Act.PROPOSE_EFFECT}
+    assert Act.ACQUIRE in HELD and {Act.MANAGE_USERS, Act.APPROVE_POLICY_CHANGE} <= SELF_ACTS
 
 
-@pytest.mark.parametrize(("act", "actor", "state"), CASES, ids=lambda v: str(v))
-def test_the_authority_matrix(act: Act, actor: str, state: str) -> None:
-    w = build(state, actor, act)
+@pytest.mark.parametrize(
+    ("act", "actor", "state", "variant"), CASES, ids=lambda v: str(v) or "plain"
+)
+def test_the_authority_matrix(act: Act, actor: str, state: str, variant: str) -> None:
+    w = build(state, actor, act, variant)
     api = act in API_ACTS and not w.human_path
     credentialed = (
         (api and actor in AGENTS)
@@ -550,7 +627,13 @@ def test_the_authority_matrix(act: Act, actor: str, state: str) -> None:
     elif act is Act.HAND_BACK and state == "released" and actor == "operator_standing":
         expected = None  # the world released it by handing back: a retry, answered as done
     else:
-        expected = decide(act, parties=parties(w), certainty=object_certainty(w)).code
+        expected = decide(
+            act,
+            parties=parties(w),
+            certainty=object_certainty(w),
+            in_scope=variant != "out_of_scope",
+            on_hold=variant == "held",
+        ).code
     before = fingerprint()
     answer = perform(w)
     after = fingerprint()

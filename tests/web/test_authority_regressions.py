@@ -88,6 +88,6 @@ def test_a_repeated_idempotency_key_for_another_effect_is_a_conflict(api, agent)
 def test_the_human_executor_namespace_is_reserved(client):
     make_user("olga", "operator")
     with pytest.raises(CommandError, match="reserved"):
-        call_command("create_agent", "human:olga")
+        call_command("create_agent", "human:olga", "--all-queues")
     with pytest.raises(CommandError, match="reserved"):
-        call_command("create_agent", "Human:Someone")
+        call_command("create_agent", "Human:Someone", "--all-queues")

@@ -133,7 +133,8 @@ def test_create_user_command_puts_the_user_in_the_role(db, capsys):
     assert list(user.groups.values_list("name", flat=True)) == ["approver"]
     call_command("create_user", "dave", "--role", "operator", "--role", "manager")
     out = capsys.readouterr().out
-    assert "password: " in out
+    # No password for someone else: a one-time link with which dave chooses his own.
+    assert "one-time set-password link" in out and "/account/set-password/" in out
     from django.contrib.auth.models import User
 
     assert set(User.objects.get(username="dave").groups.values_list("name", flat=True)) == {
@@ -435,3 +436,30 @@ def test_every_page_has_the_alert_badge_and_the_csrf_header(operator_client):
         assert 'id="alert-badge"' in html and ">1</span>" in html
         assert 'hx-headers=\'{"X-CSRFToken":' in html
         assert "django_htmx/htmx" in html  # bundled, not a CDN
+
+
+def test_a_held_work_item_shows_its_hold_after_its_lease_ended(operator_client, api, agent):
+    """The hold is the item's: the item page, its timeline and the live list say so after
+    the lease it was put on through has been released."""
+    from leaseboard.core.authority import Actor
+    from leaseboard.core.services import holds
+    from tests.builders import make_user
+
+    _, token = agent("held-agent")
+    api.post("/api/v1/work-items", {"key": "held-1"}, token)
+    grant = api.post("/api/v1/work-items/held-1/lease", {}, token).json_body
+    holds.lease_hold(
+        lease_id=grant["lease_id"],
+        actor=Actor.human(make_user("olga-page", "operator")),
+        reason_category="misbehaving",
+        reason_text="double refunds",
+    )
+    api.post(f"/api/v1/leases/{grant['lease_id']}/release", {"epoch": 1}, token)
+
+    page = operator_client.get("/work/held-1").content.decode()
+    assert 'class="hold-fact" data-on-hold>on hold since' in page
+    assert "<b>misbehaving: double refunds</b>" in page
+    assert 'id="hold-release-form"' in page  # an operator may release it, lease ended or not
+    assert "ended on hold</span>" in page  # the timeline row of the lease it was put through
+    live = operator_client.get("/").content.decode()
+    assert ">item on hold</span>" in live

@@ -33,7 +33,14 @@ def _normal(html: str) -> str:
 def _row(i: int, key: str, certainty: str, *, held: bool, reason: str, renewals: int,
          gap_over: bool, ended_at: int | None) -> LeaseRow:  # fmt: skip
     queue = Queue(id=1, name="q<1>")
-    item = WorkItem(id=i, key=key, queue=queue)
+    # The hold is the item's; a live lease carries its copy, an ended one leaves it held.
+    item = WorkItem(
+        id=i,
+        key=key,
+        queue=queue,
+        held_at_ms=1_700_000_000_000 if held else None,
+        hold_reason='paged "ops" <now>' if held else "",
+    )
     holder = Executor(id=7 + i, name=f"agent-{i}&<x>", kind="agent" if i % 2 else "human")
     lease = Lease(
         id=uuid.UUID(int=i + 1),

@@ -139,7 +139,44 @@ def test_the_explain_page_names_the_rule(admin_client):
 
 
 def test_a_new_agent_token_is_shown_once(admin_client):
-    r = post(admin_client, "/settings/credentials/", {"name": "pay-bot"})
+    r = post(admin_client, "/settings/credentials/", {"name": "pay-bot", "queues": "default"})
     body = r.content.decode()
     assert 'id="secret-once">lb_' in body
     assert "lb_" not in admin_client.get("/settings/credentials/").content.decode()
+
+
+def test_a_new_agent_names_its_queues_or_every_queue_and_an_admin_changes_them(admin_client):
+    from leaseboard.core.models import AuditEntry, Executor
+
+    refused = post(admin_client, "/settings/credentials/", {"name": "no-queues"})
+    assert "name the queues this agent may" in refused.content.decode()
+    assert not Executor.objects.filter(name="no-queues").exists()
+    post(admin_client, "/settings/credentials/", {"name": "pay-bot", "queues": "default"})
+    bot = Executor.objects.get(name="pay-bot")
+    assert (bot.queues, bot.all_queues) == (["default"], False)
+    post(admin_client, "/settings/credentials/pay-bot/scope", {"all_queues": "on"})
+    bot.refresh_from_db()
+    assert (bot.queues, bot.all_queues) == ([], True)
+    change = AuditEntry.objects.get(action="agent.scope_change")
+    assert change.before == {"name": "pay-bot", "queues": ["default"]}
+    assert change.after == {"name": "pay-bot", "all_queues": True}
+    page = admin_client.get("/settings/credentials/").content.decode()
+    assert 'class="all-queues">every queue' in page
+
+
+def test_an_admin_edits_the_rules_for_every_queue_on_their_page(admin_client):
+    from leaseboard.core.models import EffectRule, GlobalPolicy
+
+    rule = {"name": "big-refunds", "kind": "payment.refund", "target": "*", "decision": "deny"}
+    rule["when"] = "payload.amount_cents > 5000000"
+    r = post(admin_client, "/settings/global/rules/new", rule)
+    assert r.status_code == 302 and r["Location"] == "/settings/global/"
+    assert EffectRule.objects.get(queue__isnull=True).name == "big-refunds"
+    page = admin_client.get("/settings/global/").content.decode()
+    assert 'id="rule-big-refunds"' in page and "can only tighten" in page
+    post(admin_client, "/settings/global/rules/default", {"default": "require_approval"})
+    assert GlobalPolicy.objects.get(id=1).default_decision == "require_approval"
+    post(admin_client, "/settings/global/rules/big-refunds/delete", {})
+    assert not EffectRule.objects.filter(queue__isnull=True).exists()
+    home = admin_client.get("/settings/").content.decode()
+    assert 'id="global-rules-link"' in home and 'id="four-eyes-state">off' in home

@@ -10,7 +10,8 @@ between them while the model asks for tools.
 Against `python3 dev.py demo` (see clients/python/README.md), with no LLM and no API key:
 
     pip install "./clients/python[langgraph]"
-    LEASEBOARD_TOKEN=... python clients/python/examples/langgraph_refunds.py INV-7 500
+    LEASEBOARD_TOKEN=$(.venv/bin/python manage.py create_agent refunds-agent --queue payments)
+    LEASEBOARD_TOKEN=$LEASEBOARD_TOKEN python clients/python/examples/langgraph_refunds.py INV-7 500
 
 `ScriptedChatModel` plays the model's turns; any LangChain chat model that supports tool
 calling takes its place in `refund_under_lease(model=...)`.
@@ -143,7 +144,8 @@ async def main(invoice: str, amount_cents: int) -> None:
         AsyncClient(url, os.environ["LEASEBOARD_TOKEN"]) as client,
         httpx.AsyncClient(base_url=url, timeout=5.0) as payments,
     ):
-        await client.admit(work_key, title=f"Refund {amount_cents} cents on {invoice}")
+        # The demo's payments service takes payments only from the payments queue.
+        await client.admit(work_key, "payments", title=f"Refund {amount_cents} cents on {invoice}")
         async with client.hold(work_key) as holding:
             request = f"Refund {amount_cents} cents on invoice {invoice}."
             for message in await refund_under_lease(holding, payments, model, request):

@@ -5,7 +5,7 @@ from leaseboard.core.models.audit import AuditEntry, AuditHead
 from leaseboard.core.models.effects import Effect
 from leaseboard.core.models.executors import Executor
 from leaseboard.core.models.leases import Checkpoint, FencingKey, Lease, LeaseEvent
-from leaseboard.core.models.policy import EffectRule
+from leaseboard.core.models.policy import EffectRule, GlobalPolicy
 from leaseboard.core.models.recipients import EpochNotice, Recipient
 from leaseboard.core.models.supervision import BulkRevoke, Quarantine, ReasonCategory
 from leaseboard.core.models.work import Queue, WorkItem
@@ -22,6 +22,7 @@ __all__ = [
     "EpochNotice",
     "Executor",
     "FencingKey",
+    "GlobalPolicy",
     "Lease",
     "LeaseEvent",
     "Quarantine",

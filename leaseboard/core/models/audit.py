@@ -46,11 +46,16 @@ def checkpoint_mac(key: str, body: dict[str, Any]) -> str:
 
 
 class AuditHead(models.Model):
-    """One row: the hash and sequence of the newest entry, locked by every audit write."""
+    """One row: the hash and sequence of the newest entry, locked by every audit write; and
+    the newest entry a signed checkpoint was written for (by `audit_checkpoint`), so that
+    `verify_audit` knows checkpoints are expected when the store outside the database holds
+    none that recent (it was removed, emptied or replaced)."""
 
     id = models.PositiveSmallIntegerField(primary_key=True, default=1)
     seq = models.BigIntegerField(default=0)
     last_hash = models.CharField(max_length=64, default=GENESIS)
+    checkpoint_seq = models.BigIntegerField(default=0, db_default=0)
+    checkpoint_at_ms = models.BigIntegerField(null=True, blank=True)
 
 
 class AuditEntry(models.Model):

@@ -66,9 +66,10 @@ class Effect(models.Model):
         related_name="+",
         db_index=False,  # a partial index in Meta: most rows hold NULL
     )
-    # The commit-time rule that decided (by name; "" when the queue's default did) and the
-    # queue's policy version then: the audit log holds that version's rule set.
-    rule_name = models.CharField(max_length=80, blank=True, default="")
+    # The commit-time rule that decided (by name, "global:NAME" for one of the rules for
+    # every queue; "" when a default did) and the queue's policy version then, which moves
+    # with the rules for every queue too: the audit log holds that version's rule set.
+    rule_name = models.CharField(max_length=100, blank=True, default="")
     # pending_approval: decided by then, else `on_timeout` applies (reject or approve).
     decide_by_ms = models.BigIntegerField(null=True, blank=True)
     on_timeout = models.CharField(max_length=10, blank=True, default="")

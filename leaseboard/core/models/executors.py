@@ -35,6 +35,11 @@ class Executor(models.Model):
     )
     token_hash = models.CharField(max_length=64, unique=True, null=True, blank=True)
     is_active = models.BooleanField(default=True)
+    # An agent's queue scope: the queues it may admit work to, acquire in and propose
+    # effects in (names; queues are never renamed or deleted). Every queue only when
+    # `all_queues` says so explicitly; a new agent with neither may use none.
+    queues = models.JSONField(default=list, blank=True)
+    all_queues = models.BooleanField(default=False, db_default=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

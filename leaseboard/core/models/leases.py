@@ -73,9 +73,10 @@ class Lease(models.Model):
     lock_delay_ms = models.PositiveIntegerField(default=0)
 
     end_reason = models.CharField(max_length=300, blank=True, default="")
-    # An operator's hold (docs/approvals.md, "Operator hold": hold without revoke): while
-    # set, renewals go on and new effects are refused `on_hold`. Written only by
-    # leaseboard.core.services.holds.
+    # The work item's hold as it applied to this lease (WorkItem.held_at_ms is the hold; a
+    # live lease carries its copy for the renew statement and the live page, an ended one
+    # keeps it as history): renewals go on, new effects are refused `on_hold`. Written only
+    # by leaseboard.core.services.holds and the grant, which copies the item's.
     held_at_ms = models.BigIntegerField(null=True, blank=True)
     hold_reason = models.CharField(max_length=1100, blank=True, default="", db_default="")
     held_by = models.ForeignKey(

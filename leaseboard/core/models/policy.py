@@ -3,7 +3,13 @@
 
 A rule set is replaced whole, in one transaction that raises `Queue.policy_version`, so a
 rule's name (unique in its queue), not its row id, is how an effect names the rule that
-decided it."""
+decided it.
+
+The rules for every queue (`queue` NULL, with their default and version on the one
+GlobalPolicy row) are tried before a queue's own, which can only tighten them
+(leaseboard.domain.policy.decide_layered). A change to them raises their version and every
+queue's `policy_version` in the same transaction, so a queue's version names the whole rule
+set its effects are decided under."""
 
 from __future__ import annotations
 
@@ -19,7 +25,10 @@ from leaseboard.domain.reconciliation import PolicyDecision
 class EffectRule(models.Model):
     Decision = text_choices(PolicyDecision, module=__name__, qualname="EffectRule.Decision")
 
-    queue = models.ForeignKey(Queue, on_delete=models.CASCADE, related_name="rules")
+    # NULL: a rule for every queue (GlobalPolicy), tried before any queue's own.
+    queue = models.ForeignKey(
+        Queue, null=True, blank=True, on_delete=models.CASCADE, related_name="rules"
+    )
     position = models.PositiveIntegerField()  # 1, 2, 3...: the order rules are tried in
     name = models.CharField(max_length=80)
     kind = models.CharField(max_length=500, default="*")  # glob over Effect.kind
@@ -38,6 +47,17 @@ class EffectRule(models.Model):
             models.UniqueConstraint(fields=["queue", "name"], name="effect_rule_name_unique"),
             models.UniqueConstraint(
                 fields=["queue", "position"], name="effect_rule_position_unique"
+            ),
+            # NULLs are distinct in the two above: the rules for every queue need their own.
+            models.UniqueConstraint(
+                fields=["name"],
+                condition=Q(queue__isnull=True),
+                name="effect_rule_global_name_unique",
+            ),
+            models.UniqueConstraint(
+                fields=["position"],
+                condition=Q(queue__isnull=True),
+                name="effect_rule_global_position_unique",
             ),
             models.CheckConstraint(
                 condition=Q(decision__in=values(PolicyDecision)),
@@ -63,3 +83,28 @@ class EffectRule(models.Model):
             decide_within_ms=self.decide_within_ms,
             on_timeout=self.on_timeout,
         )
+
+
+class GlobalPolicy(models.Model):
+    """The one row (id 1) of the rules for every queue: their default decision (allow: no
+    floor) and a version raised with every change of them (migration 0019 creates it)."""
+
+    Decision = text_choices(PolicyDecision, module=__name__, qualname="GlobalPolicy.Decision")
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1)
+    default_decision = models.CharField(
+        max_length=20, choices=Decision.choices, default=PolicyDecision.ALLOW.value
+    )
+    version = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=Q(id=1), name="global_policy_one_row"),
+            models.CheckConstraint(
+                condition=Q(default_decision__in=values(PolicyDecision)),
+                name="global_policy_default_valid",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"rules for every queue, version {self.version}"

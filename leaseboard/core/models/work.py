@@ -3,6 +3,7 @@ with their epoch. A queue's commit-time rules are in leaseboard.core.models.poli
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
@@ -78,6 +79,28 @@ class WorkItem(models.Model):
     created_at_ms = models.BigIntegerField()
     admitted_at_ms = models.BigIntegerField(null=True, blank=True)
     completed_at_ms = models.BigIntegerField(null=True, blank=True)
+    # The agent that admitted it (None: admitted before this was recorded, or by a service).
+    admitted_by = models.ForeignKey(
+        "core.Executor",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        db_index=False,  # a partial index in Meta: nobody lists items by admitter often
+    )
+    # An operator's hold (DESIGN §9: a hold belongs to the work item, not to one lease):
+    # while set, no new effect is authorized and no agent acquires it; a live lease keeps
+    # a copy (Lease.held_at_ms) for the renew path. Written only by core.services.holds.
+    held_at_ms = models.BigIntegerField(null=True, blank=True)
+    hold_reason = models.CharField(max_length=1100, blank=True, default="", db_default="")
+    held_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        db_index=False,  # a partial index in Meta: most rows hold NULL
+    )
 
     class Meta:
         constraints = [
@@ -95,6 +118,19 @@ class WorkItem(models.Model):
                 fields=["queue", "admitted_at_ms"],
                 condition=Q(admission=vocabulary.Admission.WAITING.value),
                 name="work_item_waiting_idx",
+            ),
+            models.Index(
+                fields=["held_at_ms"],
+                condition=Q(held_at_ms__isnull=False),
+                name="work_item_held_idx",
+            ),
+            models.Index(
+                fields=["held_by"], condition=Q(held_by__isnull=False), name="work_item_held_by_idx"
+            ),
+            models.Index(
+                fields=["admitted_by"],
+                condition=Q(admitted_by__isnull=False),
+                name="work_item_admitted_by_idx",
             ),
         ]
 

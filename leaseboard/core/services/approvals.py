@@ -102,6 +102,8 @@ def _timed_out_locked(
             lease=lease,
             epoch=effect.epoch,
             current_epoch=item.epoch,
+            queue=item.queue.name,
+            held=item.held_at_ms is not None,
         )
         code, detail = v.code, v.detail
         if code is None and lease is not None and lease.fenced_until_ms > now:
@@ -110,7 +112,7 @@ def _timed_out_locked(
             detail = f"nobody decided in time; the default (approve) was refused: {detail}"
     if code is None:
         assert lease is not None
-        effect.fencing_token = effect_token_issue(effect, lease, item, now)
+        effect.fencing_token = effect_token_issue(effect, lease, item, now, queue=item.queue.name)
         effect_decided(effect, decision=Effect.Decision.AUTHORIZED, now_ms=now)
     else:
         effect_decided(
@@ -180,7 +182,13 @@ def _effect_approve(
         return effect
     now = db_now_ms()
     v = verdict(
-        Act.APPROVE_EFFECT, actor, now_ms=now, lease=lease, current_epoch=item.epoch, effect=effect
+        Act.APPROVE_EFFECT,
+        actor,
+        now_ms=now,
+        lease=lease,
+        current_epoch=item.epoch,
+        effect=effect,
+        held=item.held_at_ms is not None,
     )
     if v.code is not None and v.code not in FINAL:
         # Not this approver's to decide, or only unsure (jeopardy): nothing is written.
@@ -188,7 +196,7 @@ def _effect_approve(
     effect.current_epoch = item.epoch
     if v.code is None:
         assert lease is not None
-        effect.fencing_token = effect_token_issue(effect, lease, item, now)
+        effect.fencing_token = effect_token_issue(effect, lease, item, now, queue=item.queue.name)
         effect_decided(
             effect, decision=Effect.Decision.AUTHORIZED, now_ms=now, user_id=actor.user_id
         )

@@ -12,6 +12,7 @@ import hashlib
 import hmac
 from collections import defaultdict
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, TypedDict, Unpack
 
 from django.db import transaction
@@ -227,10 +228,65 @@ class AuditVerdict:
     problems: list[str]
     checkpoints: int
     newest: Checkpoint | None
+    # Checkpoints expected but missing from the store (see `checkpoints_missing`): kept
+    # apart from `problems` so `verify_audit --without-checkpoints` can set them aside.
+    missing: list[str] = field(default_factory=list)
 
     @property
     def intact(self) -> bool:
-        return not self.problems
+        return not self.problems and not self.missing
+
+
+def checkpoint_grace_ms() -> int:
+    """How old an entry may be and still be covered by no checkpoint: two beat intervals and
+    a minute (a checkpoint run may be late), or a day and two hours when checkpoints come
+    from cron (LEASEBOARD_AUDIT_CHECKPOINT_INTERVAL_S=0; LEASEBOARD_AUDIT_CHECKPOINT_GRACE_S
+    sets it)."""
+    from django.conf import settings
+
+    configured = getattr(settings, "LEASEBOARD_AUDIT_CHECKPOINT_GRACE_S", None)
+    if configured:
+        return int(configured) * 1000
+    interval = settings.LEASEBOARD_AUDIT_CHECKPOINT_INTERVAL_S
+    return (2 * interval + 60) * 1000 if interval else 26 * 3600 * 1000
+
+
+def checkpoints_missing(
+    *, head: AuditHead | None, newest: Checkpoint | None, now_ms: int, store: str
+) -> list[str]:
+    """Checkpoints that should be in the store and are not: the database recorded writing
+    one past the newest the store holds (the store was removed, emptied or replaced), or an
+    entry older than the grace is covered by none (checkpoints have stopped, or that too).
+    Entries from before the keyed chain began (its anchor) are not expected to be."""
+    out: list[str] = []
+    covered = newest.seq if newest is not None else 0
+    if head is not None and head.checkpoint_seq > covered:
+        when = (
+            datetime.fromtimestamp(head.checkpoint_at_ms / 1000, UTC).isoformat(timespec="seconds")
+            if head.checkpoint_at_ms
+            else "?"
+        )
+        out.append(
+            f"a checkpoint of seq {head.checkpoint_seq} was written at {when}, but the store "
+            f"({store}) holds {'none' if newest is None else f'none past seq {covered}'}: "
+            "it was removed, emptied or replaced"
+        )
+    first = (
+        AuditEntry.objects.filter(seq__gt=covered).order_by("seq").values("seq", "at_ms").first()
+    )
+    if first is None:
+        return out
+    anchor = AuditEntry.objects.filter(action=ANCHOR_ACTION).values_list("at_ms", flat=True)
+    since = max(first["at_ms"], anchor.first() or 0)
+    grace = checkpoint_grace_ms()
+    if now_ms - since > grace:
+        out.append(
+            f"entries from seq {first['seq']} on (the first written "
+            f"{(now_ms - since) // 1000} s ago) are covered by no checkpoint in {store}, "
+            f"though one is expected within {grace // 1000} s: run `manage.py audit_checkpoint` "
+            "(is beat, or its cron job, running?), or the store was removed"
+        )
+    return out
 
 
 def audit_verify(*, keyring: AuditKeyring | None = None) -> AuditVerdict:
@@ -253,7 +309,10 @@ def audit_verify(*, keyring: AuditKeyring | None = None) -> AuditVerdict:
             "(entries removed at the end)"
         )
     newest = max(checkpoints, key=lambda cp: cp.seq, default=None)
-    return AuditVerdict(walk.count, problems, len(checkpoints), newest)
+    missing = checkpoints_missing(
+        head=head, newest=newest, now_ms=db_now_ms(), store=str(checkpoint_dir())
+    )
+    return AuditVerdict(walk.count, problems, len(checkpoints), newest, missing)
 
 
 @dataclass
@@ -299,8 +358,13 @@ def audit_checkpoint(*, keyring: AuditKeyring | None = None) -> CheckpointResult
         return CheckpointResult(None, problems + file_problems, "chain broken: not signed")
     if last is None:
         return CheckpointResult(None, file_problems, "the audit log is empty")
+    now = db_now_ms()
     written = checkpoint_append(
-        seq=last["seq"], head=last["hash"], count=walk.count, at_ms=db_now_ms(), keyring=keyring
+        seq=last["seq"], head=last["hash"], count=walk.count, at_ms=now, keyring=keyring
+    )
+    # Remembered in the database too: from now on, a store without it is a store removed.
+    AuditHead.objects.filter(id=1, checkpoint_seq__lt=written.seq).update(
+        checkpoint_seq=written.seq, checkpoint_at_ms=now
     )
     return CheckpointResult(written, file_problems)
 

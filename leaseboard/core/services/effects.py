@@ -24,7 +24,8 @@ from leaseboard.core.services.alerts import alerts_open
 from leaseboard.core.services.fencing import fencing_token_issue
 from leaseboard.core.services.jsondocs import json_canonical, json_size_checked
 from leaseboard.core.services.leases import lease_expire_if_due_locked, parse_lease_id
-from leaseboard.core.services.policy import clock_and_policy_version, effect_policy_decide
+from leaseboard.core.services.policy import effect_policy_decide
+from leaseboard.core.services.rule_sets import clock_and_policy_version
 from leaseboard.core.signals import approval_requested
 from leaseboard.core.tracing import Decision, current_trace_id, decided, note_current
 from leaseboard.domain.authority import Act
@@ -90,10 +91,13 @@ def _same_request(first: Effect, lease_id: uuid.UUID, kind: str, target: str, pa
         )
 
 
-def effect_token_issue(effect: Effect, lease: Lease, item: WorkItem, now_ms: int) -> str:
+def effect_token_issue(
+    effect: Effect, lease: Lease, item: WorkItem, now_ms: int, *, queue: str
+) -> str:
     """The effect's token, dying with the standing it proves: at the lease's expiry at the
     moment of issue (a renewal does not stretch it). Its expiry is kept on the effect: a
-    successor waits for it while the outcome is unknown (the fence)."""
+    successor waits for it while the outcome is unknown (the fence). It names the work
+    item's `queue` and the policy version the effect was decided under."""
     effect.token_expires_at_ms = token_expiry_ms(
         lease_expires_at_ms=lease.expires_at_ms,
         now_ms=now_ms,
@@ -108,6 +112,8 @@ def effect_token_issue(effect: Effect, lease: Lease, item: WorkItem, now_ms: int
         expires_at_ms=effect.token_expires_at_ms,
         effect_id=str(effect.id),
         digest=effect.content_digest or effect_digest(effect),
+        queue=queue,
+        policy_version=effect.policy_version,
     )
 
 
@@ -278,7 +284,7 @@ def _effect_decide(
     lease = found[0]
     assert isinstance(lease, Lease)
     item = lease.work_item
-    now, policy_version = clock_and_policy_version(item.queue_id)
+    now, policy_version, queue_name = clock_and_policy_version(item.queue_id)
     effect = Effect(
         work_item=item,
         lease=lease,
@@ -301,6 +307,8 @@ def _effect_decide(
         lease=lease,
         epoch=epoch,
         current_epoch=item.epoch,
+        queue=queue_name,
+        held=item.held_at_ms is not None,
     )
     if v.code == "lease_expired":
         lease_expire_if_due_locked(lease, now)  # time decided it; record it with one alert
@@ -309,6 +317,8 @@ def _effect_decide(
     code, detail = v.code, v.detail
     if code in {"lease_expired", "lease_released", "lease_revoked"}:
         detail, _ = ended_detail(lease, code, lease.end_reason or detail)
+    elif code == "on_hold" and item.hold_reason:
+        detail = f"{detail} ({item.hold_reason})"
     if code is None:
         policy = effect_policy_decide(
             item=item,
@@ -337,7 +347,7 @@ def _effect_decide(
         if code == "stale_epoch":
             _open_stale_alert(effect, lease, now)
         return effect
-    effect.fencing_token = effect_token_issue(effect, lease, item, now)
+    effect.fencing_token = effect_token_issue(effect, lease, item, now, queue=queue_name)
     return effect_decided(effect, decision=Effect.Decision.AUTHORIZED, now_ms=now)
 
 
@@ -407,7 +417,7 @@ def effect_record_locked(
         outcome_at_ms=now_ms,
         trace_id=current_trace_id(),
     )
-    effect.fencing_token = effect_token_issue(effect, lease, item, now_ms)
+    effect.fencing_token = effect_token_issue(effect, lease, item, now_ms, queue=item.queue.name)
     decided = effect_decided(
         effect, decision=Effect.Decision.AUTHORIZED, now_ms=now_ms, user_id=actor.user_id
     )

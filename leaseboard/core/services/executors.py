@@ -5,11 +5,12 @@ from __future__ import annotations
 import secrets
 import threading
 import time
+from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
-from leaseboard.core.models import Executor
+from leaseboard.core.models import Executor, Queue
 from leaseboard.core.models.executors import HUMAN_PREFIX, hash_token
 from leaseboard.core.services.audit import audit_admin
 from leaseboard.domain.errors import NotFound, ValidationFailed
@@ -17,9 +18,44 @@ from leaseboard.domain.errors import NotFound, ValidationFailed
 TOKEN_PREFIX = "lb_"
 
 
+def queue_scope_checked(queues: list[str] | tuple[str, ...] | None, all_queues: bool) -> list[str]:
+    """The queues an agent may use, as stored: existing queue names, sorted; none when it may
+    use every queue, which must be said (`all_queues`), never implied by an empty list."""
+    names = sorted({q.strip() for q in queues or () if q and q.strip()})
+    if all_queues:
+        if names:
+            raise ValidationFailed(
+                "name the agent's queues or give it every queue, not both", param="queues"
+            )
+        return []
+    if not names:
+        raise ValidationFailed(
+            "name the queues this agent may admit work to and work in (every queue only when "
+            "said explicitly)",
+            param="queues",
+        )
+    known = set(Queue.objects.filter(name__in=names).values_list("name", flat=True))
+    missing = [n for n in names if n not in known]
+    if missing:
+        raise ValidationFailed(f"no queue {missing[0]!r}", param="queues")
+    return names
+
+
+def queue_scope_view(executor: Executor) -> dict[str, Any]:
+    """An agent's queue scope as the audit log and the settings pages say it."""
+    return {"all_queues": True} if executor.all_queues else {"queues": list(executor.queues)}
+
+
 @transaction.atomic(durable=True)
-def agent_create(*, name: str, actor_name: str = "cli") -> tuple[Executor, str]:
-    """Create an agent and return (executor, token). Only the token's hash is stored."""
+def agent_create(
+    *,
+    name: str,
+    queues: list[str] | tuple[str, ...] | None = None,
+    all_queues: bool = False,
+    actor_name: str,
+) -> tuple[Executor, str]:
+    """Create an agent and return (executor, token). Only the token's hash is stored. The
+    agent may use the named queues, or every queue when `all_queues` says so."""
     name = name.strip()
     if not name or len(name) > 150:
         raise ValidationFailed("an agent name is 1 to 150 characters", param="name")
@@ -33,11 +69,16 @@ def agent_create(*, name: str, actor_name: str = "cli") -> tuple[Executor, str]:
             "for the people who take work over",
             param="name",
         )
+    scope = queue_scope_checked(queues, all_queues)
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
     try:
         with transaction.atomic():
             executor = Executor.objects.create(
-                name=name, kind=Executor.Kind.AGENT, token_hash=hash_token(token)
+                name=name,
+                kind=Executor.Kind.AGENT,
+                token_hash=hash_token(token),
+                queues=scope,
+                all_queues=all_queues,
             )
     except IntegrityError:
         raise ValidationFailed(f"an executor named {name!r} already exists") from None
@@ -46,9 +87,41 @@ def agent_create(*, name: str, actor_name: str = "cli") -> tuple[Executor, str]:
         "executor",
         executor.id,
         actor_name=actor_name,
-        after={"name": name, "kind": Executor.Kind.AGENT.value},
+        after={"name": name, "kind": Executor.Kind.AGENT.value, **queue_scope_view(executor)},
     )
     return executor, token
+
+
+@transaction.atomic(durable=True)
+def agent_scope_change(
+    *,
+    name: str,
+    queues: list[str] | tuple[str, ...] | None = None,
+    all_queues: bool = False,
+    actor_name: str,
+) -> bool:
+    """Set the queues an agent may use; False when they already were these (nothing
+    recorded). Narrowing applies to its next admit, acquire and effect (within
+    LEASEBOARD_TOKEN_CACHE_SECONDS in other processes); leases it holds may still be
+    renewed, checkpointed, released and reported on."""
+    executor = _agent_locked(name)
+    scope = queue_scope_checked(queues, all_queues)
+    before = queue_scope_view(executor)
+    executor.queues, executor.all_queues = scope, all_queues
+    after = queue_scope_view(executor)
+    if after == before:
+        return False
+    executor.save(update_fields=["queues", "all_queues"])
+    audit_admin(
+        "agent.scope_change",
+        "executor",
+        executor.id,
+        actor_name=actor_name,
+        before={"name": executor.name, **before},
+        after={"name": executor.name, **after},
+    )
+    transaction.on_commit(token_cache_forget)
+    return True
 
 
 def agent_rotate_token_locked(executor: Executor) -> str:

@@ -327,10 +327,14 @@ def fencing_token_issue(
     expires_at_ms: int,
     effect_id: str | None = None,
     digest: str | None = None,
+    queue: str | None = None,
+    policy_version: int | None = None,
 ) -> str:
     """Sign a lease's (or one effect's) standing with the key active at `now_ms`, which
-    must be the database clock's time. An effect's token carries `digest`, the content it
-    was decided on."""
+    must be the database clock's time. Every token names the work item's `queue`; an
+    effect's token carries `digest`, the content it was decided on, and the queue's
+    `policy_version` it was decided under (a recipient may accept a kind only from a
+    queue, DESIGN §9)."""
     signer = _signer_at(now_ms)
     claims = fencing.FencingClaims(
         work_key=work_key,
@@ -342,5 +346,7 @@ def fencing_token_issue(
         kid=signer.kid,
         effect_id=effect_id,
         digest=digest,
+        queue=queue,
+        policy_version=policy_version,
     )
     return fencing.sign_token(claims, private_key_raw=signer.private_key)

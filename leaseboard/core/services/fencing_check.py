@@ -17,7 +17,7 @@ from typing import Any
 
 from leaseboard.core.authority import Actor, authorize, certainty_of
 from leaseboard.core.clock import db_now_ms
-from leaseboard.core.models import Lease, WorkItem
+from leaseboard.core.models import Effect, Lease, WorkItem
 from leaseboard.core.services.fencing import fencing_public_keys
 from leaseboard.core.services.recipients import recipient_report_record
 from leaseboard.core.tracing import Decision, decided
@@ -37,6 +37,10 @@ class FencingAnswer:
     certainty: str | None = None  # of the lease the token names: active or jeopardy if valid
     expires_in_ms: int | None = None  # of the token
     detail: str | None = None  # why not, in words (a token refusal's detail)
+    # The work item's queue, and the policy version the token's effect was decided under
+    # (None for a lease token): what a recipient needs to accept a kind only from a queue.
+    queue: str | None = None
+    policy_version: int | None = None
 
 
 def _checked(span: Decision, answer: FencingAnswer) -> None:
@@ -51,13 +55,18 @@ def _checked(span: Decision, answer: FencingAnswer) -> None:
 
 
 @decided("leaseboard.fencing.check", result=_checked)
-def fencing_check(*, actor: Actor, token: str, digest: str | None = None) -> FencingAnswer:
+def fencing_check(
+    *, actor: Actor, token: str, digest: str | None = None, queue: str | None = None
+) -> FencingAnswer:
     """`digest`: content_digest() of the request the recipient is about to execute, or None
-    when it does not say (then only standing is checked)."""
+    when it does not say (then only standing is checked). `queue`: the queue the recipient
+    accepts this effect from (refused `wrong_queue` if it was decided in another)."""
     authorize(Act.CHECK_FENCING, actor)
     now = db_now_ms()
     try:
-        claims = verify_token(token, public_keys=fencing_public_keys(), now_ms=now)
+        claims = verify_token(
+            token, public_keys=fencing_public_keys(), now_ms=now, queue=queue, work_key=None
+        )
         if digest is not None and claims.digest != digest:
             raise InvalidToken(
                 "payload_mismatch",
@@ -91,7 +100,12 @@ def fencing_check(*, actor: Actor, token: str, digest: str | None = None) -> Fen
             epoch=said.epoch if said else None,
             detail=exc.detail,
         )
-    item = WorkItem.objects.filter(key=claims.work_key).only("id", "epoch").first()
+    item = (
+        WorkItem.objects.filter(key=claims.work_key)
+        .select_related("queue")
+        .only("id", "epoch", "queue__name")
+        .first()
+    )
     common: dict[str, Any] = {
         "work_key": claims.work_key,
         "epoch": claims.epoch,
@@ -100,6 +114,12 @@ def fencing_check(*, actor: Actor, token: str, digest: str | None = None) -> Fen
     }
     if item is None:
         return FencingAnswer(valid=False, current_epoch=None, code="not_found", **common)
+    common["queue"] = item.queue.name
+    if claims.effect_id is not None:
+        # As recorded (a token from before tokens named it says it here all the same).
+        common["policy_version"] = (
+            Effect.objects.filter(id=claims.effect_id).values_list("policy_version", flat=True)
+        ).first()
     if claims.epoch != item.epoch:
         return FencingAnswer(valid=False, current_epoch=item.epoch, code="stale_epoch", **common)
     lease = Lease.objects.filter(work_item=item, epoch=claims.epoch).first()

@@ -1,9 +1,13 @@
-"""An operator's hold on a lease: stop new effects without taking the lease away.
+"""An operator's hold on a work item: stop new effects without taking the lease away.
 
-While held, the holder keeps renewing, checkpointing and reporting outcomes; new effects
-and approvals of waiting ones are refused `on_hold` (the authority table's "on hold"
-column); the renew answer carries the hold, so the holder's SDK quiesces locally. The hold
-is released by an operator, or ends with the lease (an approved takeover revokes it).
+The hold belongs to the work item (DESIGN §9, "no route around a rule"): it is put on
+through the item's live lease, and while it is on, the holder keeps renewing,
+checkpointing and reporting outcomes; new effects and approvals of waiting ones are
+refused `on_hold` (the authority table's "on hold" column), and so is every acquire, so
+the agent it stops cannot escape it by releasing and acquiring again. It ends only by an
+operator's decision: released here, or lifted by an approved takeover (a person then holds
+the work). The live lease carries a copy of the hold (its renew answer tells the holder,
+whose SDK quiesces locally); a grant copies the item's hold onto the new lease.
 Modelled on the operator revoke (leases.lease_revoke_audited_locked): the work item's
 lock, then the lease's, the authority's verdict, the write and its audit entry in one
 transaction.
@@ -17,7 +21,8 @@ from django.db import transaction
 
 from leaseboard.core.authority import Actor, authorize
 from leaseboard.core.clock import db_now_ms
-from leaseboard.core.models import Lease
+from leaseboard.core.models import Lease, WorkItem
+from leaseboard.core.models.leases import LIVE_STATES
 from leaseboard.core.services.audit import audit_act
 from leaseboard.core.services.leases import lease_for_revoke_locked, revoke_reason
 from leaseboard.domain.authority import Act
@@ -25,6 +30,18 @@ from leaseboard.domain.errors import ValidationFailed
 from leaseboard.domain.vocabulary import reason_checked
 
 NOTE_MAX = 1000
+HOLD_FIELDS = ["held_at_ms", "hold_reason", "held_by"]
+
+
+def _live_copies(item: WorkItem) -> Any:
+    return Lease.objects.filter(work_item=item, state__in=LIVE_STATES)
+
+
+def _hold_set_locked(item: WorkItem, *, at_ms: int | None, reason: str, by: int | None) -> None:
+    """The item's hold, and the copy its live lease carries (the caller holds both locks)."""
+    item.held_at_ms, item.hold_reason, item.held_by_id = at_ms, reason, by
+    item.save(update_fields=HOLD_FIELDS)
+    _live_copies(item).update(held_at_ms=at_ms, hold_reason=reason, held_by_id=by)
 
 
 @transaction.atomic(durable=True)
@@ -36,18 +53,17 @@ def lease_hold(
     reason_text: str,
     request_id: str = "",
 ) -> Lease:
-    """Put a live lease on hold with a structured reason (a hold already on is refused:
-    one hold, one reason)."""
+    """Put a work item on hold through its live lease, with a structured reason (a hold
+    already on is refused: one hold, one reason)."""
     text = reason_checked(reason_category, reason_text, what="a hold")
     category = reason_category
     item, lease = lease_for_revoke_locked(lease_id)
     now = db_now_ms()
     authorize(Act.HOLD, actor, now_ms=now, lease=lease)
-    if lease.held_at_ms is not None:
-        raise ValidationFailed(f"the lease is already on hold: {lease.hold_reason}")
-    lease.held_at_ms, lease.hold_reason = now, revoke_reason(category, text)
-    lease.held_by_id = actor.user_id
-    lease.save(update_fields=["held_at_ms", "hold_reason", "held_by"])
+    if item.held_at_ms is not None:
+        raise ValidationFailed(f"the work item is already on hold: {item.hold_reason}")
+    _hold_set_locked(item, at_ms=now, reason=revoke_reason(category, text), by=actor.user_id)
+    lease.refresh_from_db(fields=HOLD_FIELDS)
     audit_act(
         act=Act.HOLD,
         actor=actor,
@@ -56,7 +72,7 @@ def lease_hold(
         object_id=str(lease.id),
         work_item=item,
         at_ms=now,
-        reason=lease.hold_reason,
+        reason=item.hold_reason,
         before={"held": False, "epoch": lease.epoch, "holder": lease.holder.name},
         after={"held": True, "reason_category": category, "reason_text": text},
         request_id=request_id,
@@ -68,16 +84,17 @@ def lease_hold(
 def lease_hold_release(
     *, lease_id: Any, actor: Actor, note: str = "", request_id: str = ""
 ) -> Lease:
-    """Lift the hold: the holder may propose effects again from the commit on."""
+    """Lift the work item's hold (named by any of its leases, live or ended): the holder
+    may propose effects again, and the item may be acquired, from the commit on."""
     item, lease = lease_for_revoke_locked(lease_id)
     now = db_now_ms()
-    authorize(Act.RELEASE_HOLD, actor, now_ms=now, lease=lease)
-    if lease.held_at_ms is None:
-        raise ValidationFailed("the lease is not on hold")
-    held_at_ms = lease.held_at_ms
-    before = {"held": True, "reason": lease.hold_reason, "held_at_ms": held_at_ms}
-    lease.held_at_ms, lease.hold_reason, lease.held_by_id = None, "", None
-    lease.save(update_fields=["held_at_ms", "hold_reason", "held_by"])
+    authorize(Act.RELEASE_HOLD, actor, now_ms=now, lease=lease, held=item.held_at_ms is not None)
+    if item.held_at_ms is None:
+        raise ValidationFailed("the work item is not on hold")
+    before = _hold_view(item)
+    held_at_ms = item.held_at_ms
+    _hold_set_locked(item, at_ms=None, reason="", by=None)
+    lease.refresh_from_db(fields=HOLD_FIELDS)
     audit_act(
         act=Act.RELEASE_HOLD,
         actor=actor,
@@ -92,3 +109,34 @@ def lease_hold_release(
         request_id=request_id,
     )
     return lease
+
+
+def work_hold_lift_locked(
+    *, item: WorkItem, act: Act, actor: Actor, now_ms: int, why: str, request_id: str = ""
+) -> str:
+    """End the item's hold as part of a decision that gives the work to someone an operator
+    chose (an approved takeover, a break-glass), inside the caller's transaction, which
+    holds the work item's lock and has authorized `act`. Returns the lifted hold's reason
+    ("" when the item was not held: nothing is written)."""
+    if item.held_at_ms is None:
+        return ""
+    before = _hold_view(item)
+    _hold_set_locked(item, at_ms=None, reason="", by=None)
+    audit_act(
+        act=act,
+        actor=actor,
+        action="work_item.hold_lifted",
+        object_type="work_item",
+        object_id=item.key,
+        work_item=item,
+        at_ms=now_ms,
+        reason=why[:NOTE_MAX],
+        before=before,
+        after={"held": False, "held_for_ms": now_ms - int(before["held_at_ms"])},
+        request_id=request_id,
+    )
+    return str(before["reason"])
+
+
+def _hold_view(item: WorkItem) -> dict[str, Any]:
+    return {"held": True, "reason": item.hold_reason, "held_at_ms": item.held_at_ms}

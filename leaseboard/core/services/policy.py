@@ -1,4 +1,5 @@
-"""Commit-time policy: which of a queue's rules decides a proposed effect, and why.
+"""Commit-time policy: which rule decides a proposed effect, and why: the rules for every
+queue first, then the queue's own, which can only tighten them.
 
 `effect_policy_decide` is what the effect service asks (inside its transaction, after the
 authority allowed the proposer); `policy_explain` answers the same question for a
@@ -10,112 +11,34 @@ decided in leaseboard.domain.policy. Nothing here writes.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
 
-from leaseboard.core.clock import DbNowMs, db_now_ms
-from leaseboard.core.compiled import CompiledRead
-from leaseboard.core.models import Checkpoint, Effect, Executor, Lease, Queue, WorkItem
+from leaseboard.core.clock import db_now_ms
+from leaseboard.core.models import (
+    Checkpoint,
+    Effect,
+    Executor,
+    Lease,
+    Queue,
+    WorkItem,
+)
 from leaseboard.core.models.leases import LIVE_STATES
+from leaseboard.core.services.rule_sets import QueuePolicy, queue_policy
 from leaseboard.domain.errors import NotFound, ValidationFailed
 from leaseboard.domain.expressions import NO_CHECKPOINT_AGE_S, FactLimits, bounded_activation
-from leaseboard.domain.policy import RuleSet, RuleSetInvalid, RuleSpec, Ruling, decide
-from leaseboard.domain.policy import rule_set_compiled as compile_rules
-
-RULE_FIELDS = (
-    "name",
-    "kind",
-    "target",
-    "condition",
-    "decision",
-    "note",
-    "decide_within_ms",
-    "on_timeout",
+from leaseboard.domain.policy import (
+    GLOBAL_PREFIX,
+    Layered,
+    RuleSet,
+    RuleSpec,
+    Ruling,
+    decide_layered,
 )
-
-
-@dataclass(frozen=True)
-class QueuePolicy:
-    queue_id: int
-    queue_name: str
-    version: int
-    rule_set: RuleSet
-
-
-_cache: dict[tuple[int, int], QueuePolicy] = {}
-_cache_lock = threading.Lock()
-CACHE_MAX = 1000
-
-
-# Compiled once per process (core.compiled): an effect authorization runs it every time.
-_CLOCK_AND_VERSION = CompiledRead(
-    lambda queue_id: Queue.objects.filter(id=queue_id).values_list(DbNowMs(), "policy_version"),
-    (-9_000_000_002,),
-    Queue,
-)
-
-
-def clock_and_policy_version(queue_id: int) -> tuple[int, int]:
-    """The database clock and the queue's policy version in one read (an effect's decision
-    needs both, after its lock): pass the version to `effect_policy_decide`."""
-    row = _CLOCK_AND_VERSION.values(queue_id)
-    if row is None:
-        raise NotFound(f"no queue {queue_id}")
-    return int(row[0]), int(row[1])
-
-
-def queue_policy(queue_id: int, head: int | None = None) -> QueuePolicy:
-    """The queue's compiled rule set at its current version (one primary-key read when
-    this process has compiled that version already; none when the caller has just read
-    the version, `head`)."""
-    if head is None:
-        head = Queue.objects.filter(id=queue_id).values_list("policy_version", flat=True).first()
-    if head is None:
-        raise NotFound(f"no queue {queue_id}")
-    hit = _cache.get((queue_id, head))
-    if hit is not None:
-        return hit
-    # One statement (queue LEFT JOIN rules) so the version and the rules are one snapshot.
-    rows = list(
-        Queue.objects.filter(id=queue_id)
-        .order_by("rules__position")
-        .values_list(
-            "name",
-            "policy_version",
-            "default_decision",
-            *(f"rules__{f}" for f in RULE_FIELDS),
-        )
-    )
-    name, version, default = rows[0][:3]
-    specs = [
-        RuleSpec(
-            name=r[3],
-            kind=r[4],
-            target=r[5],
-            when=r[6],
-            decision=r[7],
-            note=r[8] or "",
-            decide_within_ms=r[9],
-            on_timeout=r[10] or "reject",
-        )
-        for r in rows
-        if r[3] is not None
-    ]
-    try:
-        rule_set = compile_rules(specs, default)
-    except RuleSetInvalid as exc:
-        # Saved rules were validated; this is a rule the running CEL version refuses.
-        raise ValidationFailed(f"queue {name!r}: its rules do not compile: {exc}") from None
-    policy = QueuePolicy(queue_id, name, version, rule_set)
-    with _cache_lock:
-        if len(_cache) >= CACHE_MAX:
-            _cache.clear()
-        _cache[(queue_id, version)] = policy
-    return policy
+from leaseboard.domain.reconciliation import PolicyDecision
 
 
 @dataclass
@@ -142,7 +65,7 @@ def _facts(
     now_ms: int,
     reads: frozenset[str] | None = None,
 ) -> Facts:
-    reads = policy.rule_set.reads if reads is None else reads
+    reads = policy.reads if reads is None else reads
     values: dict[str, Any] = {
         "payload": payload if isinstance(payload, dict) else {},
         "effect.kind": kind,
@@ -205,10 +128,12 @@ def effect_policy_decide(
     now_ms: int,
     policy_version: int | None = None,
 ) -> PolicyVerdict:
-    """The queue's answer for this proposal: first matching rule, else its default (at
-    `policy_version` when the caller has read it, see clock_and_policy_version)."""
+    """The answer for this proposal (at `policy_version` when the caller has read it, see
+    clock_and_policy_version): the rules for every queue first, then the queue's own, which
+    can only tighten them (leaseboard.domain.policy.decide_layered)."""
     policy = queue_policy(item.queue_id, policy_version)
-    ruling = decide(
+    layered = decide_layered(
+        policy.global_rules,
         policy.rule_set,
         kind=kind,
         target=target,
@@ -226,28 +151,59 @@ def effect_policy_decide(
             fact_limits(),
         ),
     )
-    spec = next((r.spec for r in policy.rule_set.rules if r.spec.name == ruling.rule), None)
+    ruling = layered.ruling
+    within, on_timeout = _approval_terms(policy, layered)
     return PolicyVerdict(
         ruling.decision,
         ruling.rule or "",
         policy.version,
         ruling.reason,
-        decide_within_ms=spec.decide_within_ms if spec else None,
+        decide_within_ms=within,
         # An approval asked because a condition failed never defaults to approve: the
         # agent chose the facts that made it fail.
-        on_timeout=spec.on_timeout if spec and not ruling.error else "reject",
+        on_timeout=on_timeout if not ruling.error else "reject",
         error=ruling.error,
     )
+
+
+def _spec_named(rule_set: RuleSet, name: str | None) -> RuleSpec | None:
+    return next((r.spec for r in rule_set.rules if r.spec.name == name), None)
+
+
+def _approval_terms(policy: QueuePolicy, layered: Layered) -> tuple[int | None, str]:
+    """How long an approver has and what a request becomes when nobody decides: the
+    binding rule's, and where both layers asked for approval, the stricter terms of the two
+    (the shorter time; approve on timeout only if both say so)."""
+    outer = layered.global_
+    inner = layered.queue
+    specs = []
+    if outer.decision == PolicyDecision.REQUIRE_APPROVAL.value:
+        specs.append(_spec_named(policy.global_rules, (outer.rule or "")[len(GLOBAL_PREFIX) :]))
+    if inner is not None and inner.decision == PolicyDecision.REQUIRE_APPROVAL.value:
+        specs.append(_spec_named(policy.rule_set, inner.rule))
+    if layered.ruling.decision != PolicyDecision.REQUIRE_APPROVAL.value:
+        return None, "reject"
+    found = [spec for spec in specs if spec is not None]
+    times = [spec.decide_within_ms for spec in found if spec.decide_within_ms is not None]
+    approve = (
+        bool(found)
+        and len(found) == len(specs)
+        and all(spec.on_timeout == "approve" for spec in found)
+    )
+    return (min(times) if times else None), ("approve" if approve else "reject")
 
 
 @dataclass(frozen=True)
 class Explanation:
     queue: str
     version: int
-    ruling: Ruling
+    ruling: Ruling  # the binding answer, with every rule's step (global ones "global:NAME")
     facts: dict[str, Any]
     rules: list[RuleSpec]
     default: str
+    global_rules: list[RuleSpec] = field(default_factory=list)
+    global_default: str = PolicyDecision.ALLOW.value
+    global_version: int = 0
 
 
 def policy_explain(
@@ -299,9 +255,10 @@ def policy_explain(
         lease=lease,
         executor=executor or (lease.holder if lease else None),
         now_ms=now,
-        reads=policy.rule_set.reads | {"evidence.has_checkpoint", "evidence.effects_authorized"},
+        reads=policy.reads | {"evidence.has_checkpoint", "evidence.effects_authorized"},
     )
-    ruling = decide(
+    layered = decide_layered(
+        policy.global_rules,
         policy.rule_set,
         kind=kind,
         target=target,
@@ -311,8 +268,11 @@ def policy_explain(
     return Explanation(
         queue=policy.queue_name,
         version=policy.version,
-        ruling=ruling,
+        ruling=layered.ruling,
         facts=facts.shown(),
         rules=[r.spec for r in policy.rule_set.rules],
         default=policy.rule_set.default,
+        global_rules=[r.spec for r in policy.global_rules.rules],
+        global_default=policy.global_rules.default,
+        global_version=policy.global_version,
     )

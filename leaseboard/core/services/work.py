@@ -21,7 +21,12 @@ from leaseboard.core.services.leases import (
 )
 from leaseboard.core.tracing import Decision, decided
 from leaseboard.domain.authority import Act
-from leaseboard.domain.errors import NeedsReconciliation, NotFound, ValidationFailed
+from leaseboard.domain.errors import (
+    IdempotencyConflict,
+    NeedsReconciliation,
+    NotFound,
+    ValidationFailed,
+)
 from leaseboard.domain.timing import TimingPolicyError
 
 # The one key alphabet: a letter or digit, then letters, digits and . _ : @ - (at most 200).
@@ -49,6 +54,17 @@ def _open_count(queue: Queue) -> int:
     ).count()
 
 
+def _in_another_queue(item: WorkItem, queue_name: str) -> IdempotencyConflict:
+    """A retried admit is answered with the item's state; the same key for another queue
+    is not a retry but a conflict, answered with the queue the item is in."""
+    return IdempotencyConflict(
+        f"work item {item.key!r} was admitted to queue {item.queue.name!r}, not "
+        f"{queue_name!r}; a key names one work item in one queue",
+        queue=item.queue.name,
+        param="queue",
+    )
+
+
 def _admitted(span: Decision, answer: tuple[WorkItem, bool]) -> None:
     item, created = answer
     span.note(
@@ -72,22 +88,35 @@ def work_admit(
     title: str = "",
     scope: dict[str, Any] | None = None,
     timing: dict[str, Any] | None = None,
+    by: Executor | None,
 ) -> tuple[WorkItem, bool]:
     """Admit (or queue, or reject) a work item. Returns (item, created); an existing key
-    answers with its current state so a retried admit is harmless."""
+    answers with its current state so a retried admit is harmless. `by`: the agent
+    admitting it, which may do so only into a queue its credential may use (None: a
+    service admitting on no agent's behalf)."""
     if not KEY_RE.fullmatch(key or ""):
         raise ValidationFailed(f"key must be {KEY_RULE}", param="key")
     json_size_checked(scope or {}, param="scope", limit=64 * 1024)
+    if by is not None:
+        # Before the queue is looked up: a credential learns nothing of queues it may not use.
+        authorize(Act.ADMIT, Actor.of_executor(by), queue=queue_name)
     queue = Queue.objects.select_for_update(no_key=True).filter(name=queue_name).first()
     if queue is None:
         raise NotFound(f"no queue {queue_name!r}")
-    existing = WorkItem.objects.filter(key=key).first()
+    existing = WorkItem.objects.select_related("queue").filter(key=key).first()
     if existing is not None:
         if existing.queue_id != queue.id:
-            raise ValidationFailed(f"work item {key!r} exists in another queue", param="queue")
+            raise _in_another_queue(existing, queue_name)
         return existing, False
     envelope_admit_check(queue, scope or {})  # the scopes the queue admits
-    item = WorkItem(key=key, queue=queue, title=title[:300], scope=scope or {}, timing=timing or {})
+    item = WorkItem(
+        key=key,
+        queue=queue,
+        title=title[:300],
+        scope=scope or {},
+        timing=timing or {},
+        admitted_by=by,
+    )
     _timing_checked(item)
     now = db_now_ms()
     item.created_at_ms = now
@@ -103,7 +132,12 @@ def work_admit(
         with transaction.atomic():
             item.save()
     except IntegrityError:
-        return WorkItem.objects.get(key=key), False
+        # An admit of the same key committed while we held this queue's lock: the other
+        # queue's lock (if it was another queue) did not stop it.
+        winner = WorkItem.objects.select_related("queue").get(key=key)
+        if winner.queue_id != queue.id:
+            raise _in_another_queue(winner, queue_name) from None
+        return winner, False
     return item, True
 
 

@@ -83,6 +83,8 @@ ROW_FIELDS = (
     "hold_reason",
     "holder_id",
     "work_item__key",
+    "work_item__held_at_ms",
+    "work_item__hold_reason",
     "work_item__queue__name",
     "holder__name",
     "holder__kind",
@@ -97,6 +99,8 @@ class LiveQueue:
 @dataclass(slots=True)
 class LiveItem:
     key: str
+    held_at_ms: int | None
+    hold_reason: str
     queue: LiveQueue
 
 
@@ -138,6 +142,7 @@ class LiveLease:
     @classmethod
     def from_values(cls, values: tuple[Any, ...]) -> LiveLease:
         """From a row of ROW_FIELDS, in that order (its first 18 are this class's own)."""
-        *own, key, queue, holder_name, holder_kind = values
-        item, holder = LiveItem(key, LiveQueue(queue)), LiveHolder(holder_name, holder_kind)
+        *own, key, held_at_ms, hold_reason, queue, holder_name, holder_kind = values
+        item = LiveItem(key, held_at_ms, hold_reason, LiveQueue(queue))
+        holder = LiveHolder(holder_name, holder_kind)
         return cls(*own, item, holder)  # type: ignore[call-arg]  # ROW_FIELDS' order

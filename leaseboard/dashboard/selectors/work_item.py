@@ -78,7 +78,9 @@ def work_item_page(*, key: str, lease_id: str = "") -> WorkItemPage | None:
     """Everything about one work item in 7 queries, each list bounded."""
     if not storable(key):
         return None  # no stored key holds a NUL; PostgreSQL would refuse the lookup
-    item = WorkItem.objects.select_related("queue").filter(key=key).first()
+    item = (
+        WorkItem.objects.select_related("queue", "held_by", "admitted_by").filter(key=key).first()
+    )
     if item is None:
         return None
     now_ms = db_now_ms()

@@ -79,6 +79,13 @@ def _row(
             f' <span class="badge on-hold" title="{reason}" data-on-hold>on hold</span>'
             f' <small class="reason">{reason}</small>'
         )
+    elif item.held_at_ms and not live:
+        # The hold is the work item's: ended, its lease leaves it held and unacquirable.
+        reason = escape(item.hold_reason)
+        parts.append(
+            f' <span class="badge on-hold" title="{reason}" data-on-hold>item on hold</span>'
+            f' <small class="reason">{reason}</small>'
+        )
     if lease.end_reason:
         parts.append(f' <small class="reason">{escape(lease.end_reason)}</small>')
     parts.append("</td>\n        ")

@@ -1,11 +1,13 @@
-"""Configuration as code: queues (settings, envelope, notification targets, rules) and
-people's roles as one TOML document.
+"""Configuration as code: queues (settings, envelope, notification targets, rules), the
+rules for every queue (`[global]`), four-eyes and people's roles as one TOML document.
 
 `config_export` reads the database into the document; `config_plan` validates a document
 (every problem under its path, `queues.payments.rules[0].when`) and lists what would
 change; `config_apply` makes those changes in one transaction through the same services
-as the settings pages, each audited before -> after, plus one `config.apply` entry. A
-second apply of the same file changes nothing and records nothing. Queues and people the
+as the settings pages, each audited before -> after, plus one `config.apply` entry. Those
+services obey four-eyes as the database has it (never a variable of the process running
+`apply`): what they would propose on a page, the file proposes. A second apply of the same
+file changes nothing and records nothing. Queues and people the
 file does not name are left as they are; a file never holds secrets (webhook secrets stay
 as they are, or come from `secret_env`) or passwords.
 """
@@ -25,8 +27,10 @@ from django.db import transaction
 from leaseboard.core.authority import Actor
 from leaseboard.core.models import Queue
 from leaseboard.domain.authority import Act
-from leaseboard.policy.services import people, queues, rules
+from leaseboard.policy.models import PolicyChange
+from leaseboard.policy.services import four_eyes, people, queues, rules
 from leaseboard.policy.services.common import SettingsInvalid, audited
+from leaseboard.policy.services.four_eyes import four_eyes_stored
 
 FORMAT_VERSION = 1
 QUEUE_KEYS = (
@@ -79,6 +83,11 @@ def _queue_doc(queue: Queue) -> dict[str, Any]:
     return doc
 
 
+def _global_doc() -> dict[str, Any]:
+    policy = rules.policy_snapshot(None)
+    return {"default_decision": policy["default"], "rules": policy["rules"]}
+
+
 def config_export() -> dict[str, Any]:
     people_doc: dict[str, list[str]] = {}
     users = get_user_model().objects.order_by("username").prefetch_related("groups")
@@ -89,13 +98,16 @@ def config_export() -> dict[str, Any]:
             people_doc[snap["username"]] = held
     return {
         "version": FORMAT_VERSION,
+        "four_eyes": four_eyes_stored(),
+        "global": _global_doc(),
         "queues": {q.name: _queue_doc(q) for q in Queue.objects.order_by("name")},
         "people": people_doc,
     }
 
 
 HEADER = """\
-# Leaseboard configuration: queues, admission envelopes, commit-time rules, people's roles.
+# Leaseboard configuration: four-eyes, the rules for every queue ([global], tried before each
+# queue's own, which can only tighten them), queues, admission envelopes, rules, roles.
 # Apply with `manage.py config apply FILE --dry-run` (shows the difference), then without
 # --dry-run. Queues and people not named here are left as they are. No secrets: a webhook
 # keeps its secret, or takes it from the environment with secret_env = "VAR".
@@ -155,6 +167,8 @@ class Plan:
     people: dict[str, tuple[list[str], bool]] = field(default_factory=dict)
     changes: list[Change] = field(default_factory=list)
     untouched: list[str] = field(default_factory=list)
+    global_rules: tuple[list[Any], str] | None = None  # ([RuleSpec], default) if in the file
+    four_eyes: bool | None = None  # None: not in the file
 
     def text(self) -> str:
         if not self.changes:
@@ -169,11 +183,14 @@ def _prefixed(errors: dict[str, str], prefix: str) -> dict[str, str]:
 def config_plan(doc: dict[str, Any]) -> Plan:
     """Validate the whole document and list its changes; writes nothing."""
     errors: dict[str, str] = {}
-    for key in sorted(set(doc) - {"version", "queues", "people"}):
-        errors[key] = "unknown field; a configuration has version, queues, people"
+    known = ("version", "four_eyes", "global", "queues", "people")
+    for key in sorted(set(doc) - set(known)):
+        errors[key] = f"unknown field; a configuration has {', '.join(known)}"
     if doc.get("version", FORMAT_VERSION) != FORMAT_VERSION:
         errors["version"] = f"this Leaseboard reads version {FORMAT_VERSION}"
     plan = Plan()
+    _plan_four_eyes(doc, plan, errors)
+    _plan_global(doc, plan, errors)
     queue_docs = doc.get("queues") or {}
     if not isinstance(queue_docs, dict):
         errors["queues"] = "a table of queue name -> settings"
@@ -281,6 +298,59 @@ def config_plan(doc: dict[str, Any]) -> Plan:
     return plan
 
 
+def _plan_four_eyes(doc: dict[str, Any], plan: Plan, errors: dict[str, str]) -> None:
+    if "four_eyes" not in doc:
+        return
+    wanted = doc["four_eyes"]
+    if not isinstance(wanted, bool):
+        errors["four_eyes"] = "true or false"
+        return
+    plan.four_eyes = wanted
+    now = four_eyes_stored()
+    if wanted != now:
+        plan.changes.append(Change("four-eyes", "update", {"on": now}, {"on": wanted}))
+
+
+def _plan_global(doc: dict[str, Any], plan: Plan, errors: dict[str, str]) -> None:
+    if "global" not in doc:
+        return
+    gdoc = doc["global"]
+    if not isinstance(gdoc, dict):
+        errors["global"] = "a table of default_decision, rules"
+        return
+    for key in sorted(set(gdoc) - {"default_decision", "rules"}):
+        errors[f"global.{key}"] = (
+            "unknown field; the rules for every queue have default_decision, rules"
+        )
+    default = gdoc.get("default_decision", "allow")
+    raw_rules = gdoc.get("rules") or []
+    try:
+        if not isinstance(raw_rules, list):
+            raise SettingsInvalid({"rules": "a list of rules ([[global.rules]])"})
+        specs = rules.specs_from(raw_rules)
+        rules.rule_set_checked(specs, str(default))
+    except SettingsInvalid as exc:
+        errors.update(
+            _prefixed(
+                {k.replace("default", "default_decision"): v for k, v in exc.errors.items()},
+                "global",
+            )
+        )
+        return
+    plan.global_rules = (specs, str(default))
+    before = rules.policy_snapshot(None)
+    after = {"default": str(default), "rules": [r.as_dict() for r in specs]}
+    if before != after:
+        plan.changes.append(
+            Change(
+                "rules for every queue",
+                "update",
+                {"default": before["default"], **_by_name(before["rules"])},
+                {"default": after["default"], **_by_name(after["rules"])},
+            )
+        )
+
+
 def _by_name(rule_dicts: Any) -> dict[str, Any]:
     return {
         f"{i}. {r['name']}": {k: v for k, v in r.items() if k != "name"}
@@ -316,8 +386,8 @@ def _plan_people(people_doc: Any, plan: Plan, errors: dict[str, str]) -> None:
         break_glass = BREAK_GLASS in held
         before = people.person_snapshot(users[username])
         after = {**before, "roles": roles, "break_glass": break_glass}
-        plan.people[username] = (roles, break_glass)
-        if before != after:
+        if before != after:  # only people whose roles change are touched at all
+            plan.people[username] = (roles, break_glass)
             plan.changes.append(Change(f"person {username}", "update", before, after))
 
 
@@ -327,7 +397,8 @@ def _plan_people(people_doc: Any, plan: Plan, errors: dict[str, str]) -> None:
 @dataclass
 class Applied:
     plan: Plan
-    proposals: list[int] = field(default_factory=list)  # rule changes waiting (four-eyes)
+    # Changes waiting for a second admin (four-eyes): (change id, what it is about).
+    proposals: list[tuple[int, str]] = field(default_factory=list)
 
 
 @transaction.atomic(durable=True)
@@ -339,6 +410,19 @@ def config_apply(
     applied = Applied(plan)
     if dry_run or not plan.changes:
         return applied
+
+    def waiting(proposal: PolicyChange | None) -> None:
+        if proposal is not None:
+            applied.proposals.append((proposal.pk, proposal.what))
+
+    if plan.four_eyes is True:  # on first: the rest of the file is then decided under it
+        four_eyes.four_eyes_change_locked(on=True, actor=actor, note="config apply")
+    if plan.global_rules is not None:
+        specs, default = plan.global_rules
+        change = rules.rule_set_change_locked(
+            queue_name=None, rules=specs, default=default, actor=actor, summary="config apply"
+        )
+        waiting(change.proposal)
     for q in plan.queues:
         queues.queue_save_locked(name=q.name, values=q.values, actor=actor, create=not q.exists)
         if q.notify is not None:
@@ -346,16 +430,20 @@ def config_apply(
         change = rules.rule_set_change_locked(
             queue_name=q.name, rules=q.rules, default=q.default, actor=actor, summary="config apply"
         )
-        if change.proposal is not None:
-            applied.proposals.append(change.proposal.pk)
+        waiting(change.proposal)
     for username, (roles, break_glass) in plan.people.items():
         user = get_user_model().objects.get(username=username)
-        people.person_update_locked(
+        person = people.person_update_locked(
             username=username,
             roles=roles,
             break_glass=break_glass,
             active=user.is_active,
             actor=actor,
+        )
+        waiting(person.proposal)
+    if plan.four_eyes is False:  # off last, and only ever as a proposal
+        waiting(
+            four_eyes.four_eyes_change_locked(on=False, actor=actor, note="config apply").proposal
         )
     digest = hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
     audited(

@@ -15,15 +15,28 @@ from leaseboard.core.models import Executor, Recipient
 from leaseboard.core.services import recipients
 from leaseboard.core.services.executors import (
     agent_create,
+    agent_scope_change,
     agent_token_revoke,
     agent_token_rotate,
 )
 from leaseboard.domain.authority import Act
 
 
-def credential_create(*, name: str, actor: Actor) -> tuple[Executor, str]:
+def credential_create(
+    *, name: str, queues: list[str] | None = None, all_queues: bool = False, actor: Actor
+) -> tuple[Executor, str]:
+    """A new agent that may use the named queues (or every queue, said explicitly)."""
     authorize(Act.MANAGE_CREDENTIALS, actor)
-    return agent_create(name=name, actor_name=actor.name)
+    return agent_create(name=name, queues=queues, all_queues=all_queues, actor_name=actor.name)
+
+
+def credential_scope(
+    *, name: str, queues: list[str] | None = None, all_queues: bool = False, actor: Actor
+) -> bool:
+    authorize(Act.MANAGE_CREDENTIALS, actor)
+    return agent_scope_change(
+        name=name, queues=queues, all_queues=all_queues, actor_name=actor.name
+    )
 
 
 def credential_rotate(*, name: str, actor: Actor) -> tuple[Executor, str]:

@@ -1,22 +1,36 @@
-"""People who sign in: create one (a generated password, shown once), set their roles,
-the break-glass permission and whether they may sign in, reset a password. All audited
-before -> after; at least one active admin always remains."""
+"""People who sign in: create one, set their roles, the break-glass permission and whether
+they may sign in, reset a password. All audited before -> after.
+
+Separation of duties (DESIGN §9): nobody changes their own roles, break-glass, sign-in or
+password (the authority's MANAGE_USERS never has SELF). No admin is ever shown another
+person's password: a new person, or a reset one, gets a one-time set-password link to hand
+over, and an unusable password until they use it. With four-eyes on, whatever gives power
+(a role, break-glass, sign-in, a new person, a reset) is a proposal a second admin decides;
+whatever takes it away applies at once (containment), as long as enough admins remain to
+decide: one, or two under four-eyes.
+"""
 
 from __future__ import annotations
 
-import secrets
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser, Group, Permission
+from django.contrib.auth.models import Group, Permission
+from django.contrib.auth.tokens import default_token_generator
 from django.db import IntegrityError, transaction
-from django.db.models import Q
+from django.urls import reverse
+from django.utils.encoding import force_bytes
+from django.utils.http import urlsafe_base64_encode
 
 from leaseboard.core.authority import BREAK_GLASS_PERMISSION, Actor, authorize
 from leaseboard.core.services.users import password_problems, user_locked
 from leaseboard.domain.authority import Act, Role
+from leaseboard.domain.errors import ValidationFailed
+from leaseboard.policy.models import PolicyChange
 from leaseboard.policy.services.common import SettingsInvalid, audited
+from leaseboard.policy.services.four_eyes import active_admin_count, four_eyes_on_locked
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User  # the project's user model (Django's own)
@@ -50,60 +64,129 @@ def _roles_checked(roles: list[str]) -> list[Group]:
     return groups
 
 
-def active_admins() -> int:
-    return (
-        get_user_model()
-        .objects.filter(is_active=True)
-        .filter(Q(is_superuser=True) | Q(groups__name=Role.ADMIN.value))
-        .distinct()
-        .count()
-    )
+active_admins = active_admin_count
+
+
+def admins_needed(four_eyes: bool) -> int:
+    """Active admins that must remain: one, or two under four-eyes (someone must be able
+    to decide another's proposal)."""
+    return 2 if four_eyes else 1
+
+
+def bootstrapping(actor: Actor) -> bool:
+    """The shell making the first admins of an installation: with fewer than two active
+    admins, nobody could decide a proposal, so a management command's change applies (and
+    is audited as made without a second admin). Never a signed-in person."""
+    return actor.user_id is None and active_admins() < 2
+
+
+def set_password_link(user: User) -> str:
+    """A one-time link with which the person chooses their own password (Django's
+    password-reset token: it stops working once the password is set, or after
+    PASSWORD_RESET_TIMEOUT)."""
+    uid = urlsafe_base64_encode(force_bytes(user.pk))
+    token = default_token_generator.make_token(user)
+    path = reverse("dashboard:password_set", args=[uid, token])
+    return settings.LEASEBOARD_PUBLIC_URL + path
 
 
 def _person_audited(
     actor: Actor,
     action: str,
-    user: AbstractBaseUser,
+    user: User | None,
     before: dict[str, Any] | None,
     after: dict[str, Any],
     request_id: str,
+    reason: str = "",
+    object_id: str = "",
 ) -> None:
     audited(
         Act.MANAGE_USERS,
         actor,
         action=action,
         object_type="user",
-        object_id=str(user.pk),
+        object_id=object_id or str(user.pk if user is not None else ""),
         before=before,
         after=after,
+        reason=reason,
         request_id=request_id,
     )
 
 
+def _propose(
+    kind: str,
+    actor: Actor,
+    *,
+    subject: User | None,
+    payload: dict[str, Any],
+    summary: str,
+    request_id: str,
+) -> PolicyChange:
+    try:
+        with transaction.atomic():
+            proposal = PolicyChange.objects.create(
+                kind=kind,
+                subject=subject,
+                payload=payload,
+                summary=summary[:300],
+                requested_by_id=actor.user_id,
+                requested_by_name=actor.name,
+            )
+    except IntegrityError:
+        raise ValidationFailed(
+            f"a change of this kind to {summary.split(':')[0]} already waits for a second admin"
+        ) from None
+    _person_audited(
+        actor,
+        "user.change_proposed",
+        subject,
+        None,
+        {"change": proposal.pk, "kind": kind, **payload},
+        request_id,
+        reason=f"change {proposal.pk}: {proposal.summary}",
+        object_id=str(subject.pk) if subject is not None else str(payload.get("username", "")),
+    )
+    return proposal
+
+
+# -- creating a person ----------------------------------------------------------------------
+
+
 @dataclass(frozen=True)
 class NewPerson:
-    user: AbstractBaseUser
-    password: str  # shown once
+    user: User | None  # None: waiting for a second admin (`proposal`)
+    link: str = ""  # the one-time set-password link, shown once ("" with a password given)
+    proposal: PolicyChange | None = None
 
 
-@transaction.atomic(durable=True)
-def person_create(
-    *, username: str, roles: list[str], email: str = "", actor: Actor, request_id: str = ""
-) -> NewPerson:
-    authorize(Act.MANAGE_USERS, actor)
+def _create_checked(
+    username: str, roles: list[str], *, deciding: PolicyChange | None = None
+) -> tuple[str, list[Group]]:
     username = (username or "").strip()
     errors: dict[str, str] = {}
     if not username or len(username) > 150:
         errors["username"] = "1 to 150 characters"
     elif get_user_model().objects.filter(username=username).exists():
-        errors["username"] = f"{username!r} exists; change that person's roles instead"
+        errors["username"] = (
+            f"user {username!r} already exists; change roles with `manage.py user_role "
+            f"{username} --add ROLE` or on the People page"
+        )
+    elif (
+        PolicyChange.objects.filter(
+            kind=PolicyChange.Kind.PERSON_CREATE, status="pending", payload__username=username
+        )
+        .exclude(pk=deciding.pk if deciding is not None else 0)
+        .exists()
+    ):
+        errors["username"] = f"{username!r} is already proposed; a second admin decides it"
     if not roles:
         errors["roles"] = "at least one role"
     if errors:
         raise SettingsInvalid(errors)
-    groups = _roles_checked(roles)
-    password = secrets.token_urlsafe(24)
-    assert not password_problems(password, username=username, email=email)
+    return username, _roles_checked(roles)
+
+
+def _create_locked(username: str, email: str, groups: list[Group], password: str | None) -> User:
     try:
         with transaction.atomic():
             user = get_user_model().objects.create_user(
@@ -111,9 +194,122 @@ def person_create(
             )
     except IntegrityError:
         raise SettingsInvalid({"username": f"{username!r} exists"}) from None
+    # Without a password, an unusable one (Django's create_user): until set through the link.
     user.groups.add(*groups)
-    _person_audited(actor, "user.create", user, None, person_snapshot(user), request_id)
-    return NewPerson(user, password)
+    return user
+
+
+@transaction.atomic(durable=True)
+def person_create(
+    *,
+    username: str,
+    roles: list[str],
+    email: str = "",
+    actor: Actor,
+    password: str | None = None,
+    request_id: str = "",
+) -> NewPerson:
+    """A new person in `roles`, who sets their own password through a one-time link (or,
+    from the shell only, with `password`). Under four-eyes, a proposal."""
+    authorize(Act.MANAGE_USERS, actor)
+    username, groups = _create_checked(username, roles)
+    if password is not None:
+        problems = password_problems(password, username=username, email=email)
+        if problems:
+            raise SettingsInvalid({"password": "password refused: " + " ".join(problems)})
+    four_eyes = four_eyes_on_locked()
+    if four_eyes and not bootstrapping(actor):
+        if password is not None:
+            raise SettingsInvalid(
+                {"password": "a proposal holds no password: the person sets theirs by link"}
+            )
+        payload = {"username": username, "email": email, "roles": sorted(set(roles))}
+        proposal = _propose(
+            PolicyChange.Kind.PERSON_CREATE,
+            actor,
+            subject=None,
+            payload=payload,
+            summary=f"new person {username}: {', '.join(payload['roles'])}",
+            request_id=request_id,
+        )
+        return NewPerson(None, proposal=proposal)
+    user = _create_locked(username, email, groups, password)
+    _person_audited(
+        actor,
+        "user.create",
+        user,
+        None,
+        person_snapshot(user),
+        request_id,
+        reason="four-eyes, but no second admin exists yet to decide" if four_eyes else "",
+    )
+    return NewPerson(user, "" if password is not None else set_password_link(user))
+
+
+def person_create_apply_locked(change: PolicyChange, actor: Actor) -> NewPerson:
+    """A second admin approved a new person: made now, with a link the approver hands over."""
+    payload = change.payload
+    username, groups = _create_checked(
+        str(payload.get("username", "")), payload.get("roles", []), deciding=change
+    )
+    user = _create_locked(username, str(payload.get("email", "")), groups, None)
+    _person_audited(
+        actor,
+        "user.create",
+        user,
+        None,
+        person_snapshot(user),
+        "",
+        reason=f"change {change.pk} by {change.requested_by_name}",
+    )
+    return NewPerson(user, set_password_link(user))
+
+
+# -- roles, break-glass, sign-in --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PersonChange:
+    changed: bool  # False: nothing was different
+    proposal: PolicyChange | None = None  # what gives power, waiting for a second admin
+
+
+def _write_locked(user: User, state: dict[str, Any]) -> None:
+    groups = _roles_checked(state["roles"])
+    user.groups.remove(*Group.objects.filter(name__in=ROLE_NAMES).exclude(name__in=state["roles"]))
+    user.groups.add(*groups)
+    perm = _break_glass_perm()
+    if state["break_glass"]:
+        user.user_permissions.add(perm)
+    else:
+        user.user_permissions.remove(perm)
+    if user.is_active != state["active"]:
+        user.is_active = state["active"]
+        user.save(update_fields=["is_active"])
+
+
+def _is_admin(state: dict[str, Any], user: User) -> bool:
+    return bool(state["active"] and (Role.ADMIN.value in state["roles"] or user.is_superuser))
+
+
+def _admins_kept(
+    four_eyes: bool, user: User, before: dict[str, Any], after: dict[str, Any]
+) -> None:
+    """Refuse a change that takes an admin away below the admins that must remain."""
+    if not _is_admin(before, user) or _is_admin(after, user):
+        return
+    needed = admins_needed(four_eyes)
+    if active_admins() < needed:
+        raise SettingsInvalid(
+            {
+                "roles": (
+                    "this would leave no active admin; make someone else an admin first"
+                    if needed == 1
+                    else "under four-eyes two active admins must remain (one decides the "
+                    "other's proposals); make another admin first, or turn four-eyes off"
+                )
+            }
+        )
 
 
 def person_update_locked(
@@ -123,46 +319,133 @@ def person_update_locked(
     break_glass: bool,
     active: bool = True,
     actor: Actor,
+    reason: str = "",
     request_id: str = "",
-) -> bool:
-    """Set exactly these roles, break-glass and active flag; False when nothing changed."""
+) -> PersonChange:
+    """Set exactly these roles, break-glass and sign-in; never one's own. Under four-eyes
+    what takes power away applies now and what gives it is proposed."""
     authorize(Act.MANAGE_USERS, actor)
     user = user_locked(username)
-    groups = _roles_checked(roles)
+    authorize(Act.MANAGE_USERS, actor, subject_user_id=user.pk)
+    _roles_checked(roles)
     before = person_snapshot(user)
-    user.groups.remove(*Group.objects.filter(name__in=ROLE_NAMES).exclude(name__in=roles))
-    user.groups.add(*groups)
-    perm = _break_glass_perm()
-    if break_glass:
-        user.user_permissions.add(perm)
-    else:
-        user.user_permissions.remove(perm)
-    if user.is_active != active:
-        user.is_active = active
-        user.save(update_fields=["is_active"])
-    after = person_snapshot(user)
-    if after == before:
-        return False
-    if active_admins() == 0:
-        raise SettingsInvalid(
-            {"roles": "this would leave no active admin; make someone else an admin first"}
+    target = {**before, "roles": sorted(set(roles)), "break_glass": break_glass, "active": active}
+    if target == before:
+        return PersonChange(False)
+    add_roles: list[str] = sorted(set(target["roles"]) - set(before["roles"]))
+    grant_break_glass = bool(target["break_glass"] and not before["break_glass"])
+    grant_sign_in = bool(target["active"] and not before["active"])
+    grants: dict[str, Any] = {
+        "add_roles": add_roles,
+        "break_glass": grant_break_glass,
+        "active": grant_sign_in,
+    }
+    four_eyes = four_eyes_on_locked()
+    proposing = four_eyes and any(grants.values()) and not bootstrapping(actor)
+    now = target
+    if proposing:  # only what takes power away, now
+        now = {
+            **target,
+            "roles": sorted(set(target["roles"]) & set(before["roles"])),
+            "break_glass": target["break_glass"] and before["break_glass"],
+            "active": target["active"] and before["active"],
+        }
+    if now != before:
+        _write_locked(user, now)
+        _admins_kept(four_eyes, user, before, now)
+        _person_audited(
+            actor, "user.update", user, before, person_snapshot(user), request_id, reason=reason
         )
-    _person_audited(actor, "user.update", user, before, after, request_id)
-    return True
+    if not proposing:
+        return PersonChange(True)
+    wanted = [f"+{r}" for r in add_roles]
+    wanted += ["+break_glass"] * grant_break_glass + ["+sign-in"] * grant_sign_in
+    proposal = _propose(
+        PolicyChange.Kind.PERSON,
+        actor,
+        subject=user,
+        payload=grants,
+        summary=f"person {username}: {' '.join(wanted)}" + (f" ({reason})" if reason else ""),
+        request_id=request_id,
+    )
+    return PersonChange(True, proposal)
 
 
 # The same act as its own outermost transaction (the settings page's form).
 person_update = transaction.atomic(durable=True)(person_update_locked)
 
 
+def person_grants_apply_locked(change: PolicyChange, actor: Actor) -> None:
+    """A second admin approved what a change gives a person, on top of what they have now."""
+    assert change.subject is not None
+    user = user_locked(change.subject.get_username())
+    before = person_snapshot(user)
+    grants = change.payload
+    after = {
+        **before,
+        "roles": sorted(set(before["roles"]) | set(grants.get("add_roles", []))),
+        "break_glass": before["break_glass"] or bool(grants.get("break_glass")),
+        "active": before["active"] or bool(grants.get("active")),
+    }
+    _write_locked(user, after)
+    _person_audited(
+        actor,
+        "user.update",
+        user,
+        before,
+        person_snapshot(user),
+        "",
+        reason=f"change {change.pk} by {change.requested_by_name}",
+    )
+
+
+# -- passwords ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PasswordReset:
+    link: str = ""  # the one-time set-password link ("" while proposed)
+    proposal: PolicyChange | None = None
+
+
+def _reset_locked(user: User, actor: Actor, request_id: str, reason: str = "") -> str:
+    # The old password stops working now, and with it every session it opened.
+    user.set_unusable_password()
+    user.save(update_fields=["password"])
+    _person_audited(
+        actor,
+        "user.password_reset",
+        user,
+        {"username": user.get_username()},
+        {"username": user.get_username(), "password": "(unusable until set by link)"},
+        request_id,
+        reason=reason,
+    )
+    return set_password_link(user)
+
+
 @transaction.atomic(durable=True)
-def person_password_reset(*, username: str, actor: Actor, request_id: str = "") -> str:
-    """A new generated password (shown once); the old one stops working."""
+def person_password_reset(*, username: str, actor: Actor, request_id: str = "") -> PasswordReset:
+    """The person's password stops working; they choose a new one through a one-time link
+    (never shown to anyone as a password). Never one's own; under four-eyes a proposal."""
     authorize(Act.MANAGE_USERS, actor)
     user = user_locked(username)
-    password = secrets.token_urlsafe(24)
-    user.set_password(password)
-    user.save(update_fields=["password"])
-    after = {"username": username, "password": "(reset)"}
-    _person_audited(actor, "user.password_reset", user, {"username": username}, after, request_id)
-    return password
+    authorize(Act.MANAGE_USERS, actor, subject_user_id=user.pk)
+    if four_eyes_on_locked() and not bootstrapping(actor):
+        proposal = _propose(
+            PolicyChange.Kind.PASSWORD_RESET,
+            actor,
+            subject=user,
+            payload={},
+            summary=f"password of {username}: reset, set again by a one-time link",
+            request_id=request_id,
+        )
+        return PasswordReset(proposal=proposal)
+    return PasswordReset(_reset_locked(user, actor, request_id))
+
+
+def password_reset_apply_locked(change: PolicyChange, actor: Actor) -> PasswordReset:
+    assert change.subject is not None
+    user = user_locked(change.subject.get_username())
+    reason = f"change {change.pk} by {change.requested_by_name}"
+    return PasswordReset(_reset_locked(user, actor, "", reason=reason))

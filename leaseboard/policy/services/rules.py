@@ -1,6 +1,7 @@
-"""A queue's commit-time rule set: change it (every edit on the settings page, and
-`config apply`, replaces the whole ordered set), and — with LEASEBOARD_POLICY_FOUR_EYES —
-propose it for a second admin, who approves or rejects it.
+"""A rule set — a queue's, or the rules for every queue (tried first; a queue's can only
+tighten them) — changed: every edit on the settings page, and `config apply`, replaces the
+whole ordered set; with four-eyes on it is proposed for a second admin instead
+(leaseboard.policy.services.changes decides proposals).
 
 A rule set is validated before anything is written (each problem under its rule and
 field), applied by replacing the rows and raising `Queue.policy_version` in the same
@@ -12,28 +13,33 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 from django.db.models import F
-from django.utils import timezone
 
 from leaseboard.core.authority import Actor, authorize
-from leaseboard.core.models import EffectRule, Queue
+from leaseboard.core.models import EffectRule, GlobalPolicy, Queue
+from leaseboard.core.services.rule_sets import global_head, global_rule_specs
 from leaseboard.domain.authority import Act
 from leaseboard.domain.errors import NotFound, TakeoverConflict, ValidationFailed
 from leaseboard.domain.policy import RuleSetInvalid, RuleSpec, rule_set_compiled
 from leaseboard.policy.models import PolicyChange
 from leaseboard.policy.services.common import SettingsInvalid, audited
+from leaseboard.policy.services.four_eyes import four_eyes_on_locked
+
+GLOBAL_NAME = "every queue"  # the rules for every queue, as the audit log names them
 
 
-def rules_of(queue: Queue) -> list[RuleSpec]:
+def rules_of(queue: Queue | None) -> list[RuleSpec]:
+    """A queue's rules in order, or (None) the rules for every queue."""
+    if queue is None:
+        return global_rule_specs()
     return [r.spec() for r in EffectRule.objects.filter(queue=queue).order_by("position")]
 
 
-def policy_snapshot(queue: Queue, rules: list[RuleSpec] | None = None) -> dict[str, Any]:
+def policy_snapshot(queue: Queue | None, rules: list[RuleSpec] | None = None) -> dict[str, Any]:
     rules = rules_of(queue) if rules is None else rules
-    return {"default": queue.default_decision, "rules": [r.as_dict() for r in rules]}
+    default = queue.default_decision if queue is not None else global_head()[1]
+    return {"default": default, "rules": [r.as_dict() for r in rules]}
 
 
 def specs_from(raw: list[dict[str, Any]]) -> list[RuleSpec]:
@@ -74,8 +80,16 @@ def rule_set_checked(rules: list[RuleSpec], default: str) -> None:
         ) from None
 
 
-def _replace_locked(queue: Queue, rules: list[RuleSpec], default: str) -> None:
-    EffectRule.objects.filter(queue=queue).delete()
+def _global_locked() -> GlobalPolicy:
+    """The one row of the rules for every queue, locked: their changes are serialized."""
+    GlobalPolicy.objects.get_or_create(id=1)  # a truncated table (tests)
+    return GlobalPolicy.objects.select_for_update(no_key=True).get(id=1)
+
+
+def _replace_locked(queue: Queue | None, rules: list[RuleSpec], default: str) -> int:
+    """Replace a rule set; the version it is now (the queue's, or every queue's for the
+    rules for every queue: each queue's version raised too, as its effects' rules moved)."""
+    EffectRule.objects.filter(**({"queue": queue} if queue else {"queue__isnull": True})).delete()
     EffectRule.objects.bulk_create(
         EffectRule(
             queue=queue,
@@ -91,10 +105,20 @@ def _replace_locked(queue: Queue, rules: list[RuleSpec], default: str) -> None:
         )
         for i, r in enumerate(rules, 1)
     )
+    if queue is None:
+        GlobalPolicy.objects.filter(id=1).update(default_decision=default, version=F("version") + 1)
+        Queue.objects.update(policy_version=F("policy_version") + 1)
+        return global_head()[0]
     Queue.objects.filter(id=queue.id).update(
         default_decision=default, policy_version=F("policy_version") + 1
     )
     queue.refresh_from_db(fields=["default_decision", "policy_version"])
+    return queue.policy_version
+
+
+def scope_name(queue_name: str | None) -> str:
+    """How the audit log and messages name a rule set."""
+    return queue_name if queue_name is not None else GLOBAL_NAME
 
 
 @dataclass(frozen=True)
@@ -107,37 +131,46 @@ class RuleSetChange:
 
 def rule_set_change_locked(
     *,
-    queue_name: str,
+    queue_name: str | None,
     rules: list[RuleSpec],
     default: str,
     actor: Actor,
     summary: str = "",
     request_id: str = "",
 ) -> RuleSetChange:
-    """Apply (or, under four-eyes, propose) a queue's new rule set, in the caller's
-    transaction."""
+    """Apply (or, under four-eyes, propose) a queue's new rule set, or (`queue_name` None)
+    the rules for every queue, in the caller's transaction."""
     authorize(Act.CHANGE_RULE, actor)
     rule_set_checked(rules, default)
-    queue = Queue.objects.select_for_update(no_key=True).filter(name=queue_name).first()
-    if queue is None:
-        raise NotFound(f"no queue {queue_name!r}")
+    queue: Queue | None = None
+    if queue_name is None:
+        base = _global_locked().version
+    else:
+        queue = Queue.objects.select_for_update(no_key=True).filter(name=queue_name).first()
+        if queue is None:
+            raise NotFound(f"no queue {queue_name!r}")
+        base = queue.policy_version
     before = policy_snapshot(queue)
     after = policy_snapshot(queue, rules) | {"default": default}
     if before == after:
-        return RuleSetChange(False, False, version=queue.policy_version)
-    if settings.LEASEBOARD_POLICY_FOUR_EYES:
-        pending = PolicyChange.objects.filter(queue=queue, status="pending").first()
+        return RuleSetChange(False, False, version=base)
+    where = scope_name(queue_name)
+    if four_eyes_on_locked():
+        pending = PolicyChange.objects.filter(
+            kind=PolicyChange.Kind.RULES, queue=queue, status="pending"
+        ).first()
         if pending is not None:
             raise ValidationFailed(
-                f"change {pending.pk} to {queue_name!r} waits for a second admin: approve, "
+                f"change {pending.pk} to {where!r} waits for a second admin: approve, "
                 "reject or withdraw it first",
                 param="rules",
             )
         try:
             with transaction.atomic():
                 proposal = PolicyChange.objects.create(
+                    kind=PolicyChange.Kind.RULES,
                     queue=queue,
-                    base_version=queue.policy_version,
+                    base_version=base,
                     rules=after["rules"],
                     default_decision=default,
                     summary=(summary or "rule set changed")[:300],
@@ -151,112 +184,62 @@ def rule_set_change_locked(
             actor,
             action="policy.change_proposed",
             object_type="queue",
-            object_id=queue_name,
+            object_id=where,
             before=before,
             after=after,
             reason=f"change {proposal.pk}: {proposal.summary}",
             request_id=request_id,
         )
-        return RuleSetChange(True, False, proposal, queue.policy_version)
-    _replace_locked(queue, rules, default)
+        return RuleSetChange(True, False, proposal, base)
+    version = _replace_locked(queue, rules, default)
     audited(
         Act.CHANGE_RULE,
         actor,
         action="policy.rules_change",
         object_type="queue",
-        object_id=queue_name,
+        object_id=where,
         before=before,
         after=after,
         reason=summary,
         request_id=request_id,
     )
-    return RuleSetChange(True, True, version=queue.policy_version)
+    return RuleSetChange(True, True, version=version)
 
 
 # The same change as its own outermost transaction (the queue page's form).
 rule_set_change = transaction.atomic(durable=True)(rule_set_change_locked)
 
 
-def _pending_locked(change_id: int) -> PolicyChange:
-    change = (
-        PolicyChange.objects.select_for_update(no_key=True, of=("self",))
-        .select_related("queue")
-        .filter(id=change_id)
-        .first()
-    )
-    if change is None:
-        raise NotFound(f"no policy change {change_id}")
-    return change
-
-
-def _decided(change: PolicyChange, status: str, actor: Actor, note: str) -> None:
-    change.status = status
-    change.decided_by = (
-        get_user_model().objects.filter(pk=actor.user_id).first() if actor.user_id else None
-    )
-    change.decided_by_name = actor.name
-    change.decided_at = timezone.now()
-    change.note = note[:1000]
-    change.save(update_fields=["status", "decided_by", "decided_by_name", "decided_at", "note"])
-
-
-@transaction.atomic(durable=True)
-def policy_change_approve(
-    *, change_id: int, actor: Actor, note: str = "", request_id: str = ""
-) -> PolicyChange:
-    """A second admin applies a proposed rule set; never its proposer. Refused when the
-    rules changed since the proposal (it was made against another version)."""
-    change = _pending_locked(change_id)
-    authorize(Act.APPROVE_POLICY_CHANGE, actor, requester_user_id=change.requested_by_id)
-    if change.status != PolicyChange.Status.PENDING:
-        raise ValidationFailed(f"change {change.pk} is {change.status}")
-    queue = Queue.objects.select_for_update(no_key=True).get(id=change.queue_id)
-    if queue.policy_version != change.base_version:
+def rule_change_apply_locked(
+    change: PolicyChange, actor: Actor, note: str, request_id: str
+) -> None:
+    """A second admin applies a proposed rule set. Refused when the rules changed since the
+    proposal (it was made against another version; a change to the rules for every queue
+    moves every queue's version)."""
+    queue: Queue | None = None
+    if change.queue_id is None:
+        current = _global_locked().version
+    else:
+        queue = Queue.objects.select_for_update(no_key=True).get(id=change.queue_id)
+        current = queue.policy_version
+    where = scope_name(queue.name if queue else None)
+    if current != change.base_version:
         raise TakeoverConflict(
-            f"the rules of {queue.name!r} changed since change {change.pk} was proposed "
-            f"(version {change.base_version}, now {queue.policy_version}): reject it and "
-            "propose again"
+            f"the rules of {where!r} changed since change {change.pk} was proposed "
+            f"(version {change.base_version}, now {current}): reject it and propose again"
         )
     rules = specs_from(change.rules)
     rule_set_checked(rules, change.default_decision)
     before = policy_snapshot(queue)
     _replace_locked(queue, rules, change.default_decision)
-    _decided(change, PolicyChange.Status.APPLIED, actor, note)
     audited(
         Act.APPROVE_POLICY_CHANGE,
         actor,
         action="policy.change_approved",
         object_type="queue",
-        object_id=queue.name,
+        object_id=where,
         before=before,
-        after=policy_snapshot(queue, rules),
+        after=policy_snapshot(queue, rules) | {"default": change.default_decision},
         reason=f"change {change.pk} by {change.requested_by_name}: {change.summary}. {note}",
         request_id=request_id,
     )
-    return change
-
-
-@transaction.atomic(durable=True)
-def policy_change_reject(
-    *, change_id: int, actor: Actor, note: str = "", request_id: str = ""
-) -> PolicyChange:
-    """Another admin rejects a proposal, or its proposer withdraws it; nothing applies."""
-    change = _pending_locked(change_id)
-    mine = change.requested_by_id is not None and change.requested_by_id == actor.user_id
-    authorize(Act.CHANGE_RULE if mine else Act.APPROVE_POLICY_CHANGE, actor)
-    if change.status != PolicyChange.Status.PENDING:
-        raise ValidationFailed(f"change {change.pk} is {change.status}")
-    status = PolicyChange.Status.WITHDRAWN if mine else PolicyChange.Status.REJECTED
-    _decided(change, status, actor, note)
-    audited(
-        Act.CHANGE_RULE if mine else Act.APPROVE_POLICY_CHANGE,
-        actor,
-        action=f"policy.change_{status}",
-        object_type="queue",
-        object_id=change.queue.name,
-        before={"change": change.pk, "status": "pending"},
-        after={"change": change.pk, "status": status},
-        reason=note,
-        request_id=request_id,
-    )
-    return change

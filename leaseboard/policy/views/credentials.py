@@ -14,7 +14,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from leaseboard.domain.errors import LeaseboardError, NotFound, ValidationFailed
 from leaseboard.policy import selectors
-from leaseboard.policy.forms import CredentialForm, RecipientForm
+from leaseboard.policy.forms import CredentialForm, QueueScopeForm, RecipientForm
 from leaseboard.policy.services import credentials
 from leaseboard.web.pages import render_page
 from leaseboard.web.refusals import refusal_text, refuse, refused_for_form
@@ -33,6 +33,7 @@ def _credentials_page(
 ) -> HttpResponse:
     context: dict[str, Any] = {
         "agents": selectors.credentials_list(),
+        "queue_names": selectors.queue_names(),
         "recipients": selectors.recipients_list(),
         "form": form or CredentialForm(),
         "recipient_form": recipient_form or RecipientForm(prefix="recipient"),
@@ -56,11 +57,13 @@ def _form_error(form: Any, field: str, exc: LeaseboardError) -> None:
 def credentials_page(request: HttpRequest) -> HttpResponse:
     form = CredentialForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
-        name = form.cleaned_data["name"]
+        d = form.cleaned_data
         try:
-            executor, token = credentials.credential_create(name=name, **_actor(request))
+            executor, token = credentials.credential_create(
+                name=d["name"], queues=d["queues"], all_queues=d["all_queues"], **_actor(request)
+            )
         except LeaseboardError as exc:
-            _form_error(form, "name", exc)
+            _form_error(form, "queues" if exc.extra.get("param") == "queues" else "name", exc)
         else:
             shown = {"who": executor.name, "what": "token", "secret": token}
             return _credentials_page(request, shown=shown)
@@ -70,9 +73,20 @@ def credentials_page(request: HttpRequest) -> HttpResponse:
 @require_POST
 @role_required(ADMIN)
 def credential_act(request: HttpRequest, name: str, action: str) -> HttpResponse:
-    if action not in ("rotate", "revoke"):
+    if action not in ("rotate", "revoke", "scope"):
         raise Http404("no such action")
     try:
+        if action == "scope":
+            form = QueueScopeForm(request.POST)
+            if not form.is_valid():
+                messages.error(request, f"{name}: choose among the listed queues.")
+                return redirect("policy:credentials")
+            d = form.cleaned_data
+            done = credentials.credential_scope(
+                name=name, queues=d["queues"], all_queues=d["all_queues"], **_actor(request)
+            )
+            messages.success(request, f"{name}: queues saved." if done else "Nothing changed.")
+            return redirect("policy:credentials")
         if action == "rotate":
             executor, token = credentials.credential_rotate(name=name, **_actor(request))
             shown = {"who": executor.name, "what": "token", "secret": token}

@@ -1,5 +1,7 @@
-"""Settings pages for people (roles, break glass, sign-in, passwords). A new password is
-shown once, on the page that answers the POST, and never again."""
+"""Settings pages for people (roles, break glass, sign-in, passwords). Nobody is shown a
+password: a new person, or a reset one, gets a one-time set-password link, shown once to
+the admin on the page that answers the POST, to hand over. Under four-eyes each of these is
+a proposal another admin decides on the changes page (where the link is shown instead)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from leaseboard.domain.errors import LeaseboardError, NotFound
 from leaseboard.policy import selectors
 from leaseboard.policy.forms import PersonForm, PersonRolesForm, errors_to_form
+from leaseboard.policy.models import PolicyChange
 from leaseboard.policy.services import people
 from leaseboard.policy.services.common import SettingsInvalid
 from leaseboard.web.pages import render_page
@@ -19,7 +22,14 @@ from leaseboard.web.roles import ADMIN, acting, role_required
 
 
 def _people_page(request: HttpRequest, form: PersonForm, shown: dict | None = None) -> HttpResponse:
-    context = {"people": selectors.people_list(), "form": form, "shown": shown}
+    from django.conf import settings
+
+    context = {
+        "people": selectors.people_list(),
+        "form": form,
+        "shown": shown,
+        "link_hours": settings.PASSWORD_RESET_TIMEOUT // 3600,
+    }
     return render_page(request, "policy/people.html", context)
 
 
@@ -38,9 +48,22 @@ def people_page(request: HttpRequest) -> HttpResponse:
         except LeaseboardError as exc:
             form.add_error(None, refused_for_form(exc))
         else:
-            shown = {"who": new.user.get_username(), "what": "password", "secret": new.password}
-            return _people_page(request, PersonForm(), shown)
+            if new.proposal is not None:
+                messages.success(request, _waiting(new.proposal))
+                return redirect("policy:people")
+            assert new.user is not None
+            return _people_page(
+                request, PersonForm(), _link_shown(new.user.get_username(), new.link)
+            )
     return _people_page(request, form)
+
+
+def _link_shown(who: str, link: str) -> dict[str, str]:
+    return {"who": who, "what": "one-time set-password link", "secret": link}
+
+
+def _waiting(proposal: PolicyChange) -> str:
+    return f"Change {proposal.pk} ({proposal.what}) waits for a second admin (four-eyes)."
 
 
 @require_POST
@@ -66,7 +89,12 @@ def person_update(request: HttpRequest, username: str) -> HttpResponse:
     except LeaseboardError as exc:
         refuse(request, exc, prefix=f"{username}: ")
     else:
-        messages.success(request, f"{username} saved." if changed else "Nothing changed.")
+        if changed.proposal is not None:
+            messages.success(request, _waiting(changed.proposal))
+        else:
+            messages.success(
+                request, f"{username} saved." if changed.changed else "Nothing changed."
+            )
     return redirect("policy:people")
 
 
@@ -74,12 +102,13 @@ def person_update(request: HttpRequest, username: str) -> HttpResponse:
 @role_required(ADMIN)
 def person_password(request: HttpRequest, username: str) -> HttpResponse:
     try:
-        password = people.person_password_reset(username=username, **acting(request))
+        reset = people.person_password_reset(username=username, **acting(request))
     except NotFound:
         raise Http404("no such person") from None
     except LeaseboardError as exc:
         refuse(request, exc, prefix=f"{username}: ")
         return redirect("policy:people")
-    return _people_page(
-        request, PersonForm(), {"who": username, "what": "password", "secret": password}
-    )
+    if reset.proposal is not None:
+        messages.success(request, _waiting(reset.proposal))
+        return redirect("policy:people")
+    return _people_page(request, PersonForm(), _link_shown(username, reset.link))

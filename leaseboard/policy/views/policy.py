@@ -1,7 +1,10 @@
-"""The explain page (which rule decides a proposed effect, and why), the four-eyes queue
-of rule changes, and the history of configuration changes (before -> after)."""
+"""The explain page (which rule decides a proposed effect, and why), the changes waiting
+for a second admin (four-eyes) with the switch itself, and the history of configuration
+changes (before -> after)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
@@ -13,7 +16,8 @@ from leaseboard.core.services.policy import policy_explain
 from leaseboard.domain.errors import LeaseboardError, NotFound
 from leaseboard.policy import selectors
 from leaseboard.policy.forms import ExplainForm
-from leaseboard.policy.services import rules
+from leaseboard.policy.services import changes as changes_service
+from leaseboard.policy.services import four_eyes
 from leaseboard.web.pages import render_page
 from leaseboard.web.refusals import refuse
 from leaseboard.web.roles import ADMIN, APPROVER, acting, role_required
@@ -48,7 +52,8 @@ def explain(request: HttpRequest) -> HttpResponse:
 @require_GET
 @role_required(ADMIN)
 def changes(request: HttpRequest) -> HttpResponse:
-    return render_page(request, "policy/changes.html", {"changes": selectors.changes_list()})
+    context = {"changes": selectors.changes_list(), "four_eyes": four_eyes.four_eyes_on()}
+    return render_page(request, "policy/changes.html", context)
 
 
 @require_POST
@@ -59,15 +64,48 @@ def change_decide(request: HttpRequest, pk: int, decision: str) -> HttpResponse:
     note = request.POST.get("note", "")
     try:
         if decision == "approve":
-            change = rules.policy_change_approve(change_id=pk, note=note, **acting(request))
-            messages.success(request, f"Change {pk} applied to {change.queue.name}.")
+            done = changes_service.change_approve(change_id=pk, note=note, **acting(request))
+            if done.link:
+                # A new person, or a reset password: the link is shown once, to the approver.
+                shown = {"who": done.who, "what": "one-time set-password link", "secret": done.link}
+                context: dict[str, Any] = {
+                    "changes": selectors.changes_list(),
+                    "shown": shown,
+                    "four_eyes": four_eyes.four_eyes_on(),
+                }
+                return render_page(request, "policy/changes.html", context)
+            messages.success(request, f"Change {pk} applied ({done.change.what}).")
         else:
-            change = rules.policy_change_reject(change_id=pk, note=note, **acting(request))
-            messages.success(request, f"Change {pk} {change.status}.")
+            done = changes_service.change_reject(change_id=pk, note=note, **acting(request))
+            messages.success(request, f"Change {pk} {done.change.status}.")
     except NotFound:
         raise Http404("no such change") from None
     except LeaseboardError as exc:
         refuse(request, exc, prefix=f"Change {pk}: ")
+    return redirect("policy:changes")
+
+
+@require_POST
+@role_required(ADMIN)
+def four_eyes_change(request: HttpRequest) -> HttpResponse:
+    """Turn four-eyes on (at once), or propose turning it off (a second admin decides)."""
+    on = request.POST.get("on") == "on"
+    try:
+        result = four_eyes.four_eyes_set(
+            on=on, note=request.POST.get("note", ""), **acting(request)
+        )
+    except LeaseboardError as exc:
+        refuse(request, exc, prefix="Four-eyes: ")
+    else:
+        if result.proposal is not None:
+            messages.success(
+                request,
+                f"Turning four-eyes off waits for a second admin (change {result.proposal.pk}).",
+            )
+        elif result.changed:
+            messages.success(request, "Four-eyes is on.")
+        else:
+            messages.success(request, "Nothing changed.")
     return redirect("policy:changes")
 
 

@@ -23,6 +23,7 @@ from leaseboard.policy.forms import (
 )
 from leaseboard.policy.services import queues, rules
 from leaseboard.policy.services.common import SettingsInvalid
+from leaseboard.policy.services.four_eyes import four_eyes_forced, four_eyes_on
 from leaseboard.web.pages import render_page
 from leaseboard.web.refusals import refuse, refused_for_form
 from leaseboard.web.roles import ADMIN, acting, role_required
@@ -31,20 +32,29 @@ from leaseboard.web.roles import ADMIN, acting, role_required
 @require_http_methods(["GET"])
 @role_required(ADMIN)
 def home(request: HttpRequest) -> HttpResponse:
-    from django.conf import settings
-
     return render_page(
         request,
         "policy/home.html",
         {
             "queues": selectors.queues_overview(),
-            "four_eyes": settings.LEASEBOARD_POLICY_FOUR_EYES,
+            "global": selectors.global_page(),
+            "four_eyes": four_eyes_on(),
+            "four_eyes_forced": four_eyes_forced(),
         },
     )
 
 
-def _queue_url(name: str) -> str:
-    return reverse("policy:queue", args=[name])
+@require_http_methods(["GET"])
+@role_required(ADMIN)
+def global_rules(request: HttpRequest) -> HttpResponse:
+    """The rules for every queue: tried before each queue's own, which only tighten them."""
+    page = selectors.global_page()
+    context = {"page": page, "default_form": DefaultForm(initial={"default": page.default})}
+    return render_page(request, "policy/global.html", context)
+
+
+def _queue_url(name: str | None) -> str:
+    return reverse("policy:queue", args=[name]) if name is not None else reverse("policy:global")
 
 
 @require_http_methods(["GET", "POST"])
@@ -99,7 +109,7 @@ def queue(request: HttpRequest, name: str) -> HttpResponse:
 # -- rules ------------------------------------------------------------------------------
 
 
-def _apply(request: HttpRequest, name: str, new: list[RuleSpec], default: str, summary: str):  # type: ignore[no-untyped-def]
+def _apply(request: HttpRequest, name: str | None, new: list[RuleSpec], default: str, summary: str):  # type: ignore[no-untyped-def]
     change = rules.rule_set_change(
         queue_name=name, rules=new, default=default, summary=summary, **acting(request)
     )
@@ -115,7 +125,11 @@ def _apply(request: HttpRequest, name: str, new: list[RuleSpec], default: str, s
     return change
 
 
-def _current(name: str) -> tuple[list[RuleSpec], str]:
+def _current(name: str | None) -> tuple[list[RuleSpec], str]:
+    """A queue's rules and default, or (None) the rules for every queue's."""
+    if name is None:
+        page_global = selectors.global_page()
+        return [r.spec() for r in page_global.rules], page_global.default
     page = selectors.queue_page(name)
     if page is None:
         raise Http404("no such queue")
@@ -137,7 +151,7 @@ def _rule_errors(form: RuleForm, errors: dict[str, str], index: int, specs: list
 
 @require_http_methods(["GET", "POST"])
 @role_required(ADMIN)
-def rule_edit(request: HttpRequest, name: str, rule: str = "") -> HttpResponse:
+def rule_edit(request: HttpRequest, name: str | None = None, rule: str = "") -> HttpResponse:
     specs, default = _current(name)
     names = [s.name for s in specs]
     if rule and rule not in names:
@@ -161,13 +175,20 @@ def rule_edit(request: HttpRequest, name: str, rule: str = "") -> HttpResponse:
             form.add_error(None, refused_for_form(exc))
         else:
             return redirect(_queue_url(name))
-    context = {"form": form, "queue": name, "rule": rule, "position": index + 1}
+    context = {
+        "form": form,
+        "queue": name,
+        "where": name or "the rules for every queue",
+        "back_url": _queue_url(name),
+        "rule": rule,
+        "position": index + 1,
+    }
     return render_page(request, "policy/rule_form.html", context)
 
 
 @require_POST
 @role_required(ADMIN)
-def rule_delete(request: HttpRequest, name: str, rule: str) -> HttpResponse:
+def rule_delete(request: HttpRequest, rule: str, name: str | None = None) -> HttpResponse:
     specs, default = _current(name)
     new = [s for s in specs if s.name != rule]
     if len(new) == len(specs):
@@ -178,7 +199,7 @@ def rule_delete(request: HttpRequest, name: str, rule: str) -> HttpResponse:
 
 @require_POST
 @role_required(ADMIN)
-def rule_move(request: HttpRequest, name: str, rule: str) -> HttpResponse:
+def rule_move(request: HttpRequest, rule: str, name: str | None = None) -> HttpResponse:
     specs, default = _current(name)
     names = [s.name for s in specs]
     if rule not in names:
@@ -193,7 +214,7 @@ def rule_move(request: HttpRequest, name: str, rule: str) -> HttpResponse:
 
 @require_POST
 @role_required(ADMIN)
-def rule_default(request: HttpRequest, name: str) -> HttpResponse:
+def rule_default(request: HttpRequest, name: str | None = None) -> HttpResponse:
     specs, _ = _current(name)
     form = DefaultForm(request.POST)
     if form.is_valid():
@@ -204,7 +225,9 @@ def rule_default(request: HttpRequest, name: str) -> HttpResponse:
     return redirect(_queue_url(name))
 
 
-def _try(request: HttpRequest, name: str, new: list[RuleSpec], default: str, summary: str) -> None:
+def _try(
+    request: HttpRequest, name: str | None, new: list[RuleSpec], default: str, summary: str
+) -> None:
     try:
         _apply(request, name, new, default, summary)
     except SettingsInvalid as exc:

@@ -130,6 +130,7 @@ def _event_text(kind: str, d: dict[str, Any]) -> str:
         "revoked": lambda: f"revoked {d.get('holder')}'s lease at epoch {d.get('epoch')}",
         "granted": lambda: f"granted {d.get('holder')} standing at epoch {d.get('epoch')}",
         "alerts_resolved": lambda: f"resolved {d.get('count')} open alert(s)",
+        "hold_lifted": lambda: f"lifted the operator's hold ({d.get('reason')})",
         "extended": lambda: f"extended standing: {d.get('reason')}",
         "effect_recorded": lambda: (
             f"recorded {d.get('effect_kind')} on {d.get('target')} at epoch {d.get('epoch')}: "

@@ -14,6 +14,7 @@ from leaseboard.core.clock import db_now_ms
 from leaseboard.core.locking import work_item_locked_by
 from leaseboard.core.models import Executor, Lease, WorkItem
 from leaseboard.core.services.alerts import alerts_resolve
+from leaseboard.core.services.holds import work_hold_lift_locked
 from leaseboard.core.services.leases import (
     executor_id_of,
     fence_of_latest_locked,
@@ -128,6 +129,17 @@ def _approve_locked(
             f"takeover #{req.id} approved by {actor.name}: {req.reason_category}: {req.reason_text}"
         )
         revoked = lease_revoke_locked(lease=live, actor=actor, now_ms=now, reason=reason)
+    # The hold was the item's (it outlived every lease); this decision gives the work to
+    # someone an operator chose, so it ends here, recorded as such.
+    act = Act.BREAK_GLASS if req.break_glass else Act.APPROVE_TAKEOVER
+    lifted = work_hold_lift_locked(
+        item=item,
+        act=act,
+        actor=actor,
+        now_ms=now,
+        why=f"takeover #{req.id} {'broke the glass' if req.break_glass else 'approved'}",
+        request_id=request_id,
+    )
     lease = _grant(req=req, item=item, now=now, by=executor_id_of(actor))
     req.status = TakeoverRequest.Status.APPROVED
     _decided(req, now=now, by=actor.user_id, note=note)
@@ -165,8 +177,10 @@ def _approve_locked(
     )
     if resolved:
         timeline(iv, "alerts_resolved", now, actor.name, count=resolved)
+    if lifted:
+        timeline(iv, "hold_lifted", now, actor.name, reason=lifted)
     audited(
-        act=Act.BREAK_GLASS if req.break_glass else Act.APPROVE_TAKEOVER,
+        act=act,
         actor=actor,
         action="takeover.break_glass_grant" if req.break_glass else "takeover.approve",
         obj=req,

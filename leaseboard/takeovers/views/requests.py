@@ -31,7 +31,7 @@ def request_takeover(request: HttpRequest, key: str) -> HttpResponse:
     if context is None:
         raise Http404("no such work item")
     can_break_glass = request.user.has_perm("takeovers.break_glass")
-    form = TakeoverRequestForm(request.POST or None, initial=_escalated_hold(context.lease))
+    form = TakeoverRequestForm(request.POST or None, initial=_escalated_hold(context.item))
     if request.method == "POST" and form.is_valid():
         d = form.cleaned_data
         args = {
@@ -92,11 +92,12 @@ def bulk_request(request: HttpRequest) -> HttpResponse:
     return render_page(request, "takeovers/bulk.html", {"form": form, "bulk": bulk}, status)
 
 
-def _escalated_hold(lease: Any) -> dict[str, str]:
-    """Escalating a hold to a takeover: the request starts from the hold's reason."""
-    if lease is None or lease.held_at_ms is None:
+def _escalated_hold(item: Any) -> dict[str, str]:
+    """Escalating a hold to a takeover: the request starts from the hold's reason (the work
+    item's, live lease or not)."""
+    if item is None or item.held_at_ms is None:
         return {}
-    category, _, text = lease.hold_reason.partition(": ")
+    category, _, text = item.hold_reason.partition(": ")
     if category not in {c.value for c in ReasonCategory} or not text:
-        return {"reason_text": f"escalated from hold: {lease.hold_reason}"[:1000]}
+        return {"reason_text": f"escalated from hold: {item.hold_reason}"[:1000]}
     return {"reason_category": category, "reason_text": f"escalated from hold: {text}"[:1000]}

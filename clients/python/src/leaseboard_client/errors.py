@@ -128,10 +128,28 @@ class ApprovalRequired(LeaseError):
 
 
 class OnHold(LeaseError):
-    """An operator put the lease on hold: renewals continue, new effects are refused until
-    the hold is released (or the work is taken over). Not terminal: quiesce, keep renewing."""
+    """An operator put the work item on hold: renewals continue, new effects (and new
+    acquires, after a release) are refused until the hold is released or the work is taken
+    over. Not terminal: quiesce, keep renewing. `reason` says why."""
 
     code = "on_hold"
+
+    @property
+    def reason(self) -> str | None:
+        value = self.problem.get("reason")
+        return str(value) if value is not None else None
+
+
+class QueueNotAllowed(LeaseError):
+    """This agent's credential may not use the queue (403): admitting to it, acquiring in
+    it and proposing effects in it are refused. An admin names the queues it may use."""
+
+    code = "queue_not_allowed"
+
+    @property
+    def queue(self) -> str | None:
+        value = self.problem.get("queue")
+        return str(value) if value is not None else None
 
 
 class PayloadMismatch(LeaseError):
@@ -200,6 +218,7 @@ ERRORS_BY_CODE: dict[str, type[LeaseError]] = {
         PolicyDenied,
         ApprovalRequired,
         OnHold,
+        QueueNotAllowed,
         PayloadMismatch,
         AlreadyDecided,
         ApprovalExpired,

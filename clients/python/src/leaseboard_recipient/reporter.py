@@ -28,6 +28,7 @@ REASONS = frozenset(
         "malformed",
         "no_effect",
         "payload_mismatch",
+        "wrong_queue",
     }
 )
 # Enough to identify the token (payload claims) without storing attacker-sized blobs.

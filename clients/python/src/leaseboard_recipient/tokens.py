@@ -13,7 +13,7 @@ import functools
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -51,8 +51,10 @@ INVALID_TOKEN_CODES = frozenset(
         "stale_epoch",
         "no_effect",
         "payload_mismatch",
+        "wrong_queue",
     }
 )
+QUEUE_MAX = 100  # a queue's name is at most 100 characters (a-z 0-9 _ -)
 DIGEST_PREFIX = "sha256:"
 DIGEST_CHARS = len(DIGEST_PREFIX) + 64
 
@@ -102,6 +104,11 @@ class FencingClaims:
     effect_id: str | None = None  # set when the token authorizes one effect
     # content_digest() of the effect's kind, target and payload: what was decided on.
     digest: str | None = None
+    # The queue the work item is in, and (effect tokens) the queue's policy version the
+    # effect was decided under: its rules and the rules for every queue. Absent from tokens
+    # issued before they were carried (verify_token(queue=...) refuses those).
+    queue: str | None = None
+    policy_version: int | None = None
 
 
 class InvalidToken(Exception):
@@ -109,9 +116,11 @@ class InvalidToken(Exception):
 
     Codes: forged, expired, unknown_key, wrong_work, malformed, stale_epoch (only when
     `verify_token(min_epoch=...)` is used), no_effect (a lease token, which names no
-    effect, offered where `verify_token(require_effect=True)` asks for an effect's) and
+    effect, offered where `verify_token(require_effect=True)` asks for an effect's),
     payload_mismatch (the request differs from what the token was decided on, or the
-    token binds no content where `verify_token(content=...)` asks for it).
+    token binds no content where `verify_token(content=...)` asks for it) and wrong_queue
+    (the token was decided in another queue, or names none, where `verify_token(queue=...)`
+    asks for one).
     """
 
     def __init__(self, code: str, detail: str = "") -> None:
@@ -177,6 +186,9 @@ def _payload(claims: FencingClaims) -> dict[str, Any]:
         del body["effect_id"]  # keep lease tokens short; absence means "not effect-bound"
     if body["digest"] is None:
         del body["digest"]  # lease tokens, and effect tokens issued before content binding
+    for name in ("queue", "policy_version"):
+        if body[name] is None:
+            del body[name]  # optional claims: a token without them reads as before
     body["v"] = TOKEN_VERSION
     return body
 
@@ -202,6 +214,15 @@ def _check_claim_types(claims: FencingClaims) -> None:
         or claims.digest[len(DIGEST_PREFIX) :].strip("0123456789abcdef")
     ):
         raise ValueError("digest must be 'sha256:' and 64 hex digits, or None")
+    if claims.queue is not None and (
+        not isinstance(claims.queue, str) or not 0 < len(claims.queue) <= QUEUE_MAX
+    ):
+        raise ValueError(f"queue must be a string of 1 to {QUEUE_MAX} characters, or None")
+    version = claims.policy_version
+    if version is not None and (
+        not isinstance(version, int) or isinstance(version, bool) or version < 0
+    ):
+        raise ValueError("policy_version must be a non-negative integer, or None")
 
 
 def sign_token(claims: FencingClaims, *, private_key_raw: bytes) -> str:
@@ -329,10 +350,11 @@ def verify_token(
     min_epoch: int | None = None,
     require_effect: bool = False,
     content: EffectContent | None = None,
+    queue: str | Collection[str] | None = None,
 ) -> FencingClaims:
     """Verify signature, expiry and (optionally) work key, epoch floor, that the token
-    authorizes one effect and that `content` is exactly what it was decided on; return the
-    claims.
+    authorizes one effect, that `content` is exactly what it was decided on and that it was
+    decided in `queue` (a name, or any of several); return the claims.
 
     Order matters: the signature is checked before any claim is trusted, so a forged token
     is reported as forged even if it also claims to be expired or for another work item.
@@ -365,7 +387,26 @@ def verify_token(
         )
     if content is not None:
         content_checked(claims, content)
+    if queue is not None:
+        queue_checked(claims, queue)
     return claims
+
+
+def queue_checked(claims: FencingClaims, queue: str | Collection[str]) -> None:
+    """Raise wrong_queue unless the token was decided in `queue` (or one of them). A token
+    that names no queue (issued before tokens carried it) cannot vouch for one."""
+    allowed = {queue} if isinstance(queue, str) else set(queue)
+    if claims.queue is None:
+        raise InvalidToken(
+            "wrong_queue",
+            f"the token names no queue; this recipient accepts it only from {sorted(allowed)}",
+        )
+    if claims.queue not in allowed:
+        raise InvalidToken(
+            "wrong_queue",
+            f"the token was decided in queue {claims.queue!r}; this recipient accepts it only "
+            f"from {sorted(allowed)}",
+        )
 
 
 def content_checked(claims: FencingClaims, content: EffectContent) -> None:

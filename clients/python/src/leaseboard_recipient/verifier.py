@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,7 +44,8 @@ class Decision:
 
     accepted: bool
     # stale_epoch | forged | expired | unknown_key | wrong_work | malformed | no_effect |
-    # payload_mismatch (the request is not what the token was decided on), or
+    # payload_mismatch (the request is not what the token was decided on) | wrong_queue
+    # (decided in a queue this recipient does not accept for the kind), or
     # from the online check: lease_expired | lease_released | lease_revoked | not_found |
     # unavailable (the check could not be asked: refused, fail closed)
     code: str | None = None
@@ -87,6 +89,15 @@ class TokenVerifier:
     900.00 (`payload_mismatch`). `require_content=True` refuses every check that does not
     say what it executes (recommended; the default keeps recipients written before content
     binding working on epoch fencing alone).
+
+    `queues_by_kind` says which queues an effect kind may come from, by kind glob (`*` any
+    run, `?` one character; the first that matches decides): `{"payment.*": "payments"}`
+    accepts a payment only if it was decided in the `payments` queue, under that queue's
+    rules, so an agent that admitted the same work to a laxer queue is refused
+    (`wrong_queue`; so is a token from before tokens named their queue). Kinds no glob
+    matches may come from any queue. With it set, a check must say what it executes.
+    `queues` accepts tokens decided in these queues only, whatever the kind (a recipient
+    that only ever takes one kind of effect, like a payments service, needs no content).
     """
 
     def __init__(
@@ -106,6 +117,8 @@ class TokenVerifier:
         accept_lease_tokens: bool = False,
         online: Callable[[str], OnlineAnswer] | None = None,
         require_content: bool = False,
+        queues_by_kind: Mapping[str, str | Collection[str]] | None = None,
+        queues: str | Collection[str] | None = None,
     ) -> None:
         if public_keys is None and jwks_url is None:
             raise ValueError("give public_keys or jwks_url")
@@ -122,6 +135,17 @@ class TokenVerifier:
         self.accept_lease_tokens = accept_lease_tokens
         self.online = online
         self.require_content = require_content
+        self.queues_by_kind = [
+            (_glob(kind), {names} if isinstance(names, str) else set(names))
+            for kind, names in (queues_by_kind or {}).items()
+        ]
+        if any(not names for _, names in self.queues_by_kind):
+            raise ValueError("queues_by_kind: every kind glob names at least one queue")
+        self.queues = (
+            None if queues is None else ({queues} if isinstance(queues, str) else set(queues))
+        )
+        if self.queues is not None and not self.queues:
+            raise ValueError("queues: name at least one queue (None accepts any)")
         self._fetch = fetch or (lambda url: fetch_jwks(url, bearer=jwks_bearer))
         self._monotonic = monotonic
         self._static_keys: dict[str, bytes] = dict(public_keys or {})
@@ -179,6 +203,7 @@ class TokenVerifier:
             "work_key": work_key,
             "require_effect": not self.accept_lease_tokens,
             "content": content,
+            "queue": self.queues_for(content),
         }
         try:
             return verify_token(token, public_keys=keys, now_ms=now_ms, **rules)  # type: ignore[arg-type]
@@ -189,6 +214,21 @@ class TokenVerifier:
             ):
                 raise
         return verify_token(token, public_keys=self._keys, now_ms=now_ms, **rules)  # type: ignore[arg-type]
+
+    def queues_for(self, content: EffectContent | None) -> set[str] | None:
+        """The queues this effect may have been decided in (None: any)."""
+        if not self.queues_by_kind:
+            return self.queues
+        if content is None:
+            raise InvalidToken(
+                "wrong_queue",
+                "this recipient accepts some effect kinds only from certain queues: say what "
+                "is executed (content)",
+            )
+        for pattern, names in self.queues_by_kind:
+            if pattern.match(content.kind):
+                return names
+        return self.queues
 
     def check(
         self,
@@ -355,6 +395,14 @@ class TokenVerifier:
         return decision
 
 
+def _glob(pattern: str) -> re.Pattern[str]:
+    """An effect-kind glob as Leaseboard's rules write one: `*` any run, `?` one character."""
+    if not isinstance(pattern, str) or not pattern:
+        raise ValueError("queues_by_kind: a kind glob is a non-empty string")
+    parts = (".*" if ch == "*" else "." if ch == "?" else re.escape(ch) for ch in pattern)
+    return re.compile("".join(parts) + r"\Z", re.DOTALL)
+
+
 def problem_for(decision: Decision) -> tuple[int, dict[str, Any]]:
     """HTTP status and problem-details body (RFC 9457) for a refused decision."""
     code = decision.code or "malformed"
@@ -401,4 +449,5 @@ _TOKEN_TITLES = {
     "wrong_work": "The fencing token is for another work item",
     "malformed": "The fencing token is missing or malformed",
     "payload_mismatch": "The request is not the effect the token was decided on",
+    "wrong_queue": "The effect was not decided in a queue this recipient accepts for its kind",
 }

@@ -162,6 +162,11 @@ def lease_grant_locked(
         lock_delay_ms=policy.lock_delay_ms,
         fenced_until_ms=fenced_until_ms if fenced_until_ms > now_ms else 0,
         takeover_reason=takeover_reason[:1000],
+        # The work item's hold, copied (leaseboard.core.services.holds): a grant a person
+        # made on a held item (an assignment from standing) is held as the item is.
+        held_at_ms=item.held_at_ms,
+        hold_reason=item.hold_reason,
+        held_by_id=item.held_by_id,
     )
     event = LeaseEvent(
         lease=lease,
@@ -270,12 +275,22 @@ def lease_acquire(*, work_key: str, executor: Executor, ttl_ms: int | None = Non
     # whose snapshot sees whatever committed while we waited for the lock, read the clock,
     # the live lease, the reconciliation gate and the latest checkpoint. (Subqueries in the
     # locking statement would use its pre-wait snapshot: the race test catches that.)
-    authorize(Act.ACQUIRE, Actor.of_executor(executor))
+    actor = Actor.of_executor(executor)
+    authorize(Act.ACQUIRE, actor)
     found = _ITEM_LOCKED.row(work_key)
     if found is None:
         raise NotFound(f"no work item {work_key!r}")
     item = found[0]
     assert isinstance(item, WorkItem)
+    # Under the item's lock: the queue this credential may use, and an operator's hold,
+    # which belongs to the item and outlives every lease on it.
+    authorize(
+        Act.ACQUIRE,
+        actor,
+        queue=item.queue.name,
+        held=item.held_at_ms is not None,
+        hold_reason=item.hold_reason,
+    )
     gates = _gates(item.pk)
     now, live_lease_id, unreconciled, checkpoint_id, fence_until, listening = gates
     if item.admission != WorkItem.Admission.ADMITTED:
@@ -335,6 +350,7 @@ def lease_acquire(*, work_key: str, executor: Executor, ttl_ms: int | None = Non
         epoch=lease.epoch,
         lease_id=str(lease.id),
         holder=executor.name,
+        queue=item.queue.name,
         now_ms=now,
         expires_at_ms=token_expiry_ms(
             lease_expires_at_ms=lease.expires_at_ms,

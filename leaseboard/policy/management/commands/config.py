@@ -1,9 +1,11 @@
 """`manage.py config export [FILE]` and `manage.py config apply FILE [--dry-run]`.
 
-export writes queues, envelopes, rules and people's roles as TOML (to stdout without FILE).
-apply prints the difference, then applies it in one audited transaction (nothing with
---dry-run; nothing at all when any part is refused: each problem is printed under its
-path). Applying the same file again changes nothing."""
+export writes four-eyes, the rules for every queue, queues, envelopes, rules and people's
+roles as TOML (to stdout without FILE). apply prints the difference, then applies it in one
+audited transaction (nothing with --dry-run; nothing at all when any part is refused: each
+problem is printed under its path). Four-eyes is the database's setting, as on the settings
+pages: what they would propose, apply proposes (no variable of this process turns it off).
+Applying the same file again changes nothing."""
 
 from __future__ import annotations
 
@@ -68,7 +70,7 @@ class Command(BaseCommand):
             self.stdout.write(f"dry run: {len(plan.changes)} change(s), nothing applied")
             return
         self.stdout.write(f"applied {len(plan.changes)} change(s) in one audited transaction")
-        for pk in applied.proposals:
+        for pk, what in applied.proposals:
             self.stdout.write(
-                f"rule change {pk} waits for a second admin (four-eyes): /settings/changes/"
+                f"change {pk} ({what}) waits for a second admin (four-eyes): /settings/changes/"
             )

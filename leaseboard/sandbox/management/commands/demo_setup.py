@@ -17,7 +17,11 @@ from django.db import transaction
 
 from leaseboard.core.models import Executor, Queue, Recipient
 from leaseboard.core.models.executors import hash_token
-from leaseboard.core.services.executors import agent_create, agent_rotate_token_locked
+from leaseboard.core.services.executors import (
+    agent_create,
+    agent_rotate_token_locked,
+    agent_scope_change,
+)
 from leaseboard.core.services.recipients import recipient_create, recipient_token_rotate
 from leaseboard.domain.policy import RuleSpec
 from leaseboard.policy.services.common import cli_actor
@@ -46,8 +50,8 @@ class Command(BaseCommand):
         saved = sandbox_file.read_text().strip() if sandbox_file.exists() else None
         names = [f"{demo.AGENT_PREFIX}{i}" for i in range(1, agents + 1)]
         created = 0
-        for name in names:
-            token, new = self._agent_token(name, tokens.get(name))
+        for index, name in enumerate(names):
+            token, new = self._agent_token(name, tokens.get(name), demo.agent_queues(index))
             tokens[name] = token
             created += new
         sandbox_token = self._recipient_token(demo.SANDBOX_RECIPIENT, saved)
@@ -98,13 +102,15 @@ class Command(BaseCommand):
             rules = [RuleSpec(n, kind, when=when, decision=d) for n, kind, when, d in spec["rules"]]
             rule_set_change(queue_name=name, rules=rules, default=spec["default"], actor=actor)
 
-    def _agent_token(self, name: str, token: str | None) -> tuple[str, bool]:
-        """A working token for agent `name`: the saved one, a rotated one, or a new agent."""
+    def _agent_token(self, name: str, token: str | None, queues: list[str]) -> tuple[str, bool]:
+        """A working token for agent `name`, which may use `queues` only: the saved one, a
+        rotated one, or a new agent."""
         executor = Executor.objects.filter(name=name).first()
         if executor is None:
-            return agent_create(name=name, actor_name="demo_setup")[1], True
+            return agent_create(name=name, queues=queues, actor_name="demo_setup")[1], True
         if executor.kind != Executor.Kind.AGENT:
             raise CommandError(f"{name!r} exists and is not an agent")
+        agent_scope_change(name=name, queues=queues, actor_name="demo_setup")
         if token and executor.token_hash == hash_token(token):
             return token, False
         with transaction.atomic():
