@@ -109,10 +109,10 @@ class PolicyChange(models.Model):
 
 
 class FourEyes(models.Model):
-    """The one row (id 1) saying whether four-eyes is on, for every process alike (DESIGN
-    §9: a setting in the database, not a per-process environment variable). Turned on by
-    one admin; turned off only by a proposal a second admin approves. Written only by
-    leaseboard.policy.services.four_eyes."""
+    """The one row (id 1) saying whether four-eyes is on, for every process alike
+    (docs/design.md §9: a setting in the database, not a per-process environment
+    variable). Turned on by one admin; turned off only by a proposal a second admin
+    approves. Written only by leaseboard.policy.services.four_eyes."""
 
     id = models.PositiveSmallIntegerField(primary_key=True, default=1)
     on = models.BooleanField(default=False)

@@ -133,7 +133,7 @@ def test_a_hold_escalated_to_a_takeover_is_lifted_by_the_approval(api, holder):
         holds.lease_hold_release(lease_id=grant["lease_id"], actor=Actor.human(olga))
 
 
-# -- the hold belongs to the work item (DESIGN §9, "no route around a rule") -----------------
+# -- the hold belongs to the work item (docs/design.md §9, "no route around a rule") -------
 
 
 def _hold(grant, who="olga-item"):  # type: ignore[no-untyped-def]

@@ -1,4 +1,4 @@
-"""An agent admits work only into the queues its credential may use (DESIGN §9, "no
+"""An agent admits work only into the queues its credential may use (docs/design.md §9, "no
 route around a rule"): the queue decides which commit-time rules bind the work, so an agent
 must not escape a queue's approval rule by admitting the same work elsewhere. Acquiring in
 another queue and proposing effects there are refused the same way (queue_not_allowed)."""

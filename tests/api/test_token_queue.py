@@ -1,4 +1,4 @@
-"""Tokens name the queue and the policy version they were decided under (DESIGN §9), so a
+"""Tokens name the queue and the policy version they were decided under (docs/design.md §9), so a
 recipient can notice an effect decided in a queue it does not take that kind from: the
 signed claims and the online check's answer (the sandbox payments recipient, which takes
 payments only from the `payments` queue: tests/recipient/test_sandbox.py)."""

@@ -220,7 +220,7 @@ def test_finding_an_agent_name_with_a_slash_no_longer_breaks_the_credentials_pag
 
     for name in ("<script>alert(1)</script>", "a/b", "line\nbreak", "nul\x00"):
         with pytest.raises(ValidationFailed):
-            agent_create(name=name)
+            agent_create(name=name, all_queues=True, actor_name="cli:test")
     # One named before the check still gets its page and its actions.
     Executor.objects.create(name="legacy/agent", kind=Executor.Kind.AGENT, token_hash="x" * 64)
     client.force_login(make_user("ada-creds", "admin"))

@@ -1,4 +1,4 @@
-"""Separation of duties (DESIGN §9, "no route around a rule"): one admin cannot defeat
+"""Separation of duties (docs/design.md §9, "no route around a rule"): one admin cannot defeat
 four-eyes. The reproductions, through the People and changes pages an admin uses:
 (a) giving oneself approver, operator and break-glass, then approving a payment;
 (b) with four-eyes on, creating an admin and being shown its password;

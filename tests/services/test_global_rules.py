@@ -1,4 +1,4 @@
-"""Rules for every queue (DESIGN §9, "no route around a rule"): commit-time rules declared
+"""Rules for every queue (docs/design.md §9, "no route around a rule"): commit-time rules declared
 once for all queues, tried before a queue's own, which can only tighten them. An agent that
 may use two queues cannot escape an approval rule by choosing the laxer queue."""
 

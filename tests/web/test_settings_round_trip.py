@@ -77,6 +77,7 @@ decision = "allow"
 [people]
 abe = ["approver", "operator", "break_glass"]
 ada = ["admin"]
+ari = ["admin"]
 """
 
 
@@ -156,6 +157,7 @@ def submit_unchanged(client: Any, page: str, pick: Callable[[dict[str, Any]], bo
 def admin_client(client):  # type: ignore[no-untyped-def]
     ada = make_user("ada", "admin")
     make_user("abe", "approver")
+    make_user("ari", "admin")
     config_apply_text(CONFIG, actor=Actor.human(ada))
     client.force_login(ada)
     return client
@@ -178,7 +180,7 @@ def by_action(fragment: str) -> Callable[[dict[str, Any]], bool]:
         ("/settings/queues/payments/rules/big-payments/", by_id("rule-form")),
         ("/settings/queues/payments/rules/refunds/", by_id("rule-form")),
         ("/settings/people/", by_action("/settings/people/abe/")),
-        ("/settings/people/", by_action("/settings/people/ada/")),
+        ("/settings/people/", by_action("/settings/people/ari/")),
     ],
     ids=["queue", "default", "notify", "rule-approval", "rule-allow", "person", "admin"],
 )
@@ -187,6 +189,16 @@ def test_finding_saving_a_settings_form_unchanged_changes_nothing(admin_client, 
     assert "approvals" in before and "decide_within_ms" in before  # what used to be lost
     submit_unchanged(admin_client, page, pick)
     assert config_dumps(config_export()) == before
+
+
+def test_the_people_page_offers_no_form_for_ones_own_roles(admin_client):
+    """Nobody changes their own roles (separation of duties): the signed-in admin's own row
+    is read-only, so there is no form whose unchanged save would be refused."""
+    parser = Forms()
+    parser.feed(admin_client.get("/settings/people/").content.decode())
+    actions = [f["action"] for f in parser.forms]
+    assert any(a.endswith("/settings/people/ari/") for a in actions)
+    assert not any(a.endswith("/settings/people/ada/") for a in actions)
 
 
 def test_a_note_only_edit_of_a_rule_keeps_its_timeout(admin_client):

@@ -88,7 +88,7 @@ class WorkItem(models.Model):
         related_name="+",
         db_index=False,  # a partial index in Meta: nobody lists items by admitter often
     )
-    # An operator's hold (DESIGN §9: a hold belongs to the work item, not to one lease):
+    # An operator's hold (docs/design.md §9: a hold belongs to the work item, not to one lease):
     # while set, no new effect is authorized and no agent acquires it; a live lease keeps
     # a copy (Lease.held_at_ms) for the renew path. Written only by core.services.holds.
     held_at_ms = models.BigIntegerField(null=True, blank=True)

@@ -334,7 +334,7 @@ def fencing_token_issue(
     must be the database clock's time. Every token names the work item's `queue`; an
     effect's token carries `digest`, the content it was decided on, and the queue's
     `policy_version` it was decided under (a recipient may accept a kind only from a
-    queue, DESIGN §9)."""
+    queue, docs/design.md §9)."""
     signer = _signer_at(now_ms)
     claims = fencing.FencingClaims(
         work_key=work_key,

@@ -1,6 +1,6 @@
 """An operator's hold on a work item: stop new effects without taking the lease away.
 
-The hold belongs to the work item (DESIGN §9, "no route around a rule"): it is put on
+The hold belongs to the work item (docs/design.md §9, "no route around a rule"): it is put on
 through the item's live lease, and while it is on, the holder keeps renewing,
 checkpointing and reporting outcomes; new effects and approvals of waiting ones are
 refused `on_hold` (the authority table's "on hold" column), and so is every acquire, so

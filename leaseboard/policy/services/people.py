@@ -1,7 +1,7 @@
 """People who sign in: create one, set their roles, the break-glass permission and whether
 they may sign in, reset a password. All audited before -> after.
 
-Separation of duties (DESIGN §9): nobody changes their own roles, break-glass, sign-in or
+Separation of duties (docs/design.md §9): nobody changes their own roles, break-glass, sign-in or
 password (the authority's MANAGE_USERS never has SELF). No admin is ever shown another
 person's password: a new person, or a reset one, gets a one-time set-password link to hand
 over, and an unusable password until they use it. With four-eyes on, whatever gives power
