@@ -19,6 +19,7 @@ from django.core.exceptions import ImproperlyConfigured
 from leaseboard.domain.timing import TimingPolicy, TimingPolicyError, skew_allowance_checked
 from leaseboard.envconf import (
     database_from_url,
+    db_timeouts,
     env_bool,
     env_int,
     env_keys,
@@ -79,6 +80,33 @@ SECURE_PROXY_SSL_HEADER = env_proxy_header("LEASEBOARD_PROXY_SSL_HEADER")
 LEASEBOARD_TRUSTED_PROXIES = env_int("LEASEBOARD_TRUSTED_PROXIES", 0)
 
 
+# --- When the database fails (DESIGN §14, docs/deployment.md "When parts fail") ---------
+# Connect timeout, and the statement and lock timeouts every web connection has by default
+# (the hot paths'; enforced by the server): leaseboard.envconf.db_timeouts.
+(
+    LEASEBOARD_DB_CONNECT_TIMEOUT_S,
+    LEASEBOARD_DB_STATEMENT_TIMEOUT_MS,
+    LEASEBOARD_DB_LOCK_TIMEOUT_MS,
+) = db_timeouts()
+# Sweeps, retention and config apply: their transactions' own, longer bounds (SET LOCAL).
+LEASEBOARD_DB_LONG_STATEMENT_TIMEOUT_MS = env_int(
+    "LEASEBOARD_DB_LONG_STATEMENT_TIMEOUT_MS", 60_000, minimum=1
+)
+LEASEBOARD_DB_LONG_LOCK_TIMEOUT_MS = env_int(
+    "LEASEBOARD_DB_LONG_LOCK_TIMEOUT_MS", 10_000, minimum=1
+)
+# The whole request's bound on the database, enforced from this side (a frozen server
+# enforces no timeout of its own): under /api/ (and /healthz), below the agent SDK's 2 s
+# request timeout so an agent hears 503 rather than timing out; and for pages. 0: none.
+LEASEBOARD_API_DEADLINE_MS = env_int("LEASEBOARD_API_DEADLINE_MS", 1800)
+LEASEBOARD_PAGE_DEADLINE_MS = env_int("LEASEBOARD_PAGE_DEADLINE_MS", 10_000)
+# Retry-After of a 503 `unavailable`; after a connection-level failure a process also
+# answers 503 at once for this long (then lets one request try) rather than making every
+# request wait out the connect timeout.
+LEASEBOARD_DB_RETRY_AFTER_S = float(env_str("LEASEBOARD_DB_RETRY_AFTER_S", "1"))
+if not 0.1 <= LEASEBOARD_DB_RETRY_AFTER_S <= 60:
+    raise ImproperlyConfigured("LEASEBOARD_DB_RETRY_AFTER_S must be between 0.1 and 60")
+
 DATABASE_URL = os.environ.get("DATABASE_URL", "")
 DATABASES = {
     "default": database_from_url(DATABASE_URL, DATA_DIR)
@@ -113,6 +141,8 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # Every request's deadline on the database; 503 at once while it is unreachable.
+    "leaseboard.api.middleware.DatabaseGuardMiddleware",
     "leaseboard.api.middleware.ApiBodyLimitMiddleware",
     "leaseboard.api.middleware.ApiRateLimitMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",

@@ -96,12 +96,19 @@ class Problem(Schema):
     current_epoch: int | None = None
     your_epoch: int | None = None
     holder_kind: ExecutorKind | None = None
-    reason: str | None = Field(None, description="why the lease ended")
+    reason: str | None = Field(
+        None,
+        description="why the lease ended; for unavailable, why the database could not answer "
+        "(statement_timeout, lock_timeout, contention, unreachable, deadline, commit_unknown)",
+    )
     param: str | None = Field(None, description="the request field that was refused")
     errors: list[FieldError] | None = Field(None, description="every invalid field")
     effect_id: UuidOut | None = None
     lease_id: UuidOut | None = None
     retry_after_ms: int | None = Field(None, description="when to try again (also Retry-After)")
+    request_id: str | None = Field(
+        None, description="internal_error and unavailable: the id this request is logged under"
+    )
     admission: Admission | None = Field(None, description="the work item's admission")
     work_status: WorkStatus | None = Field(None, description="the work item's status")
     rule: str | None = Field(None, description="policy_denied: the rule that decided")

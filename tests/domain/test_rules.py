@@ -131,4 +131,6 @@ def test_error_codes_are_the_design_list():
         "on_hold",
         "already_decided",
         "approval_expired",
+        "unavailable",
+        "internal_error",
     }

@@ -1,0 +1,122 @@
+"""A request's deadline on the database, enforced from this side (DESIGN §14).
+
+PostgreSQL's statement and lock timeouts are enforced by the server: a server that is
+frozen (SIGSTOP, a hung host, a stalled disk) enforces nothing, and the kernel keeps
+acknowledging TCP, so keepalives and `tcp_user_timeout` never fire either (measured:
+docs/deployment.md, "When parts fail"). psycopg has no per-statement client timeout. So
+one watchdog thread per process holds every running request's deadline and, when one
+passes, shuts down that request's database socket: the wait in psycopg returns at once
+with an OperationalError, which the API answers as 503 `unavailable`. The connection is
+then discarded (`leave`). A new connection is bounded by `connect_timeout` instead.
+
+The socket is shut down through a duplicate of its descriptor, checked to still be the
+connection's own after duplicating, so a descriptor the request thread closed and the
+process reused meanwhile is never touched.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(eq=False)
+class Deadline:
+    at: float
+    db: Any  # the request thread's DatabaseWrapper (connections are per thread)
+    fired: bool = False  # the deadline passed while the request ran
+    # What the request was doing when the deadline cut it: "commit" when the outermost
+    # transaction was being committed (its outcome is then unknown), else "statement".
+    phase: str = ""
+    failed: bool = False  # a database error was answered (set by the error handlers)
+
+
+class Watchdog:
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._running: set[Deadline] = set()
+        self._wake_at = float("inf")
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+        self.cuts = 0
+
+    def enter(self, seconds: float, db: Any) -> Deadline:
+        deadline = Deadline(at=time.monotonic() + seconds, db=db)
+        with self._cond:
+            self._running.add(deadline)
+            if self._thread is None or self._pid != os.getpid():
+                self._start()
+            if deadline.at < self._wake_at:
+                self._cond.notify()
+        return deadline
+
+    def leave(self, deadline: Deadline) -> None:
+        with self._cond:
+            self._running.discard(deadline)
+
+    def _start(self) -> None:
+        # A forked child (a gunicorn worker) has no copy of its parent's thread.
+        self._pid = os.getpid()
+        self._thread = threading.Thread(
+            target=self._run, name="leaseboard-db-deadline", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                now = time.monotonic()
+                due = [d for d in self._running if d.at <= now and not d.fired]
+                for d in due:
+                    # Under the lock: the request cannot leave (and its thread start the
+                    # next request on the same connection) while its socket is cut.
+                    d.fired = True
+                    self._cut(d)
+                pending = [d.at for d in self._running if not d.fired]
+                self._wake_at = min(pending, default=float("inf"))
+                timeout = None if not pending else max(0.0, self._wake_at - time.monotonic())
+                self._cond.wait(timeout)
+
+    def _cut(self, deadline: Deadline) -> None:
+        db = deadline.db
+        raw: Any = getattr(db, "connection", None)
+        pgconn = getattr(raw, "pgconn", None)
+        if raw is None or pgconn is None:
+            return
+        # Between the outermost transaction's end and its COMMIT's answer, autocommit is
+        # still off and no atomic block is open: a cut there leaves the outcome unknown.
+        committing = not getattr(db, "autocommit", True) and not getattr(
+            db, "in_atomic_block", False
+        )
+        deadline.phase = "commit" if committing else "statement"
+        try:
+            fd = pgconn.socket
+            dup = os.dup(fd)
+        except Exception:  # closed meanwhile: nothing to cut
+            return
+        try:
+            if raw.closed or pgconn.socket != fd:
+                return  # the descriptor was closed (and maybe reused) before the dup
+            sock = socket.socket(fileno=dup)
+            dup = -1
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            finally:
+                sock.close()
+            self.cuts += 1
+            log.warning("database deadline passed during a %s: connection cut", deadline.phase)
+        except OSError as exc:  # the socket went away meanwhile: nothing left to cut
+            log.debug("deadline cut skipped: %s", exc)
+        finally:
+            if dup >= 0:
+                os.close(dup)
+
+
+watchdog = Watchdog()
