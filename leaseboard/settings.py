@@ -483,7 +483,12 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
 else:
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "visibility_timeout": LEASEBOARD_BROKER_VISIBILITY_TIMEOUT_S,
+        # kombu's default is none: a black-holed broker host would hang a connect forever.
+        "socket_connect_timeout": 5,
     }
+# Our consumer: Celery's, made to survive losing Redis while it holds unacknowledged
+# messages (celery 5.7.0 exits there; leaseboard/sweeps/consumer.py says why).
+CELERY_WORKER_CONSUMER = "leaseboard.sweeps.consumer:Consumer"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # One deployment (or test run) per queue name when several share a Redis.
 CELERY_TASK_DEFAULT_QUEUE = env_str("LEASEBOARD_CELERY_QUEUE", "celery")
@@ -503,6 +508,12 @@ LEASEBOARD_SWEEP_INTERVAL_S = float(env_str("LEASEBOARD_SWEEP_INTERVAL_S", "1"))
 if not 0.05 <= LEASEBOARD_SWEEP_INTERVAL_S <= 60:
     raise ImproperlyConfigured("LEASEBOARD_SWEEP_INTERVAL_S must be between 0.05 and 60")
 LEASEBOARD_SWEEP_BATCH = env_int("LEASEBOARD_SWEEP_BATCH", 500, minimum=1)
+# A sweep that last completed longer ago than this is stale (/healthz, /metrics, and a
+# banner on every dashboard page): leases are not being ended or alerted.
+LEASEBOARD_SWEEPS_STALE_AFTER_S = float(
+    env_str("LEASEBOARD_SWEEPS_STALE_AFTER_S", "")
+    or str(max(5.0, 10 * LEASEBOARD_SWEEP_INTERVAL_S))
+)
 # A sweep stops after this many batches; the next tick continues (bounded task time).
 LEASEBOARD_SWEEP_MAX_BATCHES = env_int("LEASEBOARD_SWEEP_MAX_BATCHES", 200, minimum=1)
 # A gap between sweeps longer than this is recorded as an outage window; leases that fell
@@ -524,6 +535,9 @@ LEASEBOARD_WEBHOOK_MAX_RETRIES = env_int("LEASEBOARD_WEBHOOK_MAX_RETRIES", 8)
 LEASEBOARD_EPOCH_NOTICE_FLUSH_S = float(env_str("LEASEBOARD_EPOCH_NOTICE_FLUSH_S", "0.2"))
 if not 0 <= LEASEBOARD_EPOCH_NOTICE_FLUSH_S <= 60:
     raise ImproperlyConfigured("LEASEBOARD_EPOCH_NOTICE_FLUSH_S must be between 0 and 60")
+# After a wake-up (an outbox drain asked for after a commit) could not be published, a
+# process stops trying for this long; the sweep drains the outboxes meanwhile.
+LEASEBOARD_WAKEUP_RETRY_AFTER_S = float(env_str("LEASEBOARD_WAKEUP_RETRY_AFTER_S", "5"))
 # Notification targets for alerts that belong to no queue (outage recovery), same shape
 # as Queue.notify: {"webhooks": [{"url": ..., "secret": ...}], "emails": [...]}.
 try:

@@ -8,14 +8,13 @@ was changed, retry", why, and failing fast while it stays so.
   answers 503 at once for LEASEBOARD_DB_RETRY_AFTER_S instead of letting every request wait
   out a connect timeout against a dead or frozen server; then one request tries again.
   Statement and lock timeouts do not trip it: the server answered, the request was slow.
-- `long_statements()`: the longer timeouts for sweeps, retention and config apply, as
+- `long_bounds()`: the longer timeouts for sweeps, retention and config apply, as
   `SET LOCAL` inside their transaction (safe with persistent connections, prepared
   statements and a transaction-pooling PgBouncer: nothing outlives the transaction).
 """
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 from collections.abc import Iterator
@@ -141,11 +140,10 @@ def failure_seen(request: object, exc: BaseException | None) -> str:
     return unavailable_reason(exc)
 
 
-@contextlib.contextmanager
-def long_statements() -> Iterator[None]:
-    """Inside a transaction: this transaction's statements and lock waits get the long
+def long_bounds() -> None:
+    """Inside a transaction: its statements and lock waits from here on get the long
     timeouts (LEASEBOARD_DB_LONG_STATEMENT_TIMEOUT_MS, LEASEBOARD_DB_LONG_LOCK_TIMEOUT_MS)
-    instead of the hot paths' connection defaults."""
+    instead of the hot paths' connection defaults, until it ends."""
     if connection.vendor == "postgresql" and connection.in_atomic_block:
         with connection.cursor() as cursor:
             cursor.execute(
@@ -156,4 +154,3 @@ def long_statements() -> Iterator[None]:
                     str(settings.LEASEBOARD_DB_LONG_LOCK_TIMEOUT_MS),
                 ],
             )
-    yield

@@ -44,15 +44,20 @@ class Watchdog:
         self._running: set[Deadline] = set()
         self._wake_at = float("inf")
         self._thread: threading.Thread | None = None
-        self._pid = 0
         self.cuts = 0
+        # A forked child (a gunicorn worker) has neither the thread nor, if the fork caught
+        # it held, a usable lock: it starts afresh.
+        os.register_at_fork(after_in_child=self._forget_thread)
 
     def enter(self, seconds: float, db: Any) -> Deadline:
         deadline = Deadline(at=time.monotonic() + seconds, db=db)
         with self._cond:
             self._running.add(deadline)
-            if self._thread is None or self._pid != os.getpid():
-                self._start()
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="leaseboard-db-deadline", daemon=True
+                )
+                self._thread.start()
             if deadline.at < self._wake_at:
                 self._cond.notify()
         return deadline
@@ -61,13 +66,11 @@ class Watchdog:
         with self._cond:
             self._running.discard(deadline)
 
-    def _start(self) -> None:
-        # A forked child (a gunicorn worker) has no copy of its parent's thread.
-        self._pid = os.getpid()
-        self._thread = threading.Thread(
-            target=self._run, name="leaseboard-db-deadline", daemon=True
-        )
-        self._thread.start()
+    def _forget_thread(self) -> None:
+        self._cond = threading.Condition()
+        self._running = set()
+        self._wake_at = float("inf")
+        self._thread = None
 
     def _run(self) -> None:
         while True:
