@@ -181,6 +181,11 @@ class OwnRedis:
         log.close()
         wait_until(lambda: port_open(self.port), "own Redis", timeout=30, interval=0.05)
 
+    def redis_cli(self, *args: str) -> str:
+        return subprocess.run(
+            ["redis-cli", "-p", str(self.port), *args], capture_output=True, text=True, timeout=10
+        ).stdout.strip()
+
     def kill9(self) -> None:
         """SIGKILL: what it held in memory (queues, unacked messages) is gone."""
         if self.proc is not None and self.proc.poll() is None:

@@ -74,13 +74,14 @@ class Stack:
     web: Server | None = None
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     extra_env: dict[str, str] = field(default_factory=dict)
+    queue: str = field(default_factory=lambda: f"lb-faults-{uuid.uuid4().hex[:8]}")
 
     def env(self, **extra: str) -> dict[str, str]:
         broker = self.redis.url(0) if self.redis else "filesystem://"
         values = {
             "LEASEBOARD_DATA_DIR": str(self.tmp / "data"),
             "CELERY_BROKER_URL": broker,
-            "LEASEBOARD_CELERY_QUEUE": f"lb-faults-{uuid.uuid4().hex[:8]}",
+            "LEASEBOARD_CELERY_QUEUE": self.queue,
             "DB_CONN_MAX_AGE": "60",
             "LOG_LEVEL": "WARNING",
             **BOUNDS,
@@ -127,9 +128,39 @@ class Stack:
         self.procs[name] = proc
         return proc
 
-    def log(self, name: str) -> str:
+    def run_django(self, code: str, timeout: float = 120) -> str:
+        """Run `code` in a process of the stack's own (Django set up); its stdout."""
+        out = subprocess.run(
+            [sys.executable, "-c", "import django\ndjango.setup()\n" + code],
+            cwd=ROOT,
+            env=self.env(),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        assert out.returncode == 0, out.stderr[-3000:]
+        return out.stdout
+
+    def db(self, sql: str, params: list[Any] | None = None) -> Any:
+        """One row of `sql` on the stack's database (autocommit)."""
+        import psycopg
+
+        with psycopg.connect(self.db_url, autocommit=True, connect_timeout=5) as conn:
+            return conn.execute(sql, params or []).fetchone()
+
+    def db_now_ms(self) -> int:
+        return int(
+            self.db("SELECT (floor(extract(epoch from clock_timestamp()) * 1000))::bigint")[0]
+        )
+
+    def last_sweep_completed_ms(self) -> int | None:
+        row = self.db("SELECT last_completed_at_ms FROM sweeps_sweepstate WHERE id = 1")
+        return None if row is None else row[0]
+
+    def log(self, name: str, tail: int | None = 6000) -> str:
         path = self.tmp / f"{name}.log"
-        return path.read_text(errors="replace")[-6000:] if path.exists() else ""
+        text = path.read_text(errors="replace") if path.exists() else ""
+        return text[-tail:] if tail else text
 
     def api(self, timeout: float = 15) -> httpx.Client:
         assert self.web is not None
