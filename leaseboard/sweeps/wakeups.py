@@ -123,10 +123,11 @@ class Wakeups:
             self.skipped.clear()
 
     def flush(self, timeout_s: float = 10.0) -> bool:
-        """Wait until nothing is due or being published (tests); False on timeout."""
+        """Wait until every wake-up asked for so far, deferred ones too, is published or
+        given up (tests, a clean shutdown); False on timeout."""
         deadline = time.monotonic() + timeout_s
         with self._cond:
-            while self._busy or any(at <= time.monotonic() for at in self._due.values()):
+            while self._busy or self._due:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
@@ -136,12 +137,16 @@ class Wakeups:
 
 def _count_failure(task_name: str) -> None:
     """One row upsert per failed publish (at most one per process per retry interval)."""
+    from django.db import connection
+
     from leaseboard.sweeps.services import metric_add
 
     try:
         metric_add({("wakeups_failed_total", task_name): 1})
     except Exception:  # the database may be down too; the log line stands
         log.exception("could not count the failed wake-up")
+    finally:
+        connection.close()  # this thread's own; it would hold a connection slot for good
 
 
 wakeups = Wakeups()
