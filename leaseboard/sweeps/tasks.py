@@ -16,6 +16,7 @@ from celery import shared_task
 from django.conf import settings
 from django.db import transaction
 
+from leaseboard.core.dbfaults import database_unavailable
 from leaseboard.sweeps import approver_notices, notifications, outbox, services
 from leaseboard.sweeps.models import NotificationDelivery
 from leaseboard.sweeps.wakeups import wake
@@ -26,8 +27,15 @@ log = logging.getLogger(__name__)
 @shared_task(name="leaseboard.sweeps.tasks.sweep", acks_late=False, ignore_result=True)
 def sweep() -> str:
     """Beat runs this every LEASEBOARD_SWEEP_INTERVAL_S. Acked early on purpose: a sweep
-    lost with its worker is redone by the next tick; redelivery would only duplicate it."""
-    report = services.sweep_run()
+    lost with its worker is redone by the next tick; redelivery would only duplicate it.
+    With the database unreachable a tick logs one line and leaves the work to the next."""
+    try:
+        report = services.sweep_run()
+    except Exception as exc:
+        if not database_unavailable(exc):
+            raise
+        log.warning("sweep skipped, the database is unavailable: %s", str(exc).splitlines()[0])
+        return "database unavailable"
     # The outboxes' safety net: whatever is due (a lost wake-up, a retry after its backoff,
     # a dispatch whose task was lost with a broker restart) is drained from here.
     if notifications.epoch_notices_due_exist():
