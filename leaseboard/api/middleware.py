@@ -54,7 +54,7 @@ class DatabaseGuardMiddleware:
             return self.get_response(request)
         finally:
             watchdog.leave(deadline)
-            if deadline.fired or deadline.failed:
+            if deadline.fired or deadline.broken:
                 # Closed, not pinged: a health check on a frozen server would hang here.
                 db.close()
             elif db.connection is not None:

@@ -127,17 +127,21 @@ breaker = Breaker()
 
 
 def failure_seen(request: object, exc: BaseException | None) -> str:
-    """Record that `request` met the database failing (its connection is then discarded,
-    and a connection-level failure opens the breaker); returns the reason to tell."""
+    """Record that `request` met the database failing (a connection-level failure
+    discards its connection and opens the breaker); returns the reason to tell."""
     deadline = getattr(request, "lb_deadline", None)
     if deadline is None:
         breaker.failed(exc)
         return unavailable_reason(exc)
-    deadline.failed = True
     breaker.failed(exc, deadline=deadline.fired)
     if deadline.fired:
+        deadline.broken = True
         return "commit_unknown" if deadline.phase == "commit" else "deadline"
-    return unavailable_reason(exc)
+    reason = unavailable_reason(exc)
+    # A statement or lock timeout leaves a good connection (Django pings it at the end of
+    # the request); a connection-level failure does not.
+    deadline.broken = reason == "unreachable"
+    return reason
 
 
 def long_bounds() -> None:

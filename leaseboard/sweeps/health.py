@@ -10,12 +10,10 @@ Redis or the workers died. Monitoring alerts on the body (docs/deployment.md).
 `sweeps`: the age of the last *completed* sweep (`SweepState.last_completed_at_ms`) and
 `stale` once it is older than LEASEBOARD_SWEEPS_STALE_AFTER_S, or when none ever
 completed: leases are then not being ended or alerted. The same figure feeds /metrics
-and the dashboard's banner (`sweep_age_from`).
+and the dashboard's banner (leaseboard.domain.sweeps).
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import connection
@@ -24,35 +22,12 @@ from django.views.decorators.http import require_GET
 
 from leaseboard.celery import app
 from leaseboard.core.clock import DbNowMs
+from leaseboard.domain.sweeps import SweepAge, sweep_age_from
 from leaseboard.sweeps.models import SweepState
 
 
-@dataclass(frozen=True)
-class SweepAge:
-    last_completed_at_ms: int | None
-    age_s: float | None  # None: no sweep ever completed
-    stale: bool
-
-    @property
-    def words(self) -> str:
-        """'2 min ago'-style age for people; '' when none ever completed."""
-        if self.age_s is None:
-            return ""
-        seconds = int(self.age_s)
-        if seconds < 90:
-            return f"{seconds} s ago"
-        if seconds < 90 * 60:
-            return f"{round(seconds / 60)} min ago"
-        return f"{round(seconds / 3600)} h ago"
-
-
-def sweep_age_from(last_completed_at_ms: int | None, now_ms: int) -> SweepAge:
-    if last_completed_at_ms is None:
-        return SweepAge(None, None, stale=True)
-    age_s = max(0.0, (now_ms - last_completed_at_ms) / 1000)
-    return SweepAge(
-        last_completed_at_ms, age_s, stale=age_s > settings.LEASEBOARD_SWEEPS_STALE_AFTER_S
-    )
+def sweep_age_now(last_completed_at_ms: int | None, now_ms: int) -> SweepAge:
+    return sweep_age_from(last_completed_at_ms, now_ms, settings.LEASEBOARD_SWEEPS_STALE_AFTER_S)
 
 
 def sweep_age() -> SweepAge:
@@ -64,8 +39,8 @@ def sweep_age() -> SweepAge:
         .first()
     )
     if row is None:  # no sweep ever started
-        return sweep_age_from(None, 0)
-    return sweep_age_from(row[0], row[1])
+        return sweep_age_now(None, 0)
+    return sweep_age_now(row[0], row[1])
 
 
 def database_check() -> dict[str, object]:

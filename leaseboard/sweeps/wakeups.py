@@ -59,7 +59,9 @@ class Wakeups:
             return
         with self._cond:
             at = max(now, self._last.get(task.name, 0.0) + min_interval_s)
-            self._due[task.name] = min(self._due.get(task.name, at), at)
+            if self._due.get(task.name, float("inf")) <= at:
+                return  # already asked for, as soon or sooner: nothing changes
+            self._due[task.name] = at
             self._tasks[task.name] = task
             if self._thread is None:
                 self._thread = threading.Thread(

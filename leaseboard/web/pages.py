@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.apps import apps
+from django.conf import settings
 from django.db import connection
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -17,8 +18,7 @@ from leaseboard.core.selectors import alerts_unsnoozed
 from leaseboard.core.sql import literal
 from leaseboard.domain.certainty import LIVE, Certainty
 from leaseboard.domain.reconciliation import Decision
-from leaseboard.sweeps.health import SweepAge, sweep_age_from
-from leaseboard.sweeps.models import SweepState
+from leaseboard.domain.sweeps import SweepAge, sweep_age_from
 from leaseboard.web.roles import APPROVER, OPERATOR, has_role, user_roles
 
 # Badges count up to this many and then show "99+": a bounded scan.
@@ -46,7 +46,9 @@ def badge_and_sweeps() -> tuple[int, SweepAge]:
     """The alert badge's count and how long ago a sweep last completed, in the badge's
     one statement: the stale-sweeps banner costs a page no query of its own."""
     badge_sql, params = _badge_alerts().query.sql_with_params()
-    state = SweepState._meta.db_table
+    # The sweeps' table through the app registry (sweeps import takeovers, which import
+    # this web layer: an import here would close the loop).
+    state = apps.get_model("sweeps", "SweepState")._meta.db_table
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT (SELECT count(*) FROM ({badge_sql}) AS b), "
@@ -54,7 +56,8 @@ def badge_and_sweeps() -> tuple[int, SweepAge]:
             params,
         )
         count, last, now = cursor.fetchone()
-    return int(count), sweep_age_from(last, int(now))
+    stale_after_s = settings.LEASEBOARD_SWEEPS_STALE_AFTER_S
+    return int(count), sweep_age_from(last, int(now), stale_after_s)
 
 
 def pending_badge_count() -> int:

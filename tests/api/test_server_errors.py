@@ -125,6 +125,6 @@ def test_a_database_error_in_a_dashboard_view_is_the_503_page(monkeypatch):  # t
     make_user("watcher", "operator")
     client = Client(raise_request_exception=False)
     client.force_login(get_user_model().objects.get(username="watcher"))
-    monkeypatch.setattr("leaseboard.web.pages.alert_badge_count", _db_down)
+    monkeypatch.setattr("leaseboard.web.pages.badge_and_sweeps", _db_down)
     r = client.get("/")
     assert r.status_code == 503 and "The database is unreachable" in r.content.decode()

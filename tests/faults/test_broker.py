@@ -141,10 +141,19 @@ def test_with_redis_down_an_acquire_answers_201_and_its_notice_is_delivered_afte
     assert {"work_key": "during-outage", "epoch": epoch} in [
         {"work_key": n["work_key"], "epoch": n["epoch"]} for n in sent
     ]
-    assert worker.db(
-        "SELECT n.status FROM core_epochnotice n JOIN core_workitem w "
-        "ON w.id = n.work_item_id WHERE w.key = 'during-outage'"
-    ) == ("delivered",)
+    # ...and logged on its row once the POST returned.
+    wait_for(
+        "the notice logged as delivered",
+        lambda: (
+            worker.db(
+                "SELECT n.status FROM core_epochnotice n JOIN core_workitem w "
+                "ON w.id = n.work_item_id WHERE w.key = 'during-outage'"
+            )
+            == ("delivered",)
+        ),
+        30,
+        worker,
+    )
 
 
 def test_with_the_worker_killed_healthz_says_stale_and_every_page_shows_the_banner(
