@@ -77,13 +77,18 @@ def request_id(request: HttpRequest | None) -> str:
 
 
 def unavailable(
-    request: HttpRequest | None, exc: BaseException | None = None, *, reason: str = ""
+    request: HttpRequest | None,
+    exc: BaseException | None = None,
+    *,
+    reason: str = "",
+    quiet: bool = False,
 ) -> JsonResponse:
     """503 `unavailable` with Retry-After: the database could not answer this request, so
-    it changed nothing (but for a commit cut in flight, which says so); retry later."""
+    it changed nothing (but for a commit cut in flight, which says so); retry later.
+    `quiet`: answered by the breaker without trying, already logged when it opened."""
     reason = reason or (failure_seen(request, exc) if request is not None else "unreachable")
     rid = request_id(request)
-    log.warning(
+    (log.debug if quiet else log.warning)(
         "503 unavailable (%s) %s %s request_id=%s%s",
         reason,
         getattr(request, "method", ""),

@@ -38,7 +38,7 @@ class DatabaseGuardMiddleware:
         api = path.startswith("/api/")
         if path not in SELF_CHECKING and not breaker.allow():
             if api:
-                return unavailable(request, reason="unreachable")
+                return unavailable(request, reason="unreachable", quiet=True)
             return unavailable_page(request, "unreachable")
         db = connections[DEFAULT_DB_ALIAS]
         ms = (
