@@ -490,6 +490,9 @@ else:
 # messages (celery 5.7.0 exits there; leaseboard/sweeps/consumer.py says why).
 CELERY_WORKER_CONSUMER = "leaseboard.sweeps.consumer:Consumer"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A worker waits out a broker outage however long (reconnecting every 2 s at most:
+# leaseboard/sweeps/consumer.py) rather than exit after Celery's 100 tries.
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 # One deployment (or test run) per queue name when several share a Redis.
 CELERY_TASK_DEFAULT_QUEUE = env_str("LEASEBOARD_CELERY_QUEUE", "celery")
 CELERY_TASK_IGNORE_RESULT = True

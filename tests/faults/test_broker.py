@@ -41,6 +41,12 @@ def wait_for(what: str, ready, timeout: float = 30, stack: Stack | None = None):
         time.sleep(0.1)
 
 
+def wait_for_s(what: str, ready, timeout: float, stack: Stack) -> float:  # type: ignore[no-untyped-def]
+    started = time.monotonic()
+    wait_for(what, ready, timeout, stack)
+    return time.monotonic() - started
+
+
 def sweeps_completing_after(stack: Stack, after_ms: int) -> bool:
     last = stack.last_sweep_completed_ms()
     return last is not None and last > after_ms
@@ -96,9 +102,11 @@ def test_the_worker_survives_redis_killed_with_unacked_messages_and_sweeps_resum
     time.sleep(3)  # the worker notices, fails to reconnect a few times
     redis.start()
     back_ms = worker.db_now_ms()
-    wait_for(
+    took = wait_for_s(
         "a sweep after Redis returned", lambda: sweeps_completing_after(worker, back_ms), 60, worker
     )
+    # Reconnection tries are at most 2 s apart (kombu's own grow to 30 s): generous bound.
+    assert took < 20, took
     proc = worker.procs["worker"]
     assert proc.poll() is None, worker.log("worker")
     log = worker.log("worker", tail=None)
