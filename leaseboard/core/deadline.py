@@ -11,7 +11,10 @@ then discarded (`leave`). A new connection is bounded by `connect_timeout` inste
 
 The socket is shut down through a duplicate of its descriptor, checked to still be the
 connection's own after duplicating, so a descriptor the request thread closed and the
-process reused meanwhile is never touched.
+process reused meanwhile is never touched. A deadline that passes while the request is
+still connecting (no socket to cut yet) refuses the connection once it is made
+(`refuse_past_deadline`, on Django's `connection_created`): a server that thaws just
+then must not let the request go on past the agent's own timeout.
 """
 
 from __future__ import annotations
@@ -43,6 +46,21 @@ class Deadline:
     broken: bool = False  # the connection failed under it (set by the error handlers)
 
 
+_running_here = threading.local()  # the deadline of the request this thread runs
+
+
+def refuse_past_deadline(sender: object = None, connection: Any = None, **_: object) -> None:
+    """Receiver of `connection_created`: a connection opened after its request's deadline
+    passed is closed at once, and the request fails as if it had been cut."""
+    deadline = getattr(_running_here, "deadline", None)
+    if deadline is None or not deadline.fired or connection is None:
+        return
+    from django.db import OperationalError
+
+    connection.close()
+    raise OperationalError("the request's database deadline passed while it connected")
+
+
 class Watchdog:
     def __init__(self) -> None:
         self._cond = threading.Condition()
@@ -56,6 +74,7 @@ class Watchdog:
 
     def enter(self, seconds: float, db: Any) -> Deadline:
         deadline = Deadline(at=time.monotonic() + seconds, db=db)
+        _running_here.deadline = deadline
         with self._cond:
             self._running.add(deadline)
             if self._thread is None:
@@ -68,6 +87,8 @@ class Watchdog:
         return deadline
 
     def leave(self, deadline: Deadline) -> None:
+        if getattr(_running_here, "deadline", None) is deadline:
+            _running_here.deadline = None
         with self._cond:
             self._running.discard(deadline)
 

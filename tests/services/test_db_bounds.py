@@ -111,3 +111,22 @@ def test_a_request_that_left_in_time_is_never_cut():
     time.sleep(0.4)
     assert not deadline.fired and conn.execute("SELECT 2").fetchone() == (2,)
     conn.close()
+
+
+@pytest.mark.django_db
+def test_a_connection_made_after_its_requests_deadline_passed_is_refused():
+    # A request waiting to connect to a frozen server has no socket to cut; if the server
+    # thaws just then, the connection it finally gets must not carry it past its deadline.
+    from django.db import connections
+
+    watchdog = Watchdog()
+    db = connections.create_connection("default")
+    deadline = watchdog.enter(0.05, db)
+    time.sleep(0.3)
+    assert deadline.fired and db.connection is None
+    with pytest.raises(OperationalError, match="deadline passed while it connected"):
+        db.ensure_connection()
+    watchdog.leave(deadline)
+    assert db.connection is None
+    db.ensure_connection()  # the next request's connection is not refused
+    db.close()
