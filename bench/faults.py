@@ -68,8 +68,9 @@ print(json.dumps([agent_create(name=f"fleet-{i}")[1] for i in range(%(agents)d)]
 
 
 class Run:
-    def __init__(self, agents: int, keep: bool = False) -> None:
+    def __init__(self, agents: int, keep: bool = False, keep_alive_s: int = 2) -> None:
         self.keep = keep
+        self.keep_alive_s = keep_alive_s
         self.tmp = Path(tempfile.mkdtemp(prefix="lb-faults-run-"))
         self.pg = OwnPostgres()
         self.redis = OwnRedis()
@@ -110,7 +111,8 @@ class Run:
         self.tokens = json.loads(out.stdout.strip().splitlines()[-1])
         self.web = start_gunicorn(
             "leaseboard.wsgi:application", env=self.env(), workers=2, worker_class="gthread",
-            threads=4, extra=("--timeout", "60"), log=self.tmp / "web.log", what="faults web",
+            threads=4, extra=("--timeout", "60", "--keep-alive", str(self.keep_alive_s)),
+            log=self.tmp / "web.log", what="faults web",
         )  # fmt: skip
         self.start_worker()
         self.wait("a first sweep", lambda: self.last_sweep() is not None, 60)
@@ -368,11 +370,14 @@ def checks(run: Run) -> dict[str, Any]:
         "every_notice_received": len(run.hook.notices) >= delivered_notices > 0,
         "every_alert_delivery_received": len(run.hook.deliveries) >= deliveries > 0,
         "worker_survived_redis": run.worker_exits == 0,
-        "stale_within_threshold_plus_5_s": run.figures.get("stale_after_worker_died_s", 99)
-        <= run.figures.get("stale_threshold_s", 0) + 5,
-        "banner_shown": bool(run.figures.get("banner_shown")),
-        "healthz_200_while_stale": run.figures.get("healthz_status_while_stale") == 200,
     }
+    if "stale_after_worker_died_s" in run.figures:  # not in a calm run
+        result["checks"].update(
+            stale_within_threshold_plus_5_s=run.figures["stale_after_worker_died_s"]
+            <= run.figures["stale_threshold_s"] + 5,
+            banner_shown=bool(run.figures["banner_shown"]),
+            healthz_200_while_stale=run.figures["healthz_status_while_stale"] == 200,
+        )
     return result
 
 
@@ -392,14 +397,23 @@ def main() -> int:
     parser.add_argument("--agents", type=int, default=12)
     parser.add_argument("--json", type=Path)
     parser.add_argument("--keep", action="store_true", help="keep the logs' folder")
+    parser.add_argument(
+        "--keep-alive-s", type=int, default=2, help="gunicorn's --keep-alive (its default: 2)"
+    )
+    parser.add_argument(
+        "--calm-s", type=float, default=0, help="no faults: run the fleet this long (a baseline)"
+    )
     args = parser.parse_args()
-    run = Run(args.agents, keep=args.keep)
+    run = Run(args.agents, keep=args.keep, keep_alive_s=args.keep_alive_s)
     started = time.monotonic()
     try:
         run.start()
         say(f"{args.agents} agents; load average {os.getloadavg()[0]:.1f}")
         run.fleet()
-        run.faults()
+        if args.calm_s:
+            run.pause(args.calm_s)
+        else:
+            run.faults()
         run.drain()
         result = checks(run)
     finally:

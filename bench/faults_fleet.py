@@ -73,8 +73,9 @@ class RecordingTransport(httpx.HTTPTransport):
         except httpx.TimeoutException:
             self.record.answer(request, "client timeout", time.monotonic() - started)
             raise
-        except httpx.TransportError:
-            self.record.answer(request, "network error", time.monotonic() - started)
+        except httpx.TransportError as exc:
+            what = f"network error ({type(exc).__name__})"
+            self.record.answer(request, what, time.monotonic() - started)
             raise
         media = response.headers.get("content-type", "").split(";")[0] or "none"
         self.record.answer(request, f"{response.status_code} {media}", time.monotonic() - started)
