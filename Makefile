@@ -1,5 +1,5 @@
 # Shortcuts; each calls dev.py, which needs only Python 3.11+.
-.PHONY: demo test bench lint chaos soak
+.PHONY: demo test bench lint chaos soak faults
 demo:
 	python3 dev.py demo
 test:
@@ -13,3 +13,6 @@ chaos:
 # A fleet across nodes (bench/soak.py): SOAK_ARGS="--agents 2000 --seconds 180" for a small machine.
 soak:
 	.venv/bin/python bench/soak.py $(SOAK_ARGS)
+# Leaseboard's own parts fail under load (~3 min, servers of its own): bench/faults.py.
+faults:
+	.venv/bin/python bench/faults.py $(FAULTS_ARGS)

@@ -70,6 +70,17 @@ def env_proxy_header(name: str) -> tuple[str, str] | None:
     return "HTTP_" + header.upper().replace("-", "_"), value
 
 
+def db_timeouts() -> tuple[int, int, int]:
+    """(connect timeout s, statement timeout ms, lock timeout ms) of a web connection:
+    LEASEBOARD_DB_CONNECT_TIMEOUT_S (2), LEASEBOARD_DB_STATEMENT_TIMEOUT_MS (1500) and
+    LEASEBOARD_DB_LOCK_TIMEOUT_MS (1000); 0 turns a server-side bound off."""
+    return (
+        env_int("LEASEBOARD_DB_CONNECT_TIMEOUT_S", 2, minimum=2),
+        env_int("LEASEBOARD_DB_STATEMENT_TIMEOUT_MS", 1500),
+        env_int("LEASEBOARD_DB_LOCK_TIMEOUT_MS", 1000),
+    )
+
+
 def database_from_url(url: str, data_dir: Path | None = None) -> dict:
     """Parse `postgres://user:pass@host:port/name?opt=v` or `sqlite:///path` into DATABASES
     (`sqlite:///` alone: leaseboard.sqlite3 in `data_dir`)."""
@@ -96,6 +107,17 @@ def database_from_url(url: str, data_dir: Path | None = None) -> dict:
         # without; docs/benchmarks.md). Off unless the URL's `options` say otherwise.
         if "jit" not in str(options.get("options", "")):
             options["options"] = ("-c jit=off " + str(options.get("options", ""))).strip()
+        # Fail fast (docs/design.md §14): connecting is bounded (psycopg's own default is
+        # 130 s; 2 is libpq's minimum), and every statement and lock wait gets the hot
+        # paths' bound as the connection's default, enforced by the server. Sweeps,
+        # retention and config apply raise both for their own transactions
+        # (leaseboard.core.dbfaults). The URL's own `connect_timeout` or
+        # `-c statement_timeout=`/`-c lock_timeout=` win.
+        connect_s, statement_ms, lock_ms = db_timeouts()
+        options.setdefault("connect_timeout", connect_s)
+        for name, value in (("statement_timeout", statement_ms), ("lock_timeout", lock_ms)):
+            if value and name not in str(options["options"]):
+                options["options"] = f"{options['options']} -c {name}={value}"
         return {
             "ENGINE": "django.db.backends.postgresql",
             "NAME": unquote(parsed.path.lstrip("/")) or "leaseboard",

@@ -20,6 +20,7 @@ from leaseboard.domain.targets import networks_parsed
 from leaseboard.domain.timing import TimingPolicy, TimingPolicyError, skew_allowance_checked
 from leaseboard.envconf import (
     database_from_url,
+    db_timeouts,
     env_bool,
     env_int,
     env_keys,
@@ -80,6 +81,33 @@ SECURE_PROXY_SSL_HEADER = env_proxy_header("LEASEBOARD_PROXY_SSL_HEADER")
 LEASEBOARD_TRUSTED_PROXIES = env_int("LEASEBOARD_TRUSTED_PROXIES", 0)
 
 
+# --- When the database fails (docs/design.md §14, docs/deployment.md "When parts fail") ---------
+# Connect timeout, and the statement and lock timeouts every web connection has by default
+# (the hot paths'; enforced by the server): leaseboard.envconf.db_timeouts.
+(
+    LEASEBOARD_DB_CONNECT_TIMEOUT_S,
+    LEASEBOARD_DB_STATEMENT_TIMEOUT_MS,
+    LEASEBOARD_DB_LOCK_TIMEOUT_MS,
+) = db_timeouts()
+# Sweeps, retention and config apply: their transactions' own, longer bounds (SET LOCAL).
+LEASEBOARD_DB_LONG_STATEMENT_TIMEOUT_MS = env_int(
+    "LEASEBOARD_DB_LONG_STATEMENT_TIMEOUT_MS", 60_000, minimum=1
+)
+LEASEBOARD_DB_LONG_LOCK_TIMEOUT_MS = env_int(
+    "LEASEBOARD_DB_LONG_LOCK_TIMEOUT_MS", 10_000, minimum=1
+)
+# The whole request's bound on the database, enforced from this side (a frozen server
+# enforces no timeout of its own): under /api/ (and /healthz), below the agent SDK's 2 s
+# request timeout so an agent hears 503 rather than timing out; and for pages. 0: none.
+LEASEBOARD_API_DEADLINE_MS = env_int("LEASEBOARD_API_DEADLINE_MS", 1800)
+LEASEBOARD_PAGE_DEADLINE_MS = env_int("LEASEBOARD_PAGE_DEADLINE_MS", 10_000)
+# Retry-After of a 503 `unavailable`; after a connection-level failure a process also
+# answers 503 at once for this long (then lets one request try) rather than making every
+# request wait out the connect timeout.
+LEASEBOARD_DB_RETRY_AFTER_S = float(env_str("LEASEBOARD_DB_RETRY_AFTER_S", "1"))
+if not 0.1 <= LEASEBOARD_DB_RETRY_AFTER_S <= 60:
+    raise ImproperlyConfigured("LEASEBOARD_DB_RETRY_AFTER_S must be between 0.1 and 60")
+
 DATABASE_URL = os.environ.get("DATABASE_URL", "")
 DATABASES = {
     "default": database_from_url(DATABASE_URL, DATA_DIR)
@@ -114,6 +142,8 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # Every request's deadline on the database; 503 at once while it is unreachable.
+    "leaseboard.api.middleware.DatabaseGuardMiddleware",
     "leaseboard.api.middleware.ApiBodyLimitMiddleware",
     "leaseboard.api.middleware.ApiRateLimitMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -493,8 +523,16 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
 else:
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "visibility_timeout": LEASEBOARD_BROKER_VISIBILITY_TIMEOUT_S,
+        # kombu's default is none: a black-holed broker host would hang a connect forever.
+        "socket_connect_timeout": 5,
     }
+# Our consumer: Celery's, made to survive losing Redis while it holds unacknowledged
+# messages (celery 5.7.0 exits there; leaseboard/sweeps/consumer.py says why).
+CELERY_WORKER_CONSUMER = "leaseboard.sweeps.consumer:Consumer"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A worker waits out a broker outage however long (reconnecting every 2 s at most:
+# leaseboard/sweeps/consumer.py) rather than exit after Celery's 100 tries.
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 # One deployment (or test run) per queue name when several share a Redis.
 CELERY_TASK_DEFAULT_QUEUE = env_str("LEASEBOARD_CELERY_QUEUE", "celery")
 CELERY_TASK_IGNORE_RESULT = True
@@ -513,6 +551,12 @@ LEASEBOARD_SWEEP_INTERVAL_S = float(env_str("LEASEBOARD_SWEEP_INTERVAL_S", "1"))
 if not 0.05 <= LEASEBOARD_SWEEP_INTERVAL_S <= 60:
     raise ImproperlyConfigured("LEASEBOARD_SWEEP_INTERVAL_S must be between 0.05 and 60")
 LEASEBOARD_SWEEP_BATCH = env_int("LEASEBOARD_SWEEP_BATCH", 500, minimum=1)
+# A sweep that last completed longer ago than this is stale (/healthz, /metrics, and a
+# banner on every dashboard page): leases are not being ended or alerted.
+LEASEBOARD_SWEEPS_STALE_AFTER_S = float(
+    env_str("LEASEBOARD_SWEEPS_STALE_AFTER_S", "")
+    or str(max(5.0, 10 * LEASEBOARD_SWEEP_INTERVAL_S))
+)
 # A sweep stops after this many batches; the next tick continues (bounded task time).
 LEASEBOARD_SWEEP_MAX_BATCHES = env_int("LEASEBOARD_SWEEP_MAX_BATCHES", 200, minimum=1)
 # A gap between sweeps longer than this is recorded as an outage window; leases that fell
@@ -547,6 +591,9 @@ except ValueError as exc:
 LEASEBOARD_EPOCH_NOTICE_FLUSH_S = float(env_str("LEASEBOARD_EPOCH_NOTICE_FLUSH_S", "0.2"))
 if not 0 <= LEASEBOARD_EPOCH_NOTICE_FLUSH_S <= 60:
     raise ImproperlyConfigured("LEASEBOARD_EPOCH_NOTICE_FLUSH_S must be between 0 and 60")
+# After a wake-up (an outbox drain asked for after a commit) could not be published, a
+# process stops trying for this long; the sweep drains the outboxes meanwhile.
+LEASEBOARD_WAKEUP_RETRY_AFTER_S = float(env_str("LEASEBOARD_WAKEUP_RETRY_AFTER_S", "5"))
 # Notification targets for alerts that belong to no queue (outage recovery), same shape
 # as Queue.notify: {"webhooks": [{"url": ..., "secret": ...}], "emails": [...]}.
 try:

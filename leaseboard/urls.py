@@ -20,7 +20,8 @@ if settings.LEASEBOARD_DEMO:
     urlpatterns.append(path("sandbox/", include("leaseboard.sandbox.urls")))
 urlpatterns.append(path("", include("leaseboard.dashboard.urls")))
 
-# Refusal and error pages inside the site's layout (leaseboard.web.errors).
+# Refusal and error pages inside the site's layout (leaseboard.web.errors); under /api/
+# an error is a problem (internal_error, or unavailable when the database failed).
 handler403 = "leaseboard.web.errors.permission_denied"
 handler404 = "leaseboard.web.errors.page_not_found"
-handler500 = "leaseboard.web.errors.server_error"
+handler500 = "leaseboard.api.errors.server_error"

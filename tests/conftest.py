@@ -85,9 +85,11 @@ def _default_rows(request: pytest.FixtureRequest) -> None:
         {"transactional_db", "live_server"} & set(request.fixturenames)
     )
     from leaseboard.api.ratelimit import rate_limits_forget
+    from leaseboard.core.dbfaults import breaker
     from leaseboard.core.services.executors import token_cache_forget
     from leaseboard.core.services.fencing import fencing_keys_forget
     from leaseboard.core.services.rule_sets import policy_caches_forget
+    from leaseboard.sweeps.wakeups import wakeups
 
     # Truncated tables may have taken the cached signing key and executors with them.
     fencing_keys_forget()
@@ -96,6 +98,8 @@ def _default_rows(request: pytest.FixtureRequest) -> None:
     policy_caches_forget()
     token_cache_forget()
     rate_limits_forget()  # each test starts with fresh in-memory rate-limit budgets
+    breaker.reset()  # and with no database failure remembered from an earlier test
+    wakeups.reset()  # nor a wake-up coalesced with one of an earlier test
     if transactional and PG_OK:
         request.getfixturevalue("transactional_db")
         from leaseboard.core.models import Queue

@@ -69,3 +69,12 @@ os.environ["LEASEBOARD_TESTING"] = "1"
 # The live server answers each request on a new thread; a persistent connection per thread
 # would outlive the test and keep the test database from being dropped.
 os.environ.setdefault("DB_CONN_MAX_AGE", "0")
+# The suite's own bounds are generous: a loaded 2-core CI machine must not turn a slow test
+# into a 503. Tests of the bounds set them (tests/faults/).
+for _name, _value in (
+    ("LEASEBOARD_DB_STATEMENT_TIMEOUT_MS", "60000"),
+    ("LEASEBOARD_DB_LOCK_TIMEOUT_MS", "30000"),
+    ("LEASEBOARD_API_DEADLINE_MS", "60000"),
+    ("LEASEBOARD_PAGE_DEADLINE_MS", "60000"),
+):
+    os.environ.setdefault(_name, _value)

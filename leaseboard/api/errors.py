@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import logging
+import re
+import sys
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from django.http import Http404, HttpRequest, JsonResponse
+from django.conf import settings
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
-from leaseboard.domain.errors import LeaseboardError
+from leaseboard.core.dbfaults import REASON_TEXT, database_unavailable, failure_seen
+from leaseboard.domain.errors import InternalError, LeaseboardError, Unavailable
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +31,8 @@ STATUS_BY_CODE: dict[str, int] = {
     "queue_not_allowed": 403,
     "not_found": 404,
     "rate_limited": 429,
+    "internal_error": 500,
+    "unavailable": 503,
 }
 DEFAULT_CONFLICT = 409  # every lease, admission and authorization refusal
 # RFC 9457's own members: a refusal's extra named like one is sent as work_<name>
@@ -58,6 +66,87 @@ def problem(
     if "retry_after_ms" in extra:
         response["Retry-After"] = str(max(1, -(-int(extra["retry_after_ms"]) // 1000)))
     return response
+
+
+# A caller's own X-Request-Id is kept when it is a plain token; otherwise one is made.
+REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")
+
+
+def request_id(request: HttpRequest | None) -> str:
+    given = request.META.get("HTTP_X_REQUEST_ID", "") if request is not None else ""
+    return given if REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
+
+
+def unavailable(
+    request: HttpRequest | None,
+    exc: BaseException | None = None,
+    *,
+    reason: str = "",
+    quiet: bool = False,
+) -> JsonResponse:
+    """503 `unavailable` with Retry-After: the database could not answer this request, so
+    it changed nothing (but for a commit cut in flight, which says so); retry later.
+    `quiet`: answered by the breaker without trying, already logged when it opened."""
+    reason = reason or (failure_seen(request, exc) if request is not None else "unreachable")
+    rid = request_id(request)
+    (log.debug if quiet else log.warning)(
+        "503 unavailable (%s) %s %s request_id=%s%s",
+        reason,
+        getattr(request, "method", ""),
+        getattr(request, "path", ""),
+        rid,
+        f": {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}" if exc else "",
+    )
+    nothing = "" if reason == "commit_unknown" else "; nothing was changed by this request"
+    response = problem(
+        request,
+        code=Unavailable.code,
+        title=Unavailable.title,
+        detail=f"{REASON_TEXT[reason]}{nothing}: retry after the Retry-After seconds",
+        reason=reason,
+        request_id=rid,
+        retry_after_ms=int(settings.LEASEBOARD_DB_RETRY_AFTER_S * 1000),
+    )
+    response["X-Request-Id"] = rid
+    return response
+
+
+def internal_error(request: HttpRequest | None, exc: BaseException | None) -> JsonResponse:
+    """500 `internal_error`: an unexpected error, logged with its traceback under the
+    request id the answer carries, never an HTML page."""
+    rid = request_id(request)
+    log.error(
+        "internal error %s %s request_id=%s",
+        getattr(request, "method", ""),
+        getattr(request, "path", ""),
+        rid,
+        exc_info=(type(exc), exc, exc.__traceback__) if exc is not None else None,
+    )
+    response = problem(
+        request,
+        code=InternalError.code,
+        title=InternalError.title,
+        detail=f"an unexpected error; it is logged under request id {rid}",
+        request_id=rid,
+    )
+    response["X-Request-Id"] = rid
+    return response
+
+
+def unexpected(request: HttpRequest | None, exc: BaseException | None) -> JsonResponse:
+    if database_unavailable(exc):
+        return unavailable(request, exc)
+    return internal_error(request, exc)
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """handler500 of both URL maps: what escaped a view or a middleware, answered as a
+    problem under /api/, as a page elsewhere (leaseboard.web.errors)."""
+    if request.path_info.startswith("/api/"):
+        return unexpected(request, sys.exc_info()[1])
+    from leaseboard.web.errors import server_error as page
+
+    return page(request)
 
 
 def problem_from_error(request: HttpRequest | None, exc: LeaseboardError) -> JsonResponse:
@@ -132,3 +221,12 @@ def problem_handlers_install(api: NinjaAPI) -> None:
         return problem(
             request, code="not_found", title="No such object", detail=str(exc) or "not found"
         )
+
+    @api.exception_handler(PermissionDenied)
+    def _denied(request: HttpRequest, exc: PermissionDenied):  # type: ignore[no-untyped-def]
+        return problem(request, code="forbidden", title="Forbidden", detail=str(exc) or "forbidden")
+
+    # Anything else: the database not answering (503, retry) or a fault of ours (500).
+    @api.exception_handler(Exception)
+    def _unexpected(request: HttpRequest, exc: Exception):  # type: ignore[no-untyped-def]
+        return unexpected(request, exc)

@@ -1,8 +1,9 @@
 """The agents' lane: a request under /api/ that carries a bearer token skips the browser's
 middleware (sessions, CSRF, the signed-in user, messages, htmx, clickjacking, CSP, the
-sign-in throttle) and runs only `API_LANE_MIDDLEWARE`: security headers, the body limit
-and the rate limits. Bearer requests never read a cookie, render a page or need a user,
-so that work was pure overhead on the agents' hot paths (docs/benchmarks.md).
+sign-in throttle) and runs only `API_LANE_MIDDLEWARE`: the database guard, security
+headers, the body limit and the rate limits. Bearer requests never read a cookie, render a
+page or need a user, so that work was pure overhead on the agents' hot paths
+(docs/benchmarks.md).
 
 `ApiLaneMiddleware` goes first in MIDDLEWARE. It builds a second middleware chain around
 Django's own URL resolution and view call, so views, exception handling and the 4xx/5xx
@@ -24,6 +25,7 @@ from django.http import HttpRequest, HttpResponse
 from django.utils.module_loading import import_string
 
 API_LANE_MIDDLEWARE = (
+    "leaseboard.api.middleware.DatabaseGuardMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "leaseboard.api.middleware.ApiBodyLimitMiddleware",
     "leaseboard.api.middleware.ApiRateLimitMiddleware",

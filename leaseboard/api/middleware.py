@@ -1,16 +1,64 @@
 """API middleware: everything under /api/ answers problem details. Oversized bodies and
 rate-limited callers are refused before any view runs (413, 429), and a path or method no
-operation serves is a 404 or 405 problem instead of Django's HTML page."""
+operation serves is a 404 or 405 problem instead of Django's HTML page. The database
+guard (first on both chains) gives every request its deadline on the database and
+answers 503 at once while the database is known to be unreachable (docs/design.md §14)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from django.conf import settings
+from django.db import DEFAULT_DB_ALIAS, connections
 from django.http import HttpRequest, HttpResponse
 
 from leaseboard.api import ratelimit
-from leaseboard.api.errors import PROBLEM_JSON, problem
+from leaseboard.api.errors import PROBLEM_JSON, problem, unavailable
+from leaseboard.core.dbfaults import breaker
+from leaseboard.core.deadline import watchdog
+from leaseboard.web.errors import unavailable_page
+
+# They read the database themselves and say what failed: never short-circuited.
+SELF_CHECKING = ("/healthz", "/metrics")
+
+
+class DatabaseGuardMiddleware:
+    """Per request: LEASEBOARD_API_DEADLINE_MS under /api/ (and for the health check,
+    which a load balancer times out), LEASEBOARD_PAGE_DEADLINE_MS for pages; past it the
+    watchdog (leaseboard.core.deadline) cuts the request's database connection. While the
+    breaker is open (a connection-level failure within LEASEBOARD_DB_RETRY_AFTER_S), the
+    request is answered 503 without waiting on the database. A connection that failed or
+    was cut is closed here, never handed to the next request."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        path = request.path_info
+        api = path.startswith("/api/")
+        if path not in SELF_CHECKING and not breaker.allow():
+            if api:
+                return unavailable(request, reason="unreachable", quiet=True)
+            return unavailable_page(request, "unreachable")
+        db = connections[DEFAULT_DB_ALIAS]
+        ms = (
+            settings.LEASEBOARD_API_DEADLINE_MS
+            if api or path in SELF_CHECKING
+            else settings.LEASEBOARD_PAGE_DEADLINE_MS
+        )
+        if not ms or db.vendor != "postgresql":
+            return self.get_response(request)
+        deadline = watchdog.enter(ms / 1000, db)
+        request.lb_deadline = deadline  # type: ignore[attr-defined]
+        try:
+            return self.get_response(request)
+        finally:
+            watchdog.leave(deadline)
+            if deadline.fired or deadline.broken:
+                # Closed, not pinged: a health check on a frozen server would hang here.
+                db.close()
+            elif db.connection is not None:
+                breaker.succeeded()
 
 
 class ApiBodyLimitMiddleware:

@@ -3,7 +3,8 @@ clients (openapi-python-client, openapi-typescript) can trust.
 
 - `problems(...)` declares the refusals one operation can answer, as
   application/problem+json with the Problem schema; every operation may also answer 413 (the
-  body limit) and 429 (rate limits, with Retry-After).
+  body limit), 429 (rate limits, with Retry-After), 500 (internal_error, with a request id)
+  and 503 (unavailable: the database could not answer; with Retry-After).
 - `finish(schema)` turns ninja's document into the contract: a body the server does not
   need is optional (not `X | null`), no request field with a default is required in any
   generator, the Problem schema is published, and OpenAPI links say which answer's ids the
@@ -21,7 +22,9 @@ from ninja import NinjaAPI
 from leaseboard.api.errors import PROBLEM_JSON
 
 PROBLEM_REF = "#/components/schemas/Problem"
-ALWAYS = (413, 429)  # the body limit and the rate limits answer any operation
+# The body limit, the rate limits, an internal error and the database failing can answer
+# any operation.
+ALWAYS = (413, 429, 500, 503)
 
 DESCRIPTIONS = {
     400: "validation_error: the request is not valid",
@@ -31,6 +34,9 @@ DESCRIPTIONS = {
     409: "a lease, admission or authorization refusal (see `code` and `decision`)",
     413: "validation_error: the request body is larger than the limit",
     429: "rate_limited: too many requests; retry after Retry-After seconds",
+    500: "internal_error: an unexpected error, logged under the answer's request_id",
+    503: "unavailable: the database could not answer and nothing was changed (unless "
+    "reason is commit_unknown); retry after Retry-After seconds",
 }
 RETRY_AFTER = {
     "description": "seconds to wait before retrying",
@@ -40,7 +46,7 @@ WWW_AUTHENTICATE = {"description": "the scheme to authenticate with", "schema": 
 
 
 def problems(*statuses: int, retry_after: tuple[int, ...] = ()) -> dict[str, Any]:
-    """`openapi_extra` for an operation that can refuse with `statuses` (413 and 429 are
+    """`openapi_extra` for an operation that can refuse with `statuses` (ALWAYS are
     added). `retry_after`: statuses that may also carry Retry-After (a lock delay)."""
     responses: dict[int, Any] = {}
     for status in sorted({*statuses, *ALWAYS}):
@@ -48,7 +54,7 @@ def problems(*statuses: int, retry_after: tuple[int, ...] = ()) -> dict[str, Any
             "description": DESCRIPTIONS[status],
             "content": {PROBLEM_JSON: {"schema": {"$ref": PROBLEM_REF}}},
         }
-        if status == 429:
+        if status in (429, 503):
             response["headers"] = {"Retry-After": {**RETRY_AFTER, "required": True}}
         elif status in retry_after:
             response["headers"] = {"Retry-After": RETRY_AFTER}

@@ -108,7 +108,10 @@ class Problem(Schema):
     your_epoch: int | None = None
     holder_kind: ExecutorKind | None = None
     reason: str | None = Field(
-        None, description="why the lease ended, or (on_hold) why the work item is held"
+        None,
+        description="why the lease ended; on_hold: why the work item is held; unavailable: "
+        "why the database could not answer (statement_timeout, lock_timeout, contention, "
+        "unreachable, deadline, commit_unknown)",
     )
     revoked_by: str | None = Field(None, description="who revoked the lease (lease_revoked)")
     param: str | None = Field(None, description="the request field that was refused")
@@ -116,6 +119,9 @@ class Problem(Schema):
     effect_id: UuidOut | None = None
     lease_id: UuidOut | None = None
     retry_after_ms: int | None = Field(None, description="when to try again (also Retry-After)")
+    request_id: str | None = Field(
+        None, description="internal_error and unavailable: the id this request is logged under"
+    )
     admission: Admission | None = Field(None, description="the work item's admission")
     work_status: WorkStatus | None = Field(None, description="the work item's status")
     rule: str | None = Field(None, description="policy_denied: the rule that decided")

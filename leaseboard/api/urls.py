@@ -23,4 +23,4 @@ def permission_denied(request: HttpRequest, exception: Exception | None = None) 
 urlpatterns = [path("api/v1/", api.urls)]
 handler403 = "leaseboard.api.urls.permission_denied"
 handler404 = "leaseboard.api.urls.not_found"
-handler500 = "leaseboard.web.errors.server_error"
+handler500 = "leaseboard.api.errors.server_error"  # problem+json, never the HTML page

@@ -7,6 +7,13 @@ class CoreConfig(AppConfig):
     verbose_name = "Leaseboard runtime"
 
     def ready(self) -> None:
+        from django.db.backends.signals import connection_created
+
+        from leaseboard.core.deadline import refuse_past_deadline
         from leaseboard.core.services.signin_audit import connect_sign_in_audit
 
         connect_sign_in_audit()
+        # A request whose deadline passed while it connected goes no further (docs/design.md §14).
+        connection_created.connect(
+            refuse_past_deadline, dispatch_uid="leaseboard.core.refuse_past_deadline"
+        )

@@ -166,6 +166,21 @@ class IdempotencyConflict(LeaseboardError):
     title = "The idempotency key was used for a different request"
 
 
+class Unavailable(LeaseboardError):
+    """503: a part Leaseboard needs (its database) is unreachable or too slow to answer;
+    the request changed nothing and may be retried after Retry-After (docs/design.md §14)."""
+
+    code = "unavailable"
+    title = "Leaseboard cannot reach its database"
+
+
+class InternalError(LeaseboardError):
+    """500: an unexpected error, logged with the request id the answer carries."""
+
+    code = "internal_error"
+    title = "Internal error"
+
+
 ERROR_CLASSES: tuple[type[LeaseboardError], ...] = (
     ValidationFailed,
     NotFound,
@@ -192,6 +207,8 @@ ERROR_CLASSES: tuple[type[LeaseboardError], ...] = (
     ApprovalExpired,
     TakeoverConflict,
     IdempotencyConflict,
+    Unavailable,
+    InternalError,
 )
 ERRORS_BY_CODE: dict[str, type[LeaseboardError]] = {cls.code: cls for cls in ERROR_CLASSES}
 ALL_CODES = frozenset(ERRORS_BY_CODE)

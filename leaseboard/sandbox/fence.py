@@ -56,7 +56,9 @@ class OnCommitReporter:
     """Queues a refusal report only once the ledger row recording it has committed."""
 
     def report(self, refusal: Refusal) -> None:
-        transaction.on_commit(lambda: _send_report(refusal))
+        # robust: a report that cannot be queued is logged, never raised into a response
+        # whose ledger row has committed.
+        transaction.on_commit(lambda: _send_report(refusal), robust=True)
 
 
 def sandbox_token() -> str | None:

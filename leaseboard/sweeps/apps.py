@@ -7,7 +7,7 @@ class SweepsConfig(AppConfig):
     verbose_name = "Leaseboard sweeps"
 
     def ready(self) -> None:
-        # Binds shared tasks (delay_on_commit) to our app in web processes too.
+        # Binds shared tasks to our app in web processes too.
         import leaseboard.celery  # noqa: F401
         from leaseboard.core.signals import (
             alerts_opened,
@@ -20,6 +20,8 @@ class SweepsConfig(AppConfig):
             notify_on_commit,
         )
 
+        # Each receiver runs inside the sender's transaction: it writes the outbox rows
+        # there and asks for a drain after the commit (a wake-up that never raises).
         # Every alert opened anywhere (sweeps, lazy expiry, stale effects, recipient
         # reports, takeovers) fans out to its queue's notification targets.
         alerts_opened.connect(notify_on_commit, dispatch_uid="leaseboard.sweeps.notify_on_commit")

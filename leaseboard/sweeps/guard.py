@@ -7,6 +7,8 @@
 - `task_reject_on_worker_lost` with late acks redelivers a task that kills its worker,
   forever: a poison sweep would loop.
 - Notification deliveries must ack late, or a worker killed mid-delivery loses them.
+- The consumer must be leaseboard.sweeps.consumer's: Celery 5.7's own exits on a broker
+  connection lost while it holds unacknowledged messages.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 
 VISIBILITY_BROKERS = ("redis", "rediss", "sqs", "sentinel")
 MUST_ACK_LATE = ("leaseboard.sweeps.tasks.notify_alert", "leaseboard.sweeps.tasks.deliver_webhook")
+CONSUMER = "leaseboard.sweeps.consumer:Consumer"
 
 
 def worker_config_problems(app: Any) -> list[str]:
@@ -27,6 +30,12 @@ def worker_config_problems(app: Any) -> list[str]:
     visibility = (conf.broker_transport_options or {}).get("visibility_timeout")
     if scheme in VISIBILITY_BROKERS and visibility is None:
         visibility = 3600  # kombu's Redis default
+    consumer = str(conf.worker_consumer or "")
+    if consumer != CONSUMER:
+        problems.append(
+            f"CELERY_WORKER_CONSUMER (worker_consumer) is {consumer!r}: use {CONSUMER!r}, or "
+            "a broker restart with unacknowledged messages stops the worker (celery 5.7.0)"
+        )
     default_limit = conf.task_time_limit
     for name, task in sorted(app.tasks.items()):
         if not name.startswith("leaseboard."):

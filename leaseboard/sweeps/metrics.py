@@ -3,6 +3,8 @@ process reports the same figures (no process memory that another process needs).
 
 Counters written by sweeps live in MetricCounter; lease and refusal figures are queries:
 leases by certainty use the live-lease partial index; refusals group the refused effects.
+The last completed sweep and the outboxes' backlogs say whether expiry and the work owed
+to the broker are moving (docs/design.md §14).
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ from prometheus_client.core import (
 from leaseboard.core.clock import DbNowMs
 from leaseboard.core.models import Effect, Lease
 from leaseboard.core.models.leases import LIVE_STATES
+from leaseboard.sweeps.health import sweep_age
 from leaseboard.sweeps.models import MetricCounter
+from leaseboard.sweeps.outbox import outbox_backlog
 
 PREFIX = "leaseboard_"
 
@@ -33,6 +37,39 @@ class DatabaseCollector:
         yield from self._leases()
         yield from self._refusals()
         yield from self._counters()
+        yield from self._sweeps()
+        yield from self._outboxes()
+
+    def _sweeps(self):  # type: ignore[no-untyped-def]
+        age = sweep_age()
+        yield GaugeMetricFamily(
+            PREFIX + "sweep_last_completed_timestamp_seconds",
+            "When the last sweep completed (Unix time; 0: none ever did)",
+            value=(age.last_completed_at_ms or 0) / 1000,
+        )
+        yield GaugeMetricFamily(
+            PREFIX + "sweep_stale",
+            "1 while the last completed sweep is older than LEASEBOARD_SWEEPS_STALE_AFTER_S",
+            value=1.0 if age.stale else 0.0,
+        )
+
+    def _outboxes(self):  # type: ignore[no-untyped-def]
+        backlog = outbox_backlog()
+        pending = GaugeMetricFamily(
+            PREFIX + "outbox_pending",
+            "Rows waiting in each outbox (work owed to the broker)",
+            labels=["outbox"],
+        )
+        oldest = GaugeMetricFamily(
+            PREFIX + "outbox_oldest_due_seconds",
+            "How long the longest-waiting due row of each outbox has waited",
+            labels=["outbox"],
+        )
+        for name, b in sorted(backlog.items()):
+            pending.add_metric([name], b.pending)
+            oldest.add_metric([name], b.oldest_due_s)
+        yield pending
+        yield oldest
 
     def _leases(self):  # type: ignore[no-untyped-def]
         live = Lease.objects.filter(state__in=LIVE_STATES).annotate(now=DbNowMs())
@@ -84,6 +121,15 @@ class DatabaseCollector:
         )
         yield CounterMetricFamily(
             PREFIX + "sweeps", "Sweeps run", value=rows.get("sweeps_total", {}).get("", 0.0)
+        )
+        yield _labelled(
+            CounterMetricFamily(
+                PREFIX + "wakeups_failed",
+                "Outbox wake-ups a process could not publish to the broker (the sweep "
+                "drained those outboxes instead), by task",
+                labels=["task"],
+            ),
+            rows.get("wakeups_failed_total", {}),
         )
         yield _histogram(
             PREFIX + "sweep_duration_seconds",

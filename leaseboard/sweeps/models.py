@@ -4,16 +4,20 @@ and the notification delivery log. Lease and alert rows themselves live in core.
 from __future__ import annotations
 
 from django.db import models
+from django.db.models.functions import Now
 
 from leaseboard.core.models import Alert, Effect
 
 
 class SweepState(models.Model):
     """One row. `last_sweep_at_ms` is stamped at the start of every sweep; a gap longer than
-    LEASEBOARD_OUTAGE_MIN_MS records the outage window [outage_from_ms, outage_to_ms]."""
+    LEASEBOARD_OUTAGE_MIN_MS records the outage window [outage_from_ms, outage_to_ms].
+    `last_completed_at_ms` is stamped when a sweep finished: its age is how long expiry has
+    been stopped (/healthz, /metrics, the dashboard's banner)."""
 
     id = models.PositiveSmallIntegerField(primary_key=True, default=1)
     last_sweep_at_ms = models.BigIntegerField()
+    last_completed_at_ms = models.BigIntegerField(null=True, blank=True)
     outage_from_ms = models.BigIntegerField(null=True, blank=True)
     outage_to_ms = models.BigIntegerField(null=True, blank=True)
 
@@ -56,8 +60,11 @@ class Attempts(models.Model):
 
 
 class NotificationDelivery(Attempts):
-    """One row per (alert, channel, target): the delivery log and the idempotency key of
-    the notification tasks. A retried task finds its row and does not send twice."""
+    """One row per (alert, channel, target): the outbox, the delivery log and the
+    idempotency key of the notification tasks, written in the transaction that opened the
+    alert (leaseboard.sweeps.outbox). `due_at` is when a worker should next act on it: a
+    dispatch claims it for a while, a failed attempt sets it after the backoff; the sweep
+    dispatches whatever is due. A retried task finds its row and does not send twice."""
 
     class Channel(models.TextChoices):
         WEBHOOK = "webhook"
@@ -71,6 +78,7 @@ class NotificationDelivery(Attempts):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     delivered_at = models.DateTimeField(null=True, blank=True)
+    due_at = models.DateTimeField(db_default=Now())
 
     class Meta:
         constraints = [
@@ -82,7 +90,14 @@ class NotificationDelivery(Attempts):
                 name="notification_delivery_status_valid",
             ),
         ]
-        indexes = [models.Index(fields=["status", "updated_at"], name="notify_status_idx")]
+        indexes = [
+            models.Index(fields=["status", "updated_at"], name="notify_status_idx"),
+            models.Index(
+                fields=["due_at"],
+                condition=models.Q(status=DeliveryStatus.PENDING),
+                name="notify_due_idx",
+            ),
+        ]
 
 
 class ApprovalNotice(Attempts):

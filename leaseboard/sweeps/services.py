@@ -23,7 +23,8 @@ from django.db import connection, transaction
 from django.db.models import F
 
 from leaseboard.core import sql
-from leaseboard.core.clock import db_now_ms
+from leaseboard.core.clock import DbNowMs, db_now_ms
+from leaseboard.core.dbfaults import long_bounds
 from leaseboard.core.models import Alert, Lease, LeaseEvent
 from leaseboard.core.models.leases import LIVE_STATES
 from leaseboard.core.services.alerts import alerts_open
@@ -118,6 +119,8 @@ def sweep_run(
         log.exception("sweep step approvals failed")
     report.duration_s = time.monotonic() - started
     _record_metrics(report)
+    # Completed: its age is how long expiry has been stopped (/healthz, /metrics, banner).
+    SweepState.objects.filter(id=1).update(last_completed_at_ms=DbNowMs())
     return report
 
 
@@ -126,6 +129,7 @@ def sweep_clock_tick(report: SweepReport | None = None) -> OutageWindow | None:
     """Stamp the sweep clock. A gap since the previous sweep longer than
     LEASEBOARD_OUTAGE_MIN_MS is recorded as an outage window and, if any lease fell due in
     it for longer than its ttl, raises ONE summary alert. Returns the current window."""
+    long_bounds()  # no hot path: batches are sized to finish far inside them
     now = db_now_ms()
     SweepState.objects.bulk_create([SweepState(id=1, last_sweep_at_ms=now)], ignore_conflicts=True)
     state = SweepState.objects.select_for_update(no_key=True).get(id=1)
@@ -206,6 +210,7 @@ def _sweep_batch(
     report: SweepReport,
     before_write: Callable[[list[Any]], None] | None,
 ) -> int:
+    long_bounds()  # no hot path: batches are sized to finish far inside them
     now = db_now_ms()
     # Rows, not model instances: a batch of jeopardy transitions never builds a Lease.
     claimed = list(
@@ -416,6 +421,7 @@ def lease_events_prune(*, older_than_days: int | None = None, batch_size: int = 
     deleted = 0
     while True:
         with transaction.atomic(durable=True):
+            long_bounds()
             ids = list(
                 LeaseEvent.objects.filter(at_ms__lt=cutoff)
                 .order_by("at_ms")

@@ -1,21 +1,25 @@
 """Celery tasks: thin wrappers that take ids and call services. Idempotent and short.
 
 The top of the sweeps package: tasks import services and notifications, which never import
-tasks. `notify_on_commit` is the receiver of core's `alerts_opened` signal (connected in
-SweepsConfig.ready) and the one place that enqueues the fan-out.
+tasks. The receivers of core's signals (connected in SweepsConfig.ready) run inside the
+transaction that sent them: they write what the broker is owed as outbox rows there
+(leaseboard.sweeps.outbox, or core's and approver_notices' own) and ask for a drain after
+the commit with a wake-up (leaseboard.sweeps.wakeups), which never raises into the
+request and is never the record: every sweep starts a drain of whatever is due.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 
 from celery import shared_task
 from django.conf import settings
 from django.db import transaction
 
-from leaseboard.sweeps import approver_notices, notifications, services
+from leaseboard.core.dbfaults import database_unavailable
+from leaseboard.sweeps import approver_notices, notifications, outbox, services
 from leaseboard.sweeps.models import NotificationDelivery
+from leaseboard.sweeps.wakeups import wake
 
 log = logging.getLogger(__name__)
 
@@ -23,17 +27,28 @@ log = logging.getLogger(__name__)
 @shared_task(name="leaseboard.sweeps.tasks.sweep", acks_late=False, ignore_result=True)
 def sweep() -> str:
     """Beat runs this every LEASEBOARD_SWEEP_INTERVAL_S. Acked early on purpose: a sweep
-    lost with its worker is redone by the next tick; redelivery would only duplicate it."""
-    report = services.sweep_run()
+    lost with its worker is redone by the next tick; redelivery would only duplicate it.
+    With the database unreachable a tick logs one line and leaves the work to the next."""
+    try:
+        report = services.sweep_run()
+    except Exception as exc:
+        if not database_unavailable(exc):
+            raise
+        log.warning("sweep skipped, the database is unavailable: %s", str(exc).splitlines()[0])
+        return "database unavailable"
+    # The outboxes' safety net: whatever is due (a lost wake-up, a retry after its backoff,
+    # a dispatch whose task was lost with a broker restart) is drained from here.
     if notifications.epoch_notices_due_exist():
-        deliver_epoch_notices.delay()  # the outbox's safety net: nothing due is forgotten
+        wake(deliver_epoch_notices)
     if approver_notices.approval_notices_due_exist():
-        deliver_approval_notices.delay()  # requests, reminders and retries that are due
+        wake(deliver_approval_notices)
+    if outbox.alert_deliveries_due_exist():
+        wake(deliver_notifications)
     summary = services.sweep_report_json(report)
     if report.jeopardy or report.expired or report.recovered or report.more:
         log.info("sweep %s", summary)
     if report.more:
-        sweep.delay()  # more due leases than one bounded sweep takes: continue at once
+        wake(sweep)  # more due leases than one bounded sweep takes: continue at once
     return summary
 
 
@@ -43,14 +58,35 @@ def retention() -> int:
 
 
 def notify_on_commit(sender: object = None, *, alert_ids: list[int], **_: object) -> None:
-    """Enqueue the notification fan-out after commit, only for alerts that have targets."""
-    for alert_id in notifications.alerts_with_targets(alert_ids):
-        notify_alert.delay_on_commit(alert_id)
+    """Receiver of core's `alerts_opened`, inside the transaction that opened the alerts:
+    their delivery rows are written there (the outbox), a drain is asked for after it."""
+    if outbox.alert_deliveries_open(alert_ids):
+        transaction.on_commit(lambda: wake(deliver_notifications))
+
+
+@shared_task(
+    name="leaseboard.sweeps.tasks.deliver_notifications", acks_late=False, ignore_result=True
+)
+def deliver_notifications() -> int:
+    """Dispatch the due alert deliveries, one task each (a slow target delays only its
+    own), a few batches at most. A row whose task is lost is due again when its claim
+    runs out (leaseboard.sweeps.outbox)."""
+    dispatched = 0
+    for _ in range(10):
+        claimed = outbox.alert_deliveries_claim_due()
+        for delivery_id, channel in claimed:
+            task = deliver_webhook if channel == NotificationDelivery.Channel.WEBHOOK else None
+            (task or deliver_email).delay(delivery_id)
+            dispatched += 1
+        if len(claimed) < outbox.DISPATCH_BATCH:
+            break
+    return dispatched
 
 
 @shared_task(name="leaseboard.sweeps.tasks.notify_alert", acks_late=True, ignore_result=True)
 def notify_alert(alert_id: int) -> int:
-    """Fan an alert out to its queue's targets: one delivery row and task per target."""
+    """Fan one alert out to its targets, opening any delivery row it lacks (alerts opened
+    before the outbox, or a fan-out repeated by hand); rows already sent send nothing."""
     pending = notifications.alert_deliveries_pending(alert_id=alert_id)
     for delivery in pending:
         if delivery.channel == NotificationDelivery.Channel.WEBHOOK:
@@ -60,18 +96,14 @@ def notify_alert(alert_id: int) -> int:
     return len(pending)
 
 
-@shared_task(
-    bind=True,
-    name="leaseboard.sweeps.tasks.deliver_webhook",
-    acks_late=True,
-    ignore_result=True,
-    max_retries=None,  # bounded by LEASEBOARD_WEBHOOK_MAX_RETRIES below
-)
-def deliver_webhook(self, delivery_id: int) -> str:  # type: ignore[no-untyped-def]
+@shared_task(name="leaseboard.sweeps.tasks.deliver_webhook", acks_late=True, ignore_result=True)
+def deliver_webhook(delivery_id: int) -> str:
     retry_in = notifications.webhook_deliver(delivery_id=delivery_id)
     if retry_in is not None:
-        # Backoff for an unreachable endpoint; never used for lease deadlines.
-        raise self.retry(countdown=retry_in)
+        # The backoff is kept on the row, not in a delayed message the worker would hold
+        # unacknowledged (and a broker restart lose): the next drain after it sends again.
+        outbox.alert_delivery_retry_in(delivery_id, retry_in)
+        return "retry"
     return "done"
 
 
@@ -81,25 +113,14 @@ def deliver_email(delivery_id: int) -> str:
     return "done"
 
 
-_last_flush_enqueued = 0.0
-
-
 def epoch_notices_on_commit(sender: object = None, *, notice_ids: list[int], **_: object) -> None:
-    """After the grant commits, enqueue a delivery run, coalesced: a process enqueues at
-    most one per LEASEBOARD_EPOCH_NOTICE_FLUSH_S, so a burst of grants costs the broker one
-    message, not one each (and the acquire path keeps its speed). A notice that commits
-    just after a run took the due rows waits for the next enqueue, or for the sweep, which
-    starts a run whenever notices are due."""
-    transaction.on_commit(_flush_soon)
-
-
-def _flush_soon() -> None:
-    global _last_flush_enqueued
-    now = time.monotonic()
-    if now - _last_flush_enqueued < settings.LEASEBOARD_EPOCH_NOTICE_FLUSH_S:
-        return
-    _last_flush_enqueued = now
-    deliver_epoch_notices.delay()
+    """Receiver of core's `epoch_notices_opened`, inside the grant's transaction (which
+    wrote the notices): after the commit, a delivery run. Coalesced: at most one per
+    LEASEBOARD_EPOCH_NOTICE_FLUSH_S, deferred rather than dropped, so a burst of grants
+    costs the broker one message and the acquire path keeps its speed."""
+    transaction.on_commit(
+        lambda: wake(deliver_epoch_notices, min_interval_s=settings.LEASEBOARD_EPOCH_NOTICE_FLUSH_S)
+    )
 
 
 @shared_task(name="leaseboard.sweeps.tasks.deliver_epoch_notices", ignore_result=True)
@@ -114,10 +135,10 @@ def deliver_epoch_notices() -> str:
 
 def approval_requested_on_commit(sender: object = None, *, effect: object, **_: object) -> None:
     """Receiver of core's `approval_requested`, inside the proposal's transaction: write
-    the notices there (the outbox), send them once it commits."""
+    the notices there (the outbox), ask for their delivery once it commits."""
     kind = approver_notices.ApprovalNotice.Kind.REQUEST
     if approver_notices.approval_notices_open(effect, kind):  # type: ignore[arg-type]
-        transaction.on_commit(deliver_approval_notices.delay)
+        transaction.on_commit(lambda: wake(deliver_approval_notices))
 
 
 @shared_task(name="leaseboard.sweeps.tasks.deliver_approval_notices", ignore_result=True)

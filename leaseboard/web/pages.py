@@ -1,11 +1,13 @@
 """Rendering a full page: what the header needs on every page (alert badge, the approver's
-pending badge, roles) and no caching, since every page shows live state."""
+pending badge, roles, the banner that says expiry sweeps have stopped) and no caching,
+since every page shows live state."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django.apps import apps
+from django.conf import settings
 from django.db import connection
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -16,6 +18,7 @@ from leaseboard.core.selectors import alerts_unsnoozed
 from leaseboard.core.sql import literal
 from leaseboard.domain.certainty import LIVE, Certainty
 from leaseboard.domain.reconciliation import Decision
+from leaseboard.domain.sweeps import SweepAge, sweep_age_from
 from leaseboard.web.roles import APPROVER, OPERATOR, has_role, user_roles
 
 # Badges count up to this many and then show "99+": a bounded scan.
@@ -23,17 +26,38 @@ BADGE_CAP = 99
 PENDING = "'pending'"  # the takeover workflow's RequestStatus.PENDING (not imported here)
 
 
-def alert_badge_count() -> int:
-    """Open, unacknowledged alerts that are not snoozed, counted up to BADGE_CAP+1 (one
-    query)."""
+def _badge_alerts() -> Any:
     return (
         alerts_unsnoozed(
             Alert.objects.filter(resolved_at_ms__isnull=True, acknowledged_at_ms__isnull=True)
         )
         .order_by()
         .values("id")[: BADGE_CAP + 1]
-        .count()
     )
+
+
+def alert_badge_count() -> int:
+    """Open, unacknowledged alerts that are not snoozed, counted up to BADGE_CAP+1 (one
+    query)."""
+    return _badge_alerts().count()
+
+
+def badge_and_sweeps() -> tuple[int, SweepAge]:
+    """The alert badge's count and how long ago a sweep last completed, in the badge's
+    one statement: the stale-sweeps banner costs a page no query of its own."""
+    badge_sql, params = _badge_alerts().query.sql_with_params()
+    # The sweeps' table through the app registry (sweeps import takeovers, which import
+    # this web layer: an import here would close the loop).
+    state = apps.get_model("sweeps", "SweepState")._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT (SELECT count(*) FROM ({badge_sql}) AS b), "
+            f"(SELECT last_completed_at_ms FROM {state} WHERE id = 1), {now_ms_sql()}",
+            params,
+        )
+        count, last, now = cursor.fetchone()
+    stale_after_s = settings.LEASEBOARD_SWEEPS_STALE_AFTER_S
+    return int(count), sweep_age_from(last, int(now), stale_after_s)
 
 
 def pending_badge_count() -> int:
@@ -66,10 +90,11 @@ def no_store(response: HttpResponse) -> HttpResponse:
 def render_page(
     request: HttpRequest, template: str, context: dict[str, Any], status: int = 200
 ) -> HttpResponse:
-    """A full page with the header's badges and roles (the roles are already read by
-    `role_required`, so this adds the alert badge's query, and the pending badge's for an
-    approver)."""
-    context.setdefault("alert_badge", alert_badge_count())
+    """A full page with the header's badges, roles and the stale-sweeps banner (the roles
+    are already read by `role_required`, so this adds the alert badge's query, which also
+    reads the sweep's age, and the pending badge's for an approver)."""
+    if "alert_badge" not in context:
+        context["alert_badge"], context["sweeps"] = badge_and_sweeps()
     if has_role(request, APPROVER):
         context.setdefault("pending_badge", pending_badge_count())
     context["roles"] = user_roles(request)

@@ -29,6 +29,7 @@ from leaseboard_client import (
     Renewer,
     StaleEpoch,
     TransientError,
+    Unavailable,
     WorkLeased,
 )
 from leaseboard_client.aio import loop_renewer
@@ -467,3 +468,34 @@ def test_every_answer_is_freed_when_its_call_returns_not_left_to_the_garbage_col
         gc.enable()
     assert server.count("/api/v1/leases/renew") == 2 and len(answers) == 20
     assert alive == 0
+
+
+def test_an_async_holding_through_a_503_outage_is_jeopardy_never_loss_and_resumes(
+    server: FakeServer, clock: FakeClock
+) -> None:
+    renewer = hand_driven(clock)
+    lost: list[LeaseError] = []
+    down = httpx.Response(
+        503, json={"code": "unavailable", "reason": "deadline"}, headers={"Retry-After": "1"}
+    )
+
+    async def scenario() -> None:
+        async with make_client(server, renewer) as client:
+            holding = await client.hold("job-1", on_lost=lambda h, e: lost.append(e))
+            deadline = holding.deadline
+            server.fail_next.extend([down] * 100)
+            while clock.now < deadline + 3:
+                clock.now += 0.5
+                await renewer.tick()
+            assert holding.in_jeopardy and holding.lost is None and not lost
+            assert isinstance(holding.last_error, Unavailable)
+            with pytest.raises(LocalJeopardy):
+                await holding.propose("charge", "acct-9")
+            server.fail_next.clear()
+            clock.now = holding.next_renew_at
+            await renewer.tick()
+            assert holding.active and holding.consecutive_failures == 0
+            await holding.release()
+
+    run(scenario())
+    assert lost == []

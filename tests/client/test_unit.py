@@ -16,6 +16,7 @@ from leaseboard_client import (
     ClientTiming,
     Holding,
     InJeopardy,
+    InternalError,
     LeaseError,
     LeaseLost,
     LeaseRevoked,
@@ -26,6 +27,7 @@ from leaseboard_client import (
     StaleEpoch,
     TimingError,
     TransientError,
+    Unavailable,
     WorkLeased,
     local_deadline,
 )
@@ -421,3 +423,75 @@ def test_work_keys_are_quoted_into_paths(server: FakeServer, renewer: Renewer) -
     assert server.raw_paths[-1] == "/api/v1/work-items/tenant%2Fjob%201/lease"
     assert server.requests[-1][2] == {"ttl_ms": 12_000}
     assert grant.ttl_ms == 12_000
+
+
+# -- Leaseboard's own outage: 503 unavailable is uncertainty, never loss (docs/design.md §14) ------
+
+UNAVAILABLE = {
+    "type": "urn:leaseboard:problem:unavailable",
+    "title": "Leaseboard cannot reach its database",
+    "status": 503,
+    "detail": "the database is unreachable or stopped answering; nothing was changed",
+    "code": "unavailable",
+    "reason": "unreachable",
+    "request_id": "r-1",
+    "retry_after_ms": 1000,
+}
+
+
+def unavailable() -> httpx.Response:
+    return httpx.Response(
+        503,
+        json=UNAVAILABLE,
+        headers={"Content-Type": "application/problem+json", "Retry-After": "1"},
+    )
+
+
+def test_unavailable_and_internal_error_are_transient_with_what_the_server_said(
+    server: FakeServer, renewer: Renewer
+) -> None:
+    server.fail_next.append(unavailable())
+    with pytest.raises(Unavailable) as caught:
+        make_client(server, renewer).acquire("job-1")
+    assert isinstance(caught.value, TransientError) and not isinstance(caught.value, LeaseLost)
+    assert caught.value.reason == "unreachable" and caught.value.retry_after_s == 1.0
+    server.fail_next.append(
+        httpx.Response(500, json={"code": "internal_error", "status": 500, "request_id": "r-9"})
+    )
+    with pytest.raises(InternalError) as internal:
+        make_client(server, renewer).acquire("job-1")
+    assert isinstance(internal.value, TransientError) and internal.value.request_id == "r-9"
+
+
+def test_a_database_outage_past_the_local_deadline_is_jeopardy_then_the_next_ack_resumes(
+    server: FakeServer, renewer: Renewer, clock: FakeClock
+) -> None:
+    lost: list[LeaseError] = []
+    holding = make_client(server, renewer).hold("job-1", on_lost=lambda h, e: lost.append(e))
+    deadline = holding.deadline
+    # Every renewal meets 503 for 20 s, longer than the 13.85 s the lease had left.
+    server.fail_next.extend(unavailable() for _ in range(100))
+    jeopardy_at = None
+    while clock.now < deadline + 6:
+        clock.now += 0.25
+        renewer.tick()
+        if jeopardy_at is None and holding.in_jeopardy:
+            jeopardy_at = clock.now
+    assert jeopardy_at == pytest.approx(deadline, abs=0.25)  # the local deadline, as it was
+    assert holding.lost is None and not lost and renewer.holdings() == [holding]
+    assert isinstance(holding.last_error, Unavailable) and holding.consecutive_failures > 10
+    sent = len(server.requests)
+    with pytest.raises(LocalJeopardy):
+        holding.propose("charge", "acct-9")
+    with pytest.raises(LocalJeopardy):
+        holding.headers()
+    assert len(server.requests) == sent  # refused before any request left
+    # The database is back (the fake server's lease outlived the outage): the next renewal
+    # is acknowledged and the holding is active again, with a deadline from that send.
+    server.fail_next.clear()
+    clock.now = holding.next_renew_at
+    sent_at = clock.now
+    renewer.tick()
+    assert holding.active and holding.consecutive_failures == 0 and not lost
+    assert holding.deadline == pytest.approx(sent_at + 13.85)
+    assert holding.propose("charge", "acct-9").authorized

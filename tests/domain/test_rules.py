@@ -132,4 +132,6 @@ def test_error_codes_are_the_design_list():
         "already_decided",
         "approval_expired",
         "queue_not_allowed",
+        "unavailable",
+        "internal_error",
     }

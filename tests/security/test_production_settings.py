@@ -181,7 +181,8 @@ def _deliver_to_a_secretless_hook(agent) -> tuple[list, object]:  # type: ignore
         alert_id = services.alerts_open(
             [lease_alert(lease, "jeopardy", "m", due_at_ms=0, now_ms=0)]
         )[0]
-        delivery = NotificationDelivery.objects.create(
+        # Opened with the alert, in its transaction (the alerts' outbox).
+        delivery = NotificationDelivery.objects.get(
             alert_id=alert_id, channel="webhook", target=url
         )
         notifications.webhook_deliver(delivery_id=delivery.id)

@@ -8,7 +8,18 @@ from django.core.exceptions import ImproperlyConfigured
 from leaseboard.envconf import database_from_url, env_int
 
 
-def test_a_postgres_url_becomes_typed_database_settings():
+@pytest.fixture
+def shipped_bounds(monkeypatch):  # type: ignore[no-untyped-def]
+    # tests/pg_env.py sets generous bounds for the suite; these tests read the shipped ones.
+    for name in ("STATEMENT", "LOCK"):
+        monkeypatch.delenv(f"LEASEBOARD_DB_{name}_TIMEOUT_MS", raising=False)
+    monkeypatch.delenv("LEASEBOARD_DB_CONNECT_TIMEOUT_S", raising=False)
+
+
+BOUNDS = "-c statement_timeout=1500 -c lock_timeout=1000"  # the hot paths' (docs/design.md §14)
+
+
+def test_a_postgres_url_becomes_typed_database_settings(shipped_bounds):
     db = database_from_url(
         "postgres://lb:s%40cret@db.internal:6432/leases?sslmode=require"
         "&server_side_binding=true&prepare_threshold=3"
@@ -25,7 +36,10 @@ def test_a_postgres_url_becomes_typed_database_settings():
         "sslmode": "require",
         "server_side_binding": True,
         "prepare_threshold": 3,
-        "options": "-c jit=off",  # an OLTP statement never wins back a JIT compile
+        # An OLTP statement never wins back a JIT compile; every statement and lock wait
+        # has the hot paths' bound, and connecting has one too.
+        "options": f"-c jit=off {BOUNDS}",
+        "connect_timeout": 2,
     }
     # By default the hot paths' statements are prepared after 5 runs; `none` turns it off.
     assert database_from_url("postgres://h/db")["OPTIONS"]["prepare_threshold"] == 5
@@ -33,11 +47,11 @@ def test_a_postgres_url_becomes_typed_database_settings():
     assert off["prepare_threshold"] is None
 
 
-def test_a_postgres_url_may_keep_jit_or_add_its_own_options():
+def test_a_postgres_url_may_keep_jit_or_add_its_own_options(shipped_bounds):
     on = database_from_url("postgres://h/db?options=-c%20jit%3Don")["OPTIONS"]
-    assert on["options"] == "-c jit=on"
+    assert on["options"] == f"-c jit=on {BOUNDS}"
     extra = database_from_url("postgres://h/db?options=-c%20work_mem%3D64MB")["OPTIONS"]
-    assert extra["options"] == "-c jit=off -c work_mem=64MB"
+    assert extra["options"] == f"-c jit=off -c work_mem=64MB {BOUNDS}"
 
 
 def test_a_sqlite_url_runs_in_wal_with_immediate_transactions(tmp_path):

@@ -16,7 +16,7 @@ from leaseboard.core.services import alerts as alert_services
 from leaseboard.dashboard.selectors import alerts as alert_reads
 from leaseboard.domain.errors import LeaseboardError, NotFound
 from leaseboard.web.htmx import page_or_fragment, polled_fragment, wants_fragment
-from leaseboard.web.pages import alert_badge_count, pending_badge_count, render_page
+from leaseboard.web.pages import badge_and_sweeps, pending_badge_count, render_page
 from leaseboard.web.params import int_param
 from leaseboard.web.redirects import redirect_next
 from leaseboard.web.refusals import WHO_YOU_ARE, refuse
@@ -35,8 +35,16 @@ SNOOZE_CHOICES = ((15, "15 minutes"), (60, "1 hour"), (240, "4 hours"), (1440, "
 @require_GET
 @role_required(*VIEWER_ROLES)
 def alert_badge(request: HttpRequest) -> HttpResponse:
-    response = render(request, "dashboard/_badge.html", {"alert_badge": alert_badge_count()})
-    return page_or_fragment(response)
+    """The polled badge; and, when the page shows the sweeps banner otherwise than they now
+    are (`sweeps_shown`), the banner out of band, so it comes and goes without a reload."""
+    count, sweeps = badge_and_sweeps()
+    shown = request.GET.get("sweeps_shown")
+    context = {
+        "alert_badge": count,
+        "sweeps": sweeps,
+        "sweeps_oob": shown is not None and shown != ("1" if sweeps.stale else "0"),
+    }
+    return page_or_fragment(render(request, "dashboard/_badge_poll.html", context))
 
 
 @require_GET

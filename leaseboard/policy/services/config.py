@@ -25,6 +25,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from leaseboard.core.authority import Actor
+from leaseboard.core.dbfaults import long_bounds
 from leaseboard.core.models import Queue
 from leaseboard.domain.authority import Act
 from leaseboard.policy.models import PolicyChange
@@ -405,7 +406,9 @@ class Applied:
 def config_apply(
     doc: dict[str, Any], *, actor: Actor, dry_run: bool = False, source: str = ""
 ) -> Applied:
-    """Apply the document in one transaction (nothing at all if any part is refused)."""
+    """Apply the document in one transaction (nothing at all if any part is refused), under
+    the long statement and lock bounds (a large document is no hot path)."""
+    long_bounds()
     plan = config_plan(doc)
     applied = Applied(plan)
     if dry_run or not plan.changes:

@@ -145,7 +145,8 @@ def test_a_burst_of_grants_goes_out_as_one_signed_batch_per_recipient(
     url, ep = endpoint
     celery_conf(task_always_eager=True)
     settings.LEASEBOARD_EPOCH_NOTICE_FLUSH_S = 60  # coalesced: the burst enqueues nothing more
-    tasks._flush_soon()  # the process's one enqueue of the window (nothing due yet)
+    # The process's one wake-up of the window (nothing due yet); the burst's are coalesced.
+    tasks.wake(tasks.deliver_epoch_notices, min_interval_s=60)
     recipient("batch")
     ep.receiver = EpochNoticeReceiver(
         secret=recipient_webhook_set(name="batch", url=url), guard=ep.guard

@@ -57,7 +57,9 @@ def test_alerts_notify_a_signed_webhook_with_retries_and_an_email(
     executor, _ = agent()
     lease = leased_item(executor, "notify-1")
     age_leases(lease.jeopardy_after_ms + 1, lease_ids=[lease.id])
-    services.sweep_run()  # enqueues notify_alert on commit (eager here)
+    services.sweep_run()  # the alert's delivery rows commit with it; the drain runs (eager)
+    assert len(hook.received) == 1  # refused: the backoff (0 s here) is on the row
+    tasks.deliver_notifications()  # the next drain (the sweep starts one) sends it again
 
     alert = Alert.objects.get(kind="jeopardy")
     assert len(hook.received) == 2
@@ -94,7 +96,8 @@ def test_a_webhook_that_keeps_refusing_is_logged_as_a_dead_letter(agent, webhook
             )
         ]
     )[0]
-    delivery = NotificationDelivery.objects.create(alert_id=alert_id, channel="webhook", target=url)
+    # Opened with the alert, in its transaction (the outbox).
+    delivery = NotificationDelivery.objects.get(alert_id=alert_id, channel="webhook", target=url)
     assert notifications.webhook_deliver(delivery_id=delivery.id) is None  # 4xx: no retry
     delivery.refresh_from_db()
     assert (delivery.status, delivery.last_error) == ("dead", "HTTP 410")

@@ -35,3 +35,11 @@ def test_the_worker_guard_refuses_a_notification_task_that_acks_early(monkeypatc
     assert any(
         "acks_late is off for leaseboard.sweeps.tasks.deliver_webhook" in p for p in problems
     )
+
+
+def test_the_worker_guard_refuses_celerys_own_consumer(celery_conf):
+    # Celery 5.7.0's consumer exits when Redis is lost while it holds unacked messages
+    # (leaseboard/sweeps/consumer.py; tests/faults/test_broker_restart.py shows it).
+    celery_conf(worker_consumer="celery.worker.consumer:Consumer")
+    problems = guard.worker_config_problems(celery_app)
+    assert any("CELERY_WORKER_CONSUMER" in p for p in problems)

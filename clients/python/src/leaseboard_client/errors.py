@@ -62,6 +62,32 @@ class RateLimited(TransientError):
     code = "rate_limited"
 
 
+class Unavailable(TransientError):
+    """503: Leaseboard could not reach its database in time and changed nothing (unless
+    `reason` is `commit_unknown`). Uncertainty, never loss: a holding keeps its local
+    deadline, goes to jeopardy if that passes, and resumes on the next renewal that is
+    acknowledged."""
+
+    code = "unavailable"
+
+    @property
+    def reason(self) -> str | None:
+        value = self.problem.get("reason")
+        return str(value) if value is not None else None
+
+
+class InternalError(TransientError):
+    """500: an unexpected server error, logged under `request_id`; the outcome of a write
+    is unknown, as after a timeout."""
+
+    code = "internal_error"
+
+    @property
+    def request_id(self) -> str | None:
+        value = self.problem.get("request_id")
+        return str(value) if value is not None else None
+
+
 class LeaseLost(LeaseError):
     """Authoritative: the lease no longer gives standing; stop guarded work at once."""
 
@@ -204,6 +230,8 @@ ERRORS_BY_CODE: dict[str, type[LeaseError]] = {
     cls.code: cls
     for cls in (
         RateLimited,
+        Unavailable,
+        InternalError,
         StaleEpoch,
         LeaseRevoked,
         LeaseReleased,

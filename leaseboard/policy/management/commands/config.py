@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import transaction
 
+from leaseboard.core.dbfaults import long_bounds
 from leaseboard.core.services.audit import cli_actor_name
 from leaseboard.domain.errors import LeaseboardError
 from leaseboard.policy.services.common import SettingsInvalid, cli_actor
@@ -38,7 +40,11 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **opts: Any) -> None:
         if opts["action"] == "export":
-            text = config_dumps(config_export())
+            # One transaction: a consistent read, under the long statement bounds (an
+            # export is no hot path).
+            with transaction.atomic():
+                long_bounds()
+                text = config_dumps(config_export())
             if opts["file"]:
                 Path(opts["file"]).write_text(text)
                 self.stderr.write(f"wrote {opts['file']}")
