@@ -63,7 +63,7 @@ user = get_user_model().objects.create_user(username="ops", password=%(password)
 user.groups.add(Group.objects.get(name="operator"))
 recipient_create(name="ledger")
 recipient_webhook_set(name="ledger", url=%(hook)r + "/epochs")
-print(json.dumps([agent_create(name=f"fleet-{i}")[1] for i in range(%(agents)d)]))
+print(json.dumps([agent_create(name=f"fleet-{i}", queues=["default"], actor_name="faults")[1] for i in range(%(agents)d)]))
 """
 
 
@@ -95,6 +95,8 @@ class Run:
             LEASEBOARD_CELERY_QUEUE="lb-faults",
             DB_CONN_MAX_AGE="60",
             LOG_LEVEL="WARNING",
+            # The harness's recipient webhook listens on loopback.
+            LEASEBOARD_WEBHOOK_ALLOW_NETWORKS="127.0.0.0/8,::1/128",
         )
         return env
 

@@ -47,7 +47,7 @@ for role in ROLES:
     Group.objects.get_or_create(name=role)
 user = get_user_model().objects.create_user(username="ops", password=%(password)r)
 user.groups.add(*Group.objects.filter(name__in=["operator", "approver", "manager"]))
-_, token = agent_create(name="agent-1")
+_, token = agent_create(name="agent-1", queues=["default"], actor_name="faults")
 print(json.dumps({"token": token}))
 """
 
@@ -84,6 +84,8 @@ class Stack:
             "LEASEBOARD_CELERY_QUEUE": self.queue,
             "DB_CONN_MAX_AGE": "60",
             "LOG_LEVEL": "WARNING",
+            # The recipients' webhooks listen on loopback (docs/design.md §14: a test harness's own).
+            "LEASEBOARD_WEBHOOK_ALLOW_NETWORKS": "127.0.0.0/8,::1/128",
             **BOUNDS,
             **self.extra_env,
             **extra,
