@@ -234,6 +234,8 @@ def test_the_wsgi_middleware_refuses_with_problem_details() -> None:
         "detail": problem["detail"],
         "current_epoch": 5,
         "your_epoch": 4,
+        "current_generation": 0,
+        "your_generation": 0,
     }
     status, problem = _call_wsgi(fenced, {**new, "X-Fencing-Token": new["X-Fencing-Token"][:-6]})
     assert status == "403 Forbidden" and problem["code"] == "forged"
