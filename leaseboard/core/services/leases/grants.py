@@ -186,7 +186,7 @@ def lease_grant_locked(
         refuse_inactive(holder, grant_kind)
     item.epoch = lease.epoch
     if notify_recipients:
-        epoch_notices_open(work_item_id=item.id, epoch=item.epoch)
+        epoch_notices_open(work_item_id=item.id, epoch=item.epoch, generation=lease.generation)
     return lease
 
 
