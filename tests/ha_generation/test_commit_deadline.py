@@ -10,6 +10,7 @@ the grant whose token it never received.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import tempfile
@@ -20,7 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from leaseboard_client import Client, CommitUnknown
+from leaseboard_client import AsyncClient, Client, CommitUnknown
 from tests.faults.stack import Stack, migrated_db_url, own_servers_available, problem
 from tests.ha_generation.pair import Primary
 
@@ -193,3 +194,60 @@ def test_the_sdk_never_acts_on_an_unknown_commit_and_resolves_it_by_asking_again
     holding_c.release()
     holding_d.release()
     client.close()
+
+
+class AsyncWatched(httpx.AsyncHTTPTransport):
+    """`Watched` for the asyncio client."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[tuple[str, str, object]] = []
+        self.on_unknown: Callable[[], None] | None = None
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await super().handle_async_request(request)
+        await response.aread()
+        said: object = response.status_code
+        if response.status_code == 503:
+            said = json.loads(response.content).get("reason")
+        self.seen.append((request.method, request.url.path, said))
+        if said == "commit_unknown" and self.on_unknown is not None:
+            hook, self.on_unknown = self.on_unknown, None
+            hook()
+        return response
+
+
+def test_the_async_sdk_resolves_an_unknown_acquire_and_proposal_the_same_way(
+    sync_stack: Stack,
+) -> None:
+    primary: Primary = sync_stack.pg  # type: ignore[assignment]
+    assert sync_stack.web is not None
+    url, token = sync_stack.web.url, sync_stack.token
+
+    async def run() -> tuple[list[object], int, list[str | None], AsyncWatched]:
+        transport = AsyncWatched()
+        async with AsyncClient(url, token, transport=transport) as client:
+            await asyncio.sleep(1.2)  # any breaker the previous test opened has closed
+            await client.admit("f")
+            primary.require_standby(NEVER)
+            transport.on_unknown = lambda: primary.require_standby("")
+            holding = await client.hold("f", renew=False)
+            acquires = [s[2] for s in transport.seen if s[1] == "/api/v1/work-items/f/lease"]
+            await asyncio.sleep(1.2)
+            primary.require_standby(NEVER)
+            transport.on_unknown = lambda: primary.require_standby("")
+            ran: list[str | None] = []
+            async with holding.effect("payment.refund", "inv-f", idempotency_key="fx-f") as fx:
+                ran.append(fx.effect_id)
+            await holding.release()
+            return acquires, holding.epoch, ran, transport
+
+    acquires, epoch, ran, transport = asyncio.run(run())
+    assert acquires == ["commit_unknown", 409, 201], transport.seen
+    assert epoch == 2
+    proposals = [s[2] for s in transport.seen if s[1] == "/api/v1/effects"]
+    assert proposals == ["commit_unknown", 201], transport.seen
+    rows = sync_stack.db(
+        "SELECT count(*), min(id::text) FROM core_effect WHERE idempotency_key = 'fx-f'"
+    )
+    assert rows == (1, ran[0])
