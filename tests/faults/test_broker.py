@@ -99,7 +99,12 @@ def test_the_worker_survives_redis_killed_with_unacked_messages_and_sweeps_resum
     )
     wait_for("6 unacked messages", lambda: redis.redis_cli("HLEN", "unacked") == "6", 30, worker)
     redis.kill9()
-    time.sleep(3)  # the worker notices, fails to reconnect a few times
+    wait_for(  # the worker notices, fails to reconnect a few times
+        "the worker failing to reconnect twice",
+        lambda: worker.log("worker", tail=None).count("Cannot connect to") >= 2,
+        30,
+        worker,
+    )
     redis.start()
     back_ms = worker.db_now_ms()
     took = wait_for_s(
