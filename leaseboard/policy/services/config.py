@@ -199,104 +199,144 @@ def config_plan(doc: dict[str, Any]) -> Plan:
     existing = {q.name: q for q in Queue.objects.all()}
     plan.untouched = sorted(set(existing) - set(queue_docs))
     for name, qdoc in queue_docs.items():
-        path = f"queues.{name}"
-        if not isinstance(qdoc, dict):
-            errors[path] = "a table of settings"
-            continue
-        problem = queues.queue_name_problem(name)
-        if problem:
-            errors[path] = problem
-            continue
-        for key in sorted(set(qdoc) - set(QUEUE_KEYS)):
-            errors[f"{path}.{key}"] = f"unknown field; a queue has {', '.join(QUEUE_KEYS)}"
-        envelope = qdoc.get("envelope") or {}
-        if not isinstance(envelope, dict):
-            errors[f"{path}.envelope"] = "a table of scopes, leases_per_agent, windows"
-            envelope = {}
-        for key in sorted(set(envelope) - set(ENVELOPE_KEYS)):
-            errors[f"{path}.envelope.{key}"] = (
-                f"unknown field; an envelope has {', '.join(ENVELOPE_KEYS)}"
-            )
-        basics = ("capacity", "overflow", "reconciliation_gate", "timing")
-        raw = {k: qdoc[k] for k in basics if k in qdoc}
-        raw.update({k: envelope[k] for k in ENVELOPE_KEYS if k in envelope})
-        queue = existing.get(name)
-        try:
-            values = queues.queue_settings_checked(raw)
-        except SettingsInvalid as exc:
-            errors.update(
-                _prefixed(
-                    {
-                        (f"envelope.{k}" if k.split(".")[0] in ENVELOPE_KEYS else k): v
-                        for k, v in exc.errors.items()
-                    },
-                    path,
-                )
-            )
-            values = {}
-        notify = None
-        try:
-            notify = queues.notify_checked(
-                qdoc.get("notify") or {}, current=(queue.notify or {}) if queue else {}
-            )
-        except SettingsInvalid as exc:
-            errors.update(
-                _prefixed(
-                    {k.removeprefix("notify."): v for k, v in exc.errors.items()}, f"{path}.notify"
-                )
-            )
-        default = qdoc.get("default_decision", "allow")
-        raw_rules = qdoc.get("rules") or []
-        specs: list[Any] = []
-        try:
-            if not isinstance(raw_rules, list):
-                raise SettingsInvalid({"rules": "a list of rules ([[queues.NAME.rules]])"})
-            specs = rules.specs_from(raw_rules)
-            rules.rule_set_checked(specs, str(default))
-        except SettingsInvalid as exc:
-            errors.update(
-                _prefixed(
-                    {k.replace("default", "default_decision"): v for k, v in exc.errors.items()},
-                    path,
-                )
-            )
-        if any(k == path or k.startswith(path + ".") for k in errors):
-            continue
-        plan.queues.append(QueuePlan(name, queue is not None, values, notify, specs, str(default)))
-        if queue is None:
-            plan.changes.append(Change(f"queue {name}", "create", None, values))
-        else:
-            before = queues.queue_snapshot(queue)
-            if before != values:
-                plan.changes.append(Change(f"queue {name}", "update", before, values))
-            if notify != (queue.notify or {}):
-                plan.changes.append(
-                    Change(
-                        f"notify of {name}",
-                        "update",
-                        queues.notify_shown(queue.notify or {}),
-                        queues.notify_shown(notify or {}),
-                    )
-                )
-        before_policy = rules.policy_snapshot(queue) if queue else {"default": "allow", "rules": []}
-        after_policy = {"default": str(default), "rules": [s.as_dict() for s in specs]}
-        if before_policy != after_policy:
-            plan.changes.append(
-                Change(
-                    f"rules of {name}",
-                    "update",
-                    {"default": before_policy["default"], **_by_name(before_policy["rules"])},
-                    {"default": after_policy["default"], **_by_name(after_policy["rules"])},
-                )
-            )
-        if queue is None and notify:
-            plan.changes.append(
-                Change(f"notify of {name}", "create", None, queues.notify_shown(notify))
-            )
+        _plan_queue(name, qdoc, existing.get(name), plan, errors)
     _plan_people(doc.get("people") or {}, plan, errors)
     if errors:
         raise SettingsInvalid(errors)
     return plan
+
+
+def _plan_queue(
+    name: str, qdoc: Any, queue: Queue | None, plan: Plan, errors: dict[str, str]
+) -> None:
+    """One `[queues.NAME]` table: its problems under `queues.NAME`, or its plan and changes."""
+    path = f"queues.{name}"
+    if not isinstance(qdoc, dict):
+        errors[path] = "a table of settings"
+        return
+    problem = queues.queue_name_problem(name)
+    if problem:
+        errors[path] = problem
+        return
+    values = _queue_values_checked(path, qdoc, errors)
+    notify = _queue_notify_checked(path, qdoc, queue, errors)
+    specs, default = _queue_rules_checked(path, qdoc, errors)
+    if any(k == path or k.startswith(path + ".") for k in errors):
+        return
+    plan.queues.append(QueuePlan(name, queue is not None, values, notify, specs, default))
+    plan.changes.extend(_queue_changes(name, queue, values, notify, specs, default))
+
+
+def _queue_values_checked(
+    path: str, qdoc: dict[str, Any], errors: dict[str, str]
+) -> dict[str, Any]:
+    """The queue's settings and envelope, checked as the settings page checks them."""
+    for key in sorted(set(qdoc) - set(QUEUE_KEYS)):
+        errors[f"{path}.{key}"] = f"unknown field; a queue has {', '.join(QUEUE_KEYS)}"
+    envelope = qdoc.get("envelope") or {}
+    if not isinstance(envelope, dict):
+        errors[f"{path}.envelope"] = "a table of scopes, leases_per_agent, windows"
+        envelope = {}
+    for key in sorted(set(envelope) - set(ENVELOPE_KEYS)):
+        errors[f"{path}.envelope.{key}"] = (
+            f"unknown field; an envelope has {', '.join(ENVELOPE_KEYS)}"
+        )
+    basics = ("capacity", "overflow", "reconciliation_gate", "timing")
+    raw = {k: qdoc[k] for k in basics if k in qdoc}
+    raw.update({k: envelope[k] for k in ENVELOPE_KEYS if k in envelope})
+    try:
+        return queues.queue_settings_checked(raw)
+    except SettingsInvalid as exc:
+        errors.update(
+            _prefixed(
+                {
+                    (f"envelope.{k}" if k.split(".")[0] in ENVELOPE_KEYS else k): v
+                    for k, v in exc.errors.items()
+                },
+                path,
+            )
+        )
+        return {}
+
+
+def _queue_notify_checked(
+    path: str, qdoc: dict[str, Any], queue: Queue | None, errors: dict[str, str]
+) -> dict[str, Any] | None:
+    """The notification targets (secrets kept from the queue as it is), or None if bad."""
+    try:
+        return queues.notify_checked(
+            qdoc.get("notify") or {}, current=(queue.notify or {}) if queue else {}
+        )
+    except SettingsInvalid as exc:
+        errors.update(
+            _prefixed(
+                {k.removeprefix("notify."): v for k, v in exc.errors.items()}, f"{path}.notify"
+            )
+        )
+        return None
+
+
+def _queue_rules_checked(
+    path: str, qdoc: dict[str, Any], errors: dict[str, str]
+) -> tuple[list[Any], str]:
+    """The queue's rules as RuleSpecs and its default decision, checked as one rule set."""
+    default = qdoc.get("default_decision", "allow")
+    raw_rules = qdoc.get("rules") or []
+    specs: list[Any] = []
+    try:
+        if not isinstance(raw_rules, list):
+            raise SettingsInvalid({"rules": "a list of rules ([[queues.NAME.rules]])"})
+        specs = rules.specs_from(raw_rules)
+        rules.rule_set_checked(specs, str(default))
+    except SettingsInvalid as exc:
+        errors.update(
+            _prefixed(
+                {k.replace("default", "default_decision"): v for k, v in exc.errors.items()},
+                path,
+            )
+        )
+    return specs, str(default)
+
+
+def _queue_changes(
+    name: str,
+    queue: Queue | None,
+    values: dict[str, Any],
+    notify: dict[str, Any] | None,
+    specs: list[Any],
+    default: str,
+) -> list[Change]:
+    """What applying a valid queue table would change, in the order `plan.text()` shows."""
+    changes: list[Change] = []
+    if queue is None:
+        changes.append(Change(f"queue {name}", "create", None, values))
+    else:
+        before = queues.queue_snapshot(queue)
+        if before != values:
+            changes.append(Change(f"queue {name}", "update", before, values))
+        if notify != (queue.notify or {}):
+            changes.append(
+                Change(
+                    f"notify of {name}",
+                    "update",
+                    queues.notify_shown(queue.notify or {}),
+                    queues.notify_shown(notify or {}),
+                )
+            )
+    before_policy = rules.policy_snapshot(queue) if queue else {"default": "allow", "rules": []}
+    after_policy = {"default": default, "rules": [s.as_dict() for s in specs]}
+    if before_policy != after_policy:
+        changes.append(
+            Change(
+                f"rules of {name}",
+                "update",
+                {"default": before_policy["default"], **_by_name(before_policy["rules"])},
+                {"default": after_policy["default"], **_by_name(after_policy["rules"])},
+            )
+        )
+    if queue is None and notify:
+        changes.append(Change(f"notify of {name}", "create", None, queues.notify_shown(notify)))
+    return changes
 
 
 def _plan_four_eyes(doc: dict[str, Any], plan: Plan, errors: dict[str, str]) -> None:
