@@ -24,21 +24,15 @@ import pytest
 
 from bench.common import signal_group
 from tests.faults.stack import Stack
+from tests.waiting import wait_until
 
 # django_db: pytest-django then migrates the test database, whose schema the stack copies.
 pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.django_db]
 
 
 def wait_for(what: str, ready, timeout: float = 30, stack: Stack | None = None):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while True:
-        value = ready()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            logs = stack.log("worker")[-3000:] if stack else ""
-            raise AssertionError(f"{what}: not within {timeout:.0f} s\n{logs}")
-        time.sleep(0.1)
+    logs = (lambda: stack.log("worker")[-3000:]) if stack else (lambda: "")
+    return wait_until(ready, what=what, timeout_s=timeout, interval_s=0.1, detail=logs)
 
 
 def wait_for_s(what: str, ready, timeout: float, stack: Stack) -> float:  # type: ignore[no-untyped-def]

@@ -220,9 +220,10 @@ def _plan_queue(
         return
     values = _queue_values_checked(path, qdoc, errors)
     notify = _queue_notify_checked(path, qdoc, queue, errors)
-    specs, default = _queue_rules_checked(path, qdoc, errors)
-    if any(k == path or k.startswith(path + ".") for k in errors):
+    checked = _rules_checked(qdoc, path=path, shown="queues.NAME", errors=errors)
+    if checked is None or any(k == path or k.startswith(path + ".") for k in errors):
         return
+    specs, default = checked
     plan.queues.append(QueuePlan(name, queue is not None, values, notify, specs, default))
     plan.changes.extend(_queue_changes(name, queue, values, notify, specs, default))
 
@@ -276,18 +277,18 @@ def _queue_notify_checked(
         return None
 
 
-def _queue_rules_checked(
-    path: str, qdoc: dict[str, Any], errors: dict[str, str]
-) -> tuple[list[Any], str]:
-    """The queue's rules as RuleSpecs and its default decision, checked as one rule set."""
-    default = qdoc.get("default_decision", "allow")
-    raw_rules = qdoc.get("rules") or []
-    specs: list[Any] = []
+def _rules_checked(
+    table: dict[str, Any], *, path: str, shown: str, errors: dict[str, str]
+) -> tuple[list[Any], str] | None:
+    """A table's rules as RuleSpecs and its default decision, checked as one rule set (a
+    queue's, or the rules for every queue); None, with the problems under `path`, if not."""
+    default = str(table.get("default_decision", "allow"))
+    raw_rules = table.get("rules") or []
     try:
         if not isinstance(raw_rules, list):
-            raise SettingsInvalid({"rules": "a list of rules ([[queues.NAME.rules]])"})
+            raise SettingsInvalid({"rules": f"a list of rules ([[{shown}.rules]])"})
         specs = rules.specs_from(raw_rules)
-        rules.rule_set_checked(specs, str(default))
+        rules.rule_set_checked(specs, default)
     except SettingsInvalid as exc:
         errors.update(
             _prefixed(
@@ -295,7 +296,8 @@ def _queue_rules_checked(
                 path,
             )
         )
-    return specs, str(default)
+        return None
+    return specs, default
 
 
 def _queue_changes(
@@ -363,24 +365,13 @@ def _plan_global(doc: dict[str, Any], plan: Plan, errors: dict[str, str]) -> Non
         errors[f"global.{key}"] = (
             "unknown field; the rules for every queue have default_decision, rules"
         )
-    default = gdoc.get("default_decision", "allow")
-    raw_rules = gdoc.get("rules") or []
-    try:
-        if not isinstance(raw_rules, list):
-            raise SettingsInvalid({"rules": "a list of rules ([[global.rules]])"})
-        specs = rules.specs_from(raw_rules)
-        rules.rule_set_checked(specs, str(default))
-    except SettingsInvalid as exc:
-        errors.update(
-            _prefixed(
-                {k.replace("default", "default_decision"): v for k, v in exc.errors.items()},
-                "global",
-            )
-        )
+    checked = _rules_checked(gdoc, path="global", shown="global", errors=errors)
+    if checked is None:
         return
-    plan.global_rules = (specs, str(default))
+    specs, default = checked
+    plan.global_rules = (specs, default)
     before = rules.policy_snapshot(None)
-    after = {"default": str(default), "rules": [r.as_dict() for r in specs]}
+    after = {"default": default, "rules": [r.as_dict() for r in specs]}
     if before != after:
         plan.changes.append(
             Change(
