@@ -25,6 +25,16 @@ ALLOWED = {
         "faults/test_broker.py",
         "test_with_redis_down_an_acquire_answers_201_and_its_notice_is_delivered_after",
     ): ("a window with Redis down in which nothing may be delivered: the time is the assertion"),
+    (
+        "ha_generation/test_commit_deadline.py",
+        "test_the_sdk_never_acts_on_an_unknown_commit_and_resolves_it_by_asking_again",
+    ): (
+        "the web process's breaker stays open for Retry-After after a cut connection; the test "
+        "waits that told time out, as an agent does, before its next ask"
+    ),
+    ("ha_generation/test_commit_deadline.py", "run"): (
+        "the same breaker, waited out by the asyncio SDK test"
+    ),
     ("locking.py", "race_on_a_lock"): (
         "settle_s lets the database clock move past the waiter's first reading (0 by default)"
     ),
