@@ -221,7 +221,9 @@ WHITENOISE_USE_FINDERS = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # lease_due_idx INCLUDEs two columns on PostgreSQL (index-only counts); SQLite, the
 # embedded default, has no covering indexes and builds it without them, as intended.
-SILENCED_SYSTEM_CHECKS = ["models.W040"]
+# security.W002/W003 look for Django's CSRF and X-Frame-Options middleware by dotted path;
+# ours run wrapped for the API lane, and leaseboard/web/checks.py checks them through it.
+SILENCED_SYSTEM_CHECKS = ["models.W040", "security.W002", "security.W003"]
 
 # A request body above this is refused before any view runs (API: 413 validation_error).
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("LEASEBOARD_MAX_BODY_BYTES", 1024 * 1024, minimum=1024)
