@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import threading
 import time
@@ -167,10 +168,13 @@ class HAChaos(Chaos):
             cf.errors.append(str(exc))
 
     def _primary(self) -> Node:
-        node = self.cluster.primary()
-        if node is None:
-            raise RuntimeError("no primary")
-        return node
+        """The primary, asked again for a while: a REST answer can be slow on a busy machine."""
+        for _ in range(20):
+            node = self.cluster.primary()
+            if node is not None:
+                return node
+            time.sleep(0.5)
+        raise RuntimeError("no primary")
 
     def _wait_new_primary(self, old: Node, timeout: float) -> float:
         at = time.monotonic()
@@ -447,6 +451,14 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", default="")
     args = parser.parse_args()
+
+    def interrupted(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    # Ctrl-C or SIGTERM (even when started in the background, where SIGINT is ignored): stop
+    # every server on the way out.
+    signal.signal(signal.SIGINT, interrupted)
+    signal.signal(signal.SIGTERM, interrupted)
     out = run(
         agents=args.agents, kills=args.kills, freeze_node=not args.no_freeze_node,
         freeze_postmaster=not args.no_freeze_postmaster, duration_s=args.duration,

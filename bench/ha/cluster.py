@@ -8,11 +8,13 @@ Everything lives in one folder (a fresh temporary one unless given) and on ports
 
 PostgreSQL, and so Patroni, refuse to run as root: as root, Patroni runs as `postgres`, from
 a virtualenv made with the system Python (a venv of a Python under /root cannot be run by
-that user), built once in var/ha-venv from requirements-ha.txt. No Django import here.
+that user), built once from requirements-ha.txt under the system's temporary folder.
+No Django import here.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -54,19 +56,21 @@ def patroni_command() -> tuple[list[str], str | None]:
     """The command that runs Patroni, and the user to run it as (None: this one)."""
     if os.geteuid() != 0:
         return [sys.executable, "-m", "patroni"], None
-    venv = ROOT / "var" / "ha-venv"
-    stamp = venv / "requirements.sha256"
+    # Under the system's temporary folder: the checkout may be where postgres cannot enter.
     want = hashlib.sha256(REQUIREMENTS.read_bytes()).hexdigest()
-    if not stamp.exists() or stamp.read_text() != want:
-        shutil.rmtree(venv, ignore_errors=True)
-        system_python = shutil.which("python3", path="/usr/bin:/bin") or "/usr/bin/python3"
-        subprocess.run([system_python, "-m", "venv", str(venv)], check=True)
-        subprocess.run(
-            [str(venv / "bin" / "pip"), "install", "-q", "-r", str(REQUIREMENTS)],
-            check=True,
-            timeout=600,
-        )
-        stamp.write_text(want)
+    venv = Path(tempfile.gettempdir()) / f"leaseboard-ha-venv-{want[:12]}"
+    with open(f"{venv}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # two runs at once build it once
+        if not (venv / "ready").exists():
+            shutil.rmtree(venv, ignore_errors=True)
+            system_python = shutil.which("python3", path="/usr/bin:/bin") or "/usr/bin/python3"
+            subprocess.run([system_python, "-m", "venv", str(venv)], check=True)
+            subprocess.run(
+                [str(venv / "bin" / "pip"), "install", "-q", "-r", str(REQUIREMENTS)],
+                check=True,
+                timeout=600,
+            )
+            (venv / "ready").touch()
     return [str(venv / "bin" / "python"), "-m", "patroni"], "postgres"
 
 
@@ -386,7 +390,7 @@ class Cluster:
 
     # -- what the cluster says ----------------------------------------------------------------
 
-    def primary(self, timeout: float = 1.0) -> Node | None:
+    def primary(self, timeout: float = 3.0) -> Node | None:
         """The node whose Patroni answers 200 on `/primary` (None: no node does)."""
         leaders = [n for n in self.nodes if n.rest("primary", timeout)[0] == 200]
         return leaders[0] if len(leaders) == 1 else None
