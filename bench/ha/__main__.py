@@ -46,7 +46,7 @@ class Stack:
         root.mkdir(parents=True, exist_ok=True)
         self.root = root
         self.port_base = port_base
-        self.cluster = Cluster(root / "cluster", port_base=port_base, keep=keep)
+        self.cluster = Cluster(root / "cluster", port_base=port_base, keep="all" if keep else False)
         (root / "redis").mkdir(exist_ok=True)
         self.redis = OwnRedis(root / "redis")
         self.web = None

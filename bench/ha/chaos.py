@@ -106,7 +106,8 @@ class HAChaos(Chaos):
     def __init__(self, cfg: Config, plan: list[str], port_base: int | None, strict: bool) -> None:
         super().__init__(cfg)
         self.tmp.chmod(0o755)  # the cluster's folder is in it, and PostgreSQL runs as postgres
-        self.cluster = Cluster(self.tmp / "cluster", port_base=port_base, strict=strict)
+        # Its logs stay with the run's (the data goes).
+        self.cluster = Cluster(self.tmp / "cluster", port_base=port_base, strict=strict, keep=True)
         self.recipient_pg = OwnPostgres()
         self.redis = OwnRedis()
         self.services: HAServices = HAServices(

@@ -150,7 +150,7 @@ class Cluster:
         nodes: int = 2,
         port_base: int | None = None,
         strict: bool = False,
-        keep: bool = False,
+        keep: bool | str = False,
     ) -> None:
         self.root = Path(root or tempfile.mkdtemp(prefix="lb-ha-"))
         self.root.mkdir(parents=True, exist_ok=True)
@@ -274,9 +274,9 @@ class Cluster:
                     "unix_socket_directories": str(node.home),
                     "shared_buffers": "32MB",
                     # A rehearsal on one shared machine: never fsync (a SIGKILL keeps the
-                    # page cache; production keeps fsync on).
+                    # page cache; production keeps fsync on). full_page_writes stays on:
+                    # pg_rewind, which brings a deposed primary back, needs it.
                     "fsync": "off",
-                    "full_page_writes": "off",
                 },
             },
             "tags": {"nofailover": False, "noloadbalance": False},
@@ -346,7 +346,8 @@ class Cluster:
             out.close()
 
     def stop(self) -> None:
-        """Everything down (HAProxy, Patroni and its PostgreSQL, etcd), nothing left behind."""
+        """Everything down (HAProxy, Patroni and its PostgreSQL, etcd), nothing left behind
+        (with `keep`, the logs stay; with `keep="all"`, the data too)."""
         for node in self.nodes:
             _signal(node.postgres_pids(), signal.SIGCONT)  # a frozen node cannot stop
             if node.proc is not None:
@@ -380,6 +381,9 @@ class Cluster:
                     proc.wait(5)
         if not self.keep:
             shutil.rmtree(self.root, ignore_errors=True)
+        elif self.keep != "all":
+            for data in (self.root / "etcd", *(n.data for n in self.nodes)):
+                shutil.rmtree(data, ignore_errors=True)
 
     def ports(self) -> list[int]:
         own = [self.etcd_port, self.etcd_peer_port, self.primary_port, self.replicas_port]
