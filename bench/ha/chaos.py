@@ -187,14 +187,14 @@ class HAChaos(Chaos):
 
     def _kill(self) -> None:
         old = self._primary()
-        at = time.monotonic()
+        at, wall = time.monotonic(), time.time()
         self.cluster.kill_postmaster(old)
         say(f"SIGKILL of the primary's postmaster ({old.name})")
         promoted = self._wait_new_primary(old, 60)
         wait_until(self.cluster.healthy, "the old primary back as a sync standby", 120, 0.25)
         self.cluster_faults.done.append(
             {"fault": "kill", "node": old.name, "at": at, "promoted_s": round(promoted, 1),
-             "healthy_s": round(time.monotonic() - at, 1)}
+             "healthy_s": round(time.monotonic() - at, 1), "wall": wall, "wall_end": time.time()}
         )  # fmt: skip
         say(f"  new primary after {promoted:.1f} s; healthy after {time.monotonic() - at:.1f} s")
 
@@ -204,7 +204,7 @@ class HAChaos(Chaos):
         old = self._primary()
         other = next(n for n in self.cluster.nodes if n is not old)
         freeze_s = TTL_S + 6
-        at = time.monotonic()
+        at, wall = time.monotonic(), time.time()
         self.cluster.freeze_node(old)
         say(f"froze the whole primary node {old.name} (Patroni and PostgreSQL) for {freeze_s} s")
         watch = threading.Event()
@@ -237,7 +237,7 @@ class HAChaos(Chaos):
              "promoted_s": round(promoted, 1),
              "old_primary_replica_after_thaw_s": self.cluster_faults.old_primary_back_as_replica_s,
              "old_primary_acked_writes": len(direct.acked),
-             "healthy_s": round(time.monotonic() - at, 1)}
+             "healthy_s": round(time.monotonic() - at, 1), "wall": wall, "wall_end": time.time()}
         )  # fmt: skip
         say(
             f"  {old.name} a replica {self.cluster_faults.old_primary_back_as_replica_s} s after "
@@ -255,17 +255,26 @@ class HAChaos(Chaos):
         connections wait. Patroni does not notice; nothing fails over."""
         node = self._primary()
         before = self.cluster.timeline()
-        at = time.monotonic()
+        at, wall = time.monotonic(), time.time()
+        # Writes on a new connection each, beside the run's probe on one kept open.
+        fresh = Probe("fresh-connections", self.services.db_url, fresh=True).start()
+        time.sleep(1)
         self.cluster.freeze_postmaster(node)
         say(f"froze only the postmaster of {node.name} for 10 s")
         try:
             time.sleep(10)
         finally:
             self.cluster.thaw_postmaster(node)
+        time.sleep(3)
+        fresh.close()
         self.cluster_faults.done.append(
             {"fault": "freeze_postmaster", "node": node.name, "at": at, "frozen_s": 10,
              "failed_over": self.cluster.timeline() != before,
-             "primary_answered_200_throughout": True}
+             "still_primary": self.cluster.primary() is node,
+             "new_connection_writes": {"acked": len(fresh.acked), "unknown": fresh.unknown,
+                                       "failed": fresh.failed,
+                                       "longest_gap_s": round(fresh.max_gap(), 2)},
+             "wall": wall, "wall_end": time.time() + 5}
         )  # fmt: skip
 
     # -- the figures ----------------------------------------------------------------------------
@@ -334,12 +343,18 @@ class HAChaos(Chaos):
         lost["probe_writes"] = probe_lost
         timeline = self.cluster.timeline()
         cf = self.cluster_faults
-        gaps = []
-        for fault in cf.done:
-            gap = self.probe.gap_around(fault["at"]) if self.probe is not None else None
+        for i, fault in enumerate(cf.done):
+            until = cf.done[i + 1]["at"] if i + 1 < len(cf.done) else None
+            gap = self.probe.gap_around(fault["at"], until) if self.probe is not None else None
             fault["write_outage_s"] = None if gap is None else round(gap, 2)
-            if gap is not None:
-                gaps.append(gap)
+            # What the agents saw from the fault until it was over (healthy again, or 5 s
+            # after a thaw): refused or failed acquisitions and holdings lost.
+            start, end = fault.pop("wall"), fault.pop("wall_end")
+            seen = Counter(
+                r["ev"] for r in records
+                if r.get("ev") in ("acquire_error", "lost", "grant") and start <= r["t"] <= end
+            )  # fmt: skip
+            fault["agents_meanwhile"] = dict(seen)
             fault["at"] = round(fault["at"], 1)
         failovers = (timeline or 0) - (self.timeline_at_start or 0)
         return {
@@ -417,12 +432,13 @@ def run(
         duration_s=duration, agents=agents, restarts=False, ttl_ms=ttl_ms, db="leaseboard_ha",
         seed=seed, json_out=json_out, proc_kills=max(1, int(duration / 60)),
     )  # fmt: skip
-    chaos = HAChaos(cfg, plan, port_base, strict)
     say(f"plan {plan} in {duration:.0f} s; load average {os.getloadavg()[0]:.1f}")
     out: dict[str, Any] = {"ok": False}
     from bench.common import setup_django
 
+    chaos: HAChaos | None = None
     try:
+        chaos = HAChaos(cfg, plan, port_base, strict)
         chaos.start_servers()
         # The orchestrator's own Django (seeding, takeovers, the final sweep): the cluster.
         setup_django(**chaos.services.env())
@@ -431,9 +447,10 @@ def run(
         traceback.print_exc()
         out = {"ok": False, "error": traceback.format_exc()}
     finally:
-        chaos.stop_servers()
+        if chaos is not None:
+            chaos.stop_servers()
     out["load_average_at_end"] = round(os.getloadavg()[0], 1)
-    out["ports_left_open"] = chaos.cluster.ports_in_use()
+    out["ports_left_open"] = chaos.cluster.ports_in_use() if chaos is not None else []
     if json_out:
         Path(json_out).write_text(json.dumps(out, indent=2, default=str))
     return out

@@ -33,6 +33,7 @@ class Probe:
     url: str
     deadline_s: float = 2.0
     interval_s: float = 0.1
+    fresh: bool = False  # a new connection for every write (as a new web worker would)
     acked: list[tuple[int, float]] = field(default_factory=list)  # (n, monotonic time)
     unknown: int = 0
     failed: int = 0
@@ -72,11 +73,13 @@ class Probe:
 
         try:
             conn = box[0]
-            if conn is None or conn.closed:
+            if conn is None or conn.closed or self.fresh:
                 conn = psycopg.connect(self.url, autocommit=True, connect_timeout=2)
                 box[0] = conn
             conn.execute(f"INSERT INTO {TABLE} (path, n) VALUES (%s, %s)", (self.path, n))
             outcome.append(not done.is_set())
+            if self.fresh:
+                conn.close()
         except psycopg.Error:
             if box[0] is not None:
                 with contextlib.suppress(Exception):
@@ -86,14 +89,18 @@ class Probe:
         finally:
             done.set()
 
-    def gap_around(self, t: float) -> float | None:
-        """The outage a fault at monotonic time `t` caused: from the last acknowledged
-        write before it to the first after it."""
-        before = [at for _, at in self.acked if at <= t]
-        after = [at for _, at in self.acked if at > t]
-        if not before or not after:
-            return None
-        return after[0] - before[-1]
+    def gap_around(self, t: float, until: float | None = None) -> float | None:
+        """The write outage a fault at monotonic time `t` caused: the longest gap between
+        two acknowledged writes that ends after `t` and begins before `until` (the next
+        fault; a write in flight can still commit just after a SIGKILL of the postmaster,
+        whose backends notice its death a moment later)."""
+        times = [at for _, at in self.acked]
+        gaps = [
+            b - a
+            for a, b in zip(times, times[1:], strict=False)
+            if b > t and (until is None or a < until)
+        ]
+        return max(gaps) if gaps else None
 
     def max_gap(self) -> float:
         times = [at for _, at in self.acked]
