@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.ha.cluster import missing_tools
+from bench.ha.cluster import missing_tools, patroni_command
 from tests.pg_env import IN_CI
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,6 +31,7 @@ pytestmark = [
 
 def test_one_failover_loses_nothing_and_never_reissues_a_fencing_order(tmp_path: Path) -> None:
     assert not MISSING, f"CI=true but {', '.join(MISSING)} missing (.ci/run installs them)"
+    patroni_command()  # as root, Patroni's venv is built once, outside the run's time bound
     out = tmp_path / "ha.json"
     run = subprocess.run(
         [sys.executable, "-m", "bench.ha.chaos", "--agents", "8", "--kills", "1",
