@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
 from bench.common import sayer, wait_until
-from bench.ha.cluster import Cluster
+from bench.ha.cluster import TTL_S, Cluster
 from bench.ha.probe import Probe, create_table
 
 say = sayer("ha-failover")
@@ -27,6 +27,9 @@ def main() -> int:
     parser.add_argument("--kills", type=int, default=3)
     parser.add_argument("--port-base", type=int, default=None)
     parser.add_argument("--strict", action="store_true", help="synchronous_mode_strict")
+    parser.add_argument(
+        "--freeze", action="store_true", help="then freeze the whole primary node past the TTL"
+    )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     cluster = Cluster(port_base=args.port_base, strict=args.strict)
@@ -60,6 +63,19 @@ def main() -> int:
             say(f"  promoted +{promoted:.1f} s, rejoined +{rejoined:.1f} s, outage {gaps}")
             out["kills"].append({"promoted_s": round(promoted, 1), "rejoined_s": round(rejoined, 1),
                                  "outage_s": gaps})  # fmt: skip
+        if args.freeze:
+            victim = cluster.primary()
+            assert victim is not None
+            at = time.monotonic()
+            cluster.freeze_node(victim)
+            say(f"froze {victim.name} (Patroni and PostgreSQL) for {TTL_S + 6} s")
+            time.sleep(TTL_S + 6)
+            cluster.thaw_node(victim)
+            wait_until(cluster.healthy, "the old primary back as a sync standby", 180, 0.2)
+            time.sleep(3)
+            gaps = {p.path: round(p.gap_around(at) or -1, 2) for p in probes}
+            say(f"  freeze: outage {gaps}")
+            out["freeze"] = {"outage_s": gaps, "healthy_s": round(time.monotonic() - at, 1)}
         for p in probes:
             p.close()
         final = cluster.url("probe")
