@@ -303,6 +303,23 @@ class HAChaos(Chaos):
                 "JOIN core_workitem w ON w.id = l.work_item_id"
             ).fetchall()
             effect_ids = {r[0] for r in conn.execute("SELECT id::text FROM core_effect")}
+            # What the sweeps made of the outages (docs/design.md §14): alerts by kind and
+            # cause, and the leases that went to jeopardy and came back by a renewal.
+            alert_rows = conn.execute(
+                "SELECT kind, coalesce(detail->>'cause', ''), count(*) FROM core_alert "
+                "GROUP BY 1, 2 ORDER BY 1, 2"
+            ).fetchall()
+            recoveries = [
+                r[0] for r in conn.execute(
+                    "SELECT message FROM core_alert WHERE kind = 'recovery' ORDER BY id"
+                )
+            ]  # fmt: skip
+            events = dict(
+                conn.execute(
+                    "SELECT kind, count(*) FROM core_leaseevent "
+                    "WHERE kind IN ('jeopardy', 'recovered', 'expired') GROUP BY kind"
+                ).fetchall()
+            )
         holders: dict[tuple, set[str]] = defaultdict(set)
         for key, gen, epoch, lease in leases:
             holders[(key, gen or 0, epoch)].add(lease)
@@ -378,6 +395,10 @@ class HAChaos(Chaos):
             "both_claimed_primary_samples": cf.both_claimed_primary_samples,
             "old_primary_back_as_replica_s": cf.old_primary_back_as_replica_s,
             "lease_generation_column": has_generation,
+            "alerts": {f"{kind}{' (' + cause + ')' if cause else ''}": n
+                       for kind, cause, n in alert_rows},
+            "recovery_alerts": recoveries,
+            "lease_events": events,
             "strict": self.cluster.strict,
         }  # fmt: skip
 
