@@ -435,7 +435,15 @@ class Cluster:
                 ).fetchall()
         except psycopg.Error:
             return False
-        return len(rows) == len(self.nodes) - 1 and any(s == "sync" for _, s in rows)
+        if not (len(rows) == len(self.nodes) - 1 and any(s == "sync" for _, s in rows)):
+            return False
+        # ...and Patroni's own record names a synchronous standby (its /sync key): only that
+        # node may be promoted, and it is written a loop after PostgreSQL reports "sync".
+        status, body = leader.rest("cluster", 3.0)
+        members = body.get("members", []) if status == 200 and isinstance(body, dict) else []
+        return any(
+            m.get("role") == "sync_standby" and m.get("state") == "streaming" for m in members
+        )
 
     def timeline(self) -> int | None:
         """The primary's timeline (one more for each promotion), as Patroni reports it."""
