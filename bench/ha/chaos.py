@@ -43,6 +43,8 @@ from bench.chaos.orchestrator import Chaos, Config
 from bench.chaos.recipient import LATE_ROLES, TABLES
 from bench.chaos.services import Services
 from bench.common import migrate, sayer, wait_until
+from bench.faults_fleet import Record
+from bench.faults_fleet import agent as sdk_agent
 from bench.ha.cluster import TTL_S, Cluster, Node
 from bench.ha.probe import Probe, create_table
 from bench.servers import OwnPostgres, OwnRedis
@@ -103,7 +105,9 @@ class ClusterFaults:
 
 
 class HAChaos(Chaos):
-    def __init__(self, cfg: Config, plan: list[str], port_base: int | None, strict: bool) -> None:
+    def __init__(
+        self, cfg: Config, plan: list[str], port_base: int | None, strict: bool, sdk_agents: int
+    ) -> None:
         super().__init__(cfg)
         self.tmp.chmod(0o755)  # the cluster's folder is in it, and PostgreSQL runs as postgres
         # Its logs stay with the run's (the data goes).
@@ -114,6 +118,14 @@ class HAChaos(Chaos):
             cfg, self.tmp, self.cluster, self.recipient_pg, self.redis
         )
         self.cluster_faults = ClusterFaults(plan=list(plan))
+        # Beside the chaos agents: SDK agents of make faults (bench/faults_fleet.py) on the
+        # default queue, a third holding for 30 s, recording every answer at the transport
+        # and each fall into local jeopardy and recovery from it.
+        self.sdk_agents = sdk_agents
+        self.sdk_record = Record()
+        self.sdk_stop = threading.Event()
+        self.sdk_threads: list[threading.Thread] = []
+        self.sdk_tokens: list[str] = []
         self.probe: Probe | None = None
         self.timeline_at_start: int | None = None
 
@@ -139,10 +151,30 @@ class HAChaos(Chaos):
             except Exception as exc:
                 say(f"stopping: {type(exc).__name__}: {exc}")
 
+    def seed(self) -> tuple[list[dict[str, Any]], Any, Any]:
+        from leaseboard.core.models import Queue
+        from leaseboard.core.services.executors import agent_create
+
+        seeded = super().seed()
+        Queue.objects.get_or_create(name="default")
+        self.sdk_tokens = [
+            agent_create(name=f"ha-sdk-{i}", queues=["default"], actor_name="ha-chaos")[1]
+            for i in range(self.sdk_agents)
+        ]
+        return seeded
+
     # -- the cluster's faults -----------------------------------------------------------------
 
     def background_faults(self, start: float, run_until: float) -> threading.Thread:
         self.probe = Probe("haproxy", self.services.db_url).start()
+        for i, token in enumerate(self.sdk_tokens):
+            url = self.services.web_urls[i % len(self.services.web_urls)]
+            t = threading.Thread(
+                target=sdk_agent, args=(i, url, token, self.sdk_record, self.sdk_stop),
+                name=f"sdk-agent-{i}", daemon=True,
+            )  # fmt: skip
+            t.start()
+            self.sdk_threads.append(t)
         thread = threading.Thread(target=self._cluster_faults, args=(run_until,), daemon=True)
         thread.start()
         return thread
@@ -155,7 +187,7 @@ class HAChaos(Chaos):
             if time.time() + need > run_until:
                 cf.skipped.extend(cf.plan[i:])
                 say(f"no time left for {cf.plan[i:]}")
-                return
+                break
             try:
                 wait_until(self.cluster.healthy, "a healthy cluster", 90, 0.25)
                 time.sleep(3)
@@ -167,6 +199,10 @@ class HAChaos(Chaos):
             wait_until(self.cluster.healthy, "a healthy cluster at the end", 90, 0.25)
         except RuntimeError as exc:
             cf.errors.append(str(exc))
+        finally:
+            self.sdk_stop.set()
+            for t in self.sdk_threads:
+                t.join(45)
 
     def _primary(self) -> Node:
         """The primary, asked again for a while: a REST answer can be slow on a busy machine."""
@@ -326,6 +362,15 @@ class HAChaos(Chaos):
         lease_ids = {lease for *_, lease in leases}
         lost: Counter = Counter()
         lost_examples: list[str] = []
+        sdk = self.sdk_record
+        for lease in sdk.grants:
+            if lease not in lease_ids:
+                lost["sdk_grants"] += 1
+                lost_examples.append(f"sdk grant {lease}")
+        for effect in sdk.effects:
+            if effect not in effect_ids:
+                lost["sdk_effects"] += 1
+                lost_examples.append(f"sdk effect {effect}")
         for r in records:
             ev = r.get("ev")
             if ev == "grant":
@@ -394,6 +439,19 @@ class HAChaos(Chaos):
             "second_primary_acked_writes": cf.second_primary_acked_writes,
             "both_claimed_primary_samples": cf.both_claimed_primary_samples,
             "old_primary_back_as_replica_s": cf.old_primary_back_as_replica_s,
+            "sdk_fleet": {
+                "agents": self.sdk_agents,
+                "grants": len(sdk.grants),
+                "effects": len(sdk.effects),
+                "holdings_in_local_jeopardy": sdk.jeopardy_entered,
+                "holdings_resumed_from_jeopardy": sdk.jeopardy_resumed,
+                "holdings_lost": dict(sdk.lost_to_outage),
+                "answers": dict(sorted(sdk.statuses.items())),
+                "html_or_500": sum(
+                    n for what, n in sdk.statuses.items() if "html" in what or what[:3] == "500"
+                ),
+                "slowest_answer_s": round(sdk.slowest_s, 2),
+            },
             "lease_generation_column": has_generation,
             "alerts": {f"{kind}{' (' + cause + ')' if cause else ''}": n
                        for kind, cause, n in alert_rows},
@@ -445,6 +503,7 @@ def run(
     ttl_ms: int = 15_000,
     seed: int = 0,
     json_out: str = "",
+    sdk_agents: int = 6,
 ) -> dict[str, Any]:
     plan = plan_for(kills, freeze_node, freeze_postmaster)
     need = {"kill": 20, "freeze_node": TTL_S + 35, "freeze_postmaster": 20}
@@ -459,7 +518,7 @@ def run(
 
     chaos: HAChaos | None = None
     try:
-        chaos = HAChaos(cfg, plan, port_base, strict)
+        chaos = HAChaos(cfg, plan, port_base, strict, sdk_agents)
         chaos.start_servers()
         # The orchestrator's own Django (seeding, takeovers, the final sweep): the cluster.
         setup_django(**chaos.services.env())
@@ -488,6 +547,7 @@ def main() -> int:
     parser.add_argument("--strict", action="store_true", help="synchronous_mode_strict: true")
     parser.add_argument("--ttl-ms", type=int, default=15_000, help="the chaos queue's ttl")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--sdk-agents", type=int, default=6, help="make faults' SDK agents")
     parser.add_argument("--json", default="")
     args = parser.parse_args()
 
@@ -502,7 +562,7 @@ def main() -> int:
         agents=args.agents, kills=args.kills, freeze_node=not args.no_freeze_node,
         freeze_postmaster=not args.no_freeze_postmaster, duration_s=args.duration,
         port_base=args.port_base, strict=args.strict, ttl_ms=args.ttl_ms, seed=args.seed,
-        json_out=args.json,
+        json_out=args.json, sdk_agents=args.sdk_agents,
     )  # fmt: skip
     ha = out.get("ha")
     if ha is None:
