@@ -133,7 +133,7 @@ def _guard_worker(args: tuple[str, int, float, str, str]) -> int:
         with psycopg.connect(db_url, autocommit=True) as conn, conn.cursor() as cur:
             while time.monotonic() < end:
                 epoch += 1
-                cur.execute(sql, (keys[n % 100], epoch))
+                cur.execute(sql, (keys[n % 100], 0, epoch))
                 cur.fetchone()
                 n += 1
     elif kind == "redis-guard":

@@ -152,24 +152,27 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    # First: bearer-token API requests leave here for a lean chain of their own
-    # (leaseboard/api/lane.py); everything below is for browsers.
+    # First: marks a bearer-token API request for the agents' lane (leaseboard/api/lane.py),
+    # which every `leaseboard.api.lane.*` entry below (a browser-only middleware, wrapped)
+    # passes straight on.
     "leaseboard.api.lane.ApiLaneMiddleware",
     "django.middleware.security.SecurityMiddleware",
-    "csp.middleware.CSPMiddleware",
-    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "leaseboard.api.lane.CSPMiddleware",
+    "leaseboard.api.lane.WhiteNoiseMiddleware",
     # Every request's deadline on the database; 503 at once while it is unreachable.
     "leaseboard.api.middleware.DatabaseGuardMiddleware",
     "leaseboard.api.middleware.ApiBodyLimitMiddleware",
     "leaseboard.api.middleware.ApiRateLimitMiddleware",
-    "django.contrib.sessions.middleware.SessionMiddleware",
-    "django.middleware.common.CommonMiddleware",
-    "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
-    "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "django_htmx.middleware.HtmxMiddleware",
+    "leaseboard.api.lane.SessionMiddleware",
+    "leaseboard.api.lane.CommonMiddleware",
+    "leaseboard.api.lane.CsrfViewMiddleware",
+    "leaseboard.api.lane.AuthenticationMiddleware",
+    "leaseboard.api.lane.MessageMiddleware",
+    "leaseboard.api.lane.XFrameOptionsMiddleware",
+    "leaseboard.api.lane.HtmxMiddleware",
     # Last, as django-axes asks: it turns a sign-in flagged as locked out into the page.
+    # Not wrapped: its system check looks for this path, and on the lane it reads one
+    # attribute of the request.
     "axes.middleware.AxesMiddleware",
 ]
 

@@ -1,16 +1,17 @@
 """The agents' lane: a request under /api/ that carries a bearer token skips the browser's
-middleware (sessions, CSRF, the signed-in user, messages, htmx, clickjacking, CSP, the
-sign-in throttle) and runs only `API_LANE_MIDDLEWARE`: the database guard, security
-headers, the body limit and the rate limits. Bearer requests never read a cookie, render a
-page or need a user, so that work was pure overhead on the agents' hot paths
-(docs/benchmarks.md).
+middleware (sessions, CSRF, the signed-in user, messages, htmx, clickjacking, CSP, static
+files) and runs only the database guard, security headers, the body
+limit and the rate limits. Bearer requests never read a cookie, render a page or need a
+user, so that work was pure overhead on the agents' hot paths (docs/benchmarks.md).
 
-`ApiLaneMiddleware` goes first in MIDDLEWARE. It builds a second middleware chain around
-Django's own URL resolution and view call, so views, exception handling and the 4xx/5xx
-log lines are the same on both chains; its URL map (leaseboard/api/urls.py) holds the API
-alone and answers a 403 or 404 as a problem, as no page of the site can render without
-the signed-in user. Anything else under /api/ (the
-Swagger page, the schema, a request with no credential) takes the full stack.
+Built from Django's documented middleware interface alone, so a Django upgrade cannot
+change it under us: `ApiLaneMiddleware` (first in MIDDLEWARE) marks the request and points
+it at the API's own URL map (leaseboard/api/urls.py: the API alone, a 403 or 404 as a
+problem, as no page of the site can render without the signed-in user), and every
+browser-only entry of MIDDLEWARE is wrapped in `BrowserOnly`, which passes a marked request
+straight on. One chain, so views, exception handling and the 4xx/5xx log lines are the
+same for both kinds of request. Anything else under /api/ (the Swagger page, the schema, a
+request with no credential) takes the full stack.
 """
 
 from __future__ import annotations
@@ -19,19 +20,13 @@ from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
-from django.core.handlers.base import BaseHandler
-from django.core.handlers.exception import convert_exception_to_response
 from django.http import HttpRequest, HttpResponse
 from django.utils.module_loading import import_string
 
-API_LANE_MIDDLEWARE = (
-    "leaseboard.api.middleware.DatabaseGuardMiddleware",
-    "django.middleware.security.SecurityMiddleware",
-    "leaseboard.api.middleware.ApiBodyLimitMiddleware",
-    "leaseboard.api.middleware.ApiRateLimitMiddleware",
-)
-
 LANE_URLCONF = "leaseboard.api.urls"  # the API's URLs alone, refusals as problems
+MARK = "lb_agent_lane"  # the request attribute BrowserOnly reads
+
+GetResponse = Callable[[HttpRequest], HttpResponse]
 
 
 def is_agent_request(request: HttpRequest) -> bool:
@@ -42,36 +37,85 @@ def is_agent_request(request: HttpRequest) -> bool:
     )
 
 
-class _LaneHandler(BaseHandler):
-    """Django's handler with the lane's middleware instead of settings.MIDDLEWARE."""
-
-    def load_middleware(self, is_async: bool = False) -> None:
-        self._view_middleware: list[Any] = []
-        self._template_response_middleware: list[Any] = []
-        self._exception_middleware: list[Any] = []
-        handler = convert_exception_to_response(self._get_response)  # type: ignore[attr-defined]
-        for path in reversed(API_LANE_MIDDLEWARE):
-            middleware = import_string(path)(handler)
-            if hasattr(middleware, "process_view"):
-                self._view_middleware.insert(0, middleware.process_view)
-            if hasattr(middleware, "process_template_response"):
-                self._template_response_middleware.append(middleware.process_template_response)
-            if hasattr(middleware, "process_exception"):
-                self._exception_middleware.append(middleware.process_exception)
-            handler = convert_exception_to_response(middleware)
-        self._middleware_chain = handler
+def on_lane(request: HttpRequest) -> bool:
+    return request.__dict__.get(MARK, False)
 
 
 class ApiLaneMiddleware:
-    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+    """Marks a bearer request under /api/ for the lane (LEASEBOARD_API_LANE=false: never)."""
+
+    def __init__(self, get_response: GetResponse) -> None:
         self.get_response = get_response
-        lane = _LaneHandler()
-        lane.load_middleware()
-        self.lane = lane._middleware_chain
         self.enabled = settings.LEASEBOARD_API_LANE
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         if self.enabled and is_agent_request(request):
+            setattr(request, MARK, True)
             request.urlconf = LANE_URLCONF  # type: ignore[attr-defined]
-            return self.lane(request)  # type: ignore[return-value]
         return self.get_response(request)
+
+
+class BrowserOnly:
+    """Runs the middleware at `wraps` for every request except one on the lane, which goes
+    straight to the next entry. Its hooks (process_view, process_exception,
+    process_template_response) exist on the wrapper only where the wrapped middleware has
+    them, and skip a lane request the same way, so Django collects exactly the same hooks."""
+
+    wraps: str = ""
+
+    def __init__(self, get_response: GetResponse) -> None:
+        self.get_response = get_response
+        # MiddlewareNotUsed from the wrapped factory propagates: Django drops the entry.
+        self.inner = import_string(self.wraps)(get_response)
+        for hook in ("process_view", "process_exception", "process_template_response"):
+            if hasattr(self.inner, hook):
+                setattr(self, hook, _browser_hook(getattr(self.inner, hook)))
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if on_lane(request):
+            return self.get_response(request)
+        return self.inner(request)
+
+
+def _browser_hook(hook: Callable[..., Any]) -> Callable[..., Any]:
+    def call(request: HttpRequest, *args: Any) -> Any:
+        return None if on_lane(request) else hook(request, *args)
+
+    return call
+
+
+# The browser-only entries of settings.MIDDLEWARE, each named after the middleware it wraps.
+class CSPMiddleware(BrowserOnly):
+    wraps = "csp.middleware.CSPMiddleware"
+
+
+class WhiteNoiseMiddleware(BrowserOnly):
+    wraps = "whitenoise.middleware.WhiteNoiseMiddleware"
+
+
+class SessionMiddleware(BrowserOnly):
+    wraps = "django.contrib.sessions.middleware.SessionMiddleware"
+
+
+class CommonMiddleware(BrowserOnly):
+    wraps = "django.middleware.common.CommonMiddleware"
+
+
+class CsrfViewMiddleware(BrowserOnly):
+    wraps = "django.middleware.csrf.CsrfViewMiddleware"
+
+
+class AuthenticationMiddleware(BrowserOnly):
+    wraps = "django.contrib.auth.middleware.AuthenticationMiddleware"
+
+
+class MessageMiddleware(BrowserOnly):
+    wraps = "django.contrib.messages.middleware.MessageMiddleware"
+
+
+class XFrameOptionsMiddleware(BrowserOnly):
+    wraps = "django.middleware.clickjacking.XFrameOptionsMiddleware"
+
+
+class HtmxMiddleware(BrowserOnly):
+    wraps = "django_htmx.middleware.HtmxMiddleware"

@@ -1,8 +1,9 @@
 """API middleware: everything under /api/ answers problem details. Oversized bodies and
 rate-limited callers are refused before any view runs (413, 429), and a path or method no
 operation serves is a 404 or 405 problem instead of Django's HTML page. The database
-guard (first on both chains) gives every request its deadline on the database and
-answers 503 at once while the database is known to be unreachable (docs/design.md §14)."""
+guard (before any view, for agents and browsers alike) gives every request its deadline
+on the database and answers 503 at once while the database is known to be unreachable
+(docs/design.md §14)."""
 
 from __future__ import annotations
 

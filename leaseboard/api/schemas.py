@@ -193,6 +193,11 @@ class WorkItemOut(Out):
     holder: str | None
     holder_kind: ExecutorKind | None
     lease_id: UuidOut | None
+    generation: int | None = Field(
+        None,
+        description="the live lease's fencing generation (its order is (generation, epoch)); "
+        "none without a live lease",
+    )
     certainty: Certainty | None
     expires_in_ms: int | None
 
@@ -225,6 +230,12 @@ class LeaseGranted(Out):
     lease_id: UuidOut
     work_key: str
     epoch: int
+    generation: int = Field(
+        0,
+        description="the lease's fencing generation: the fencing order is (generation, "
+        "epoch), compared lexicographically; it rises with every promotion of a new database "
+        "primary (docs/design.md §5), 0 on SQLite",
+    )
     ttl_ms: int
     renew_after_ms: int
     jeopardy_after_ms: int
@@ -418,6 +429,14 @@ class FencingCheckOut(Out):
     )
     work_key: str | None
     epoch: int | None
+    generation: int | None = Field(
+        None,
+        description="the token's fencing generation (0 for a token that names none): its "
+        "order is (generation, epoch), compared lexicographically",
+    )
+    current_generation: int | None = Field(
+        None, description="the generation of the lease at the current epoch, if known"
+    )
     effect_id: str | None
     certainty: str | None
     expires_in_ms: int | None = Field(description="the token's remaining life")

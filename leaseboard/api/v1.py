@@ -134,6 +134,7 @@ def work_item(request: HttpRequest, key: str = WorkKeyPath) -> dict[str, Any]:
         "holder": lease.holder.name if lease else None,
         "holder_kind": lease.holder.kind if lease else None,
         "lease_id": str(lease.id) if lease else None,
+        "generation": lease.generation if lease else None,
         "certainty": state.certainty,
         "expires_in_ms": state.expires_in_ms,
     }
@@ -162,6 +163,7 @@ def acquire(request: HttpRequest, key: str = WorkKeyPath, body: s.AcquireIn | No
             "lease_id": str(lease.id),
             "work_key": key,
             "epoch": lease.epoch,
+            "generation": lease.generation,
             "ttl_ms": lease.ttl_ms,
             "renew_after_ms": lease.renew_after_ms,
             "jeopardy_after_ms": lease.jeopardy_after_ms,

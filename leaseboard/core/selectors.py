@@ -8,7 +8,7 @@ from django.db.models import Exists, OuterRef, QuerySet, Value
 from django.db.models.functions import Coalesce
 
 from leaseboard.core.clock import DbNowMs, db_now_ms
-from leaseboard.core.models import Alert, AlertSnooze, Lease, WorkItem
+from leaseboard.core.models import Alert, AlertSnooze, Effect, Lease, WorkItem
 from leaseboard.core.models.leases import LIVE_STATES
 from leaseboard.domain.certainty import Certainty, LeaseTimes, state_at
 from leaseboard.domain.errors import NotFound
@@ -60,3 +60,13 @@ def alerts_unsnoozed(qs: QuerySet[Alert], *, snoozed: bool = False) -> QuerySet[
         until_ms__gt=DbNowMs(),
     )
     return qs.filter(Exists(active)) if snoozed else qs.exclude(Exists(active))
+
+
+def effects_awaiting_approval() -> QuerySet[Effect]:
+    """Effects waiting for an approver under a lease that is still live (the approver's
+    badge, leaseboard/core/badges.py)."""
+    return Effect.objects.filter(
+        decision=Effect.Decision.PENDING_APPROVAL,
+        lease__state__in=LIVE_STATES,
+        lease__expires_at_ms__gt=DbNowMs(),
+    )

@@ -236,10 +236,12 @@ def lease_jeopardy_mark(vendor: str, n_rows: int) -> list[str]:
 
 
 def epoch_mark_upsert(vendor: str, table: str) -> str:
-    """A recipient's epoch check on a high-water-mark table (work_key, high_water,
-    updated_at): raise the mark to the presented epoch unless it is higher already.
+    """A recipient's fencing-order check on a high-water-mark table (work_key, generation,
+    high_water, updated_at): raise the mark to the presented (generation, epoch) unless it
+    is higher already, compared lexicographically (docs/design.md §5).
 
-    Parameters: work_key, epoch. Returns the new mark when accepted, no row when refused."""
+    Parameters: work_key, generation, epoch. Returns the new mark (generation, high_water)
+    when accepted, no row when refused."""
     if vendor == POSTGRESQL:
         # The shipped recipient guard's own statement, so the sandbox proves that one.
         return recipient_guard_upsert_sql(table)
@@ -248,12 +250,33 @@ def epoch_mark_upsert(vendor: str, table: str) -> str:
             raise ValueError(f"table must be a plain SQL identifier: {table!r}")
         # The same conditional upsert; SQLite has CURRENT_TIMESTAMP where PostgreSQL has now().
         return (
-            f"INSERT INTO {table} AS mark (work_key, high_water, updated_at) "
-            "VALUES (%s, %s, CURRENT_TIMESTAMP) ON CONFLICT (work_key) DO UPDATE "
-            "SET high_water = excluded.high_water, updated_at = CURRENT_TIMESTAMP "
-            "WHERE mark.high_water <= excluded.high_water RETURNING high_water"
+            f"INSERT INTO {table} AS mark (work_key, generation, high_water, updated_at) "
+            "VALUES (%s, %s, %s, CURRENT_TIMESTAMP) ON CONFLICT (work_key) DO UPDATE "
+            "SET generation = excluded.generation, high_water = excluded.high_water, "
+            "updated_at = CURRENT_TIMESTAMP "
+            "WHERE (mark.generation, mark.high_water) "
+            "<= (excluded.generation, excluded.high_water) "
+            "RETURNING generation, high_water"
         )
     raise _unsupported(vendor)
+
+
+# The fencing generation (docs/design.md §5): the timeline of the WAL this primary writes,
+# the first 8 hex digits of its current WAL file's name. It rises by one with every
+# promotion (a new timeline), never with a restart in place, is right the moment the
+# promoted server accepts writes (measured on PostgreSQL 15: tests/ha_generation), and can
+# be read by the service's own role (pg_control_checkpoint() would lag until the next
+# checkpoint and needs more privilege). Only a primary can run it, and only a primary
+# grants. SQLite has no failover: generation 0.
+GENERATION_SQL = "('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint"
+
+
+def _filled_by_sql(model: type[Model], attname: str, vendor: str) -> str | None:
+    """The SQL expression that fills an insert column of `lease_grant` in the statement
+    itself instead of a parameter (the lease's generation), or None."""
+    if model is Lease and attname == "generation":
+        return GENERATION_SQL if vendor == POSTGRESQL else "0"
+    return None
 
 
 def _insert_columns(model: type[Model], vendor: str) -> tuple[list[str], list[str]]:
@@ -267,6 +290,10 @@ def _insert_columns(model: type[Model], vendor: str) -> tuple[list[str], list[st
         if field.primary_key and field.get_internal_type() in {"AutoField", "BigAutoField"}:
             continue
         columns.append(field.column)
+        expression = _filled_by_sql(model, field.attname, vendor)
+        if expression is not None:
+            placeholders.append(expression)
+            continue
         # django-stubs lacks Field.cast_db_type
         cast = field.cast_db_type(conn) if vendor == POSTGRESQL else None  # type: ignore[attr-defined]
         placeholders.append(f"CAST(%s AS {cast})" if cast else "%s")
@@ -283,7 +310,8 @@ def lease_grant(vendor: str) -> list[str]:
 
     Parameters, in order over the statements: executor id, whether to require it active,
     the new epoch, the work item id, then every insert column of the lease, then every
-    insert column of the event (`grant_columns`). The last statement returns one row when
+    insert column of the event (`grant_columns`). The last statement returns one row, the
+    event's id and the lease's generation (GENERATION_SQL, filled in the statement), when
     the grant was made, none when the holder is deactivated."""
     from leaseboard.core.models.leases import LeaseEvent
 
@@ -298,9 +326,9 @@ def lease_grant(vendor: str) -> list[str]:
             f"w AS (UPDATE {item_table} SET epoch = %s WHERE id = %s "
             f"AND EXISTS (SELECT 1 FROM a) RETURNING id), "
             f"l AS (INSERT INTO {table} ({', '.join(lease_cols)}) "
-            f"SELECT {', '.join(lease_vals)} FROM w RETURNING id) "
+            f"SELECT {', '.join(lease_vals)} FROM w RETURNING id, generation) "
             f"INSERT INTO {LeaseEvent._meta.db_table} ({', '.join(event_cols)}) "
-            f"SELECT {', '.join(event_vals)} FROM l RETURNING id"
+            f"SELECT {', '.join(event_vals)} FROM l RETURNING id, (SELECT generation FROM l)"
         ]
     if vendor == SQLITE:
         return [
@@ -308,7 +336,7 @@ def lease_grant(vendor: str) -> list[str]:
             f"UPDATE {item_table} SET epoch = %s WHERE id = %s",
             f"INSERT INTO {table} ({', '.join(lease_cols)}) VALUES ({', '.join(lease_vals)})",
             f"INSERT INTO {LeaseEvent._meta.db_table} ({', '.join(event_cols)}) "
-            f"VALUES ({', '.join(event_vals)}) RETURNING id",
+            f"VALUES ({', '.join(event_vals)}) RETURNING id, 0",
         ]
     raise _unsupported(vendor)
 
@@ -320,6 +348,7 @@ def grant_columns(model: type[Model]) -> list[str]:
         f.attname
         for f in model._meta.concrete_fields
         if not (f.primary_key and f.get_internal_type() in {"AutoField", "BigAutoField"})
+        and _filled_by_sql(model, f.attname, POSTGRESQL) is None
     ]
 
 

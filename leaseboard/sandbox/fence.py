@@ -33,22 +33,31 @@ TOKEN_FILE = "sandbox.token"
 
 
 class LedgerEpochGuard:
-    """Epoch guard on the sandbox's own table; only usable inside the caller's transaction."""
+    """Fencing-order guard on the sandbox's own table; only usable inside the caller's
+    transaction."""
 
     table = EpochMark._meta.db_table
 
-    def check_in(self, cursor: Any, work_key: str, epoch: int) -> GuardResult:
+    def check_in(
+        self, cursor: Any, work_key: str, epoch: int, *, generation: int = 0
+    ) -> GuardResult:
         if not transaction.get_connection().in_atomic_block:
             raise RuntimeError("the sandbox's epoch check must run inside its transaction")
-        cursor.execute(epoch_mark_upsert(connection.vendor, self.table), (work_key, epoch))
+        cursor.execute(
+            epoch_mark_upsert(connection.vendor, self.table), (work_key, generation, epoch)
+        )
         row = cursor.fetchone()
         if row is not None:
-            return GuardResult(accepted=True, high_water=int(row[0]))
-        cursor.execute(f"SELECT high_water FROM {self.table} WHERE work_key = %s", (work_key,))
+            return GuardResult(accepted=True, generation=int(row[0]), high_water=int(row[1]))
+        cursor.execute(
+            f"SELECT generation, high_water FROM {self.table} WHERE work_key = %s", (work_key,)
+        )
         row = cursor.fetchone()
-        return GuardResult(accepted=False, high_water=int(row[0]) if row else epoch + 1)
+        if row is None:
+            return GuardResult(accepted=False, generation=generation, high_water=epoch + 1)
+        return GuardResult(accepted=False, generation=int(row[0]), high_water=int(row[1]))
 
-    def check_and_advance(self, work_key: str, epoch: int) -> GuardResult:
+    def check_and_advance(self, work_key: str, epoch: int, *, generation: int = 0) -> GuardResult:
         raise TypeError("use check_in(cursor, …) inside the ledger transaction")
 
 

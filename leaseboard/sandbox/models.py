@@ -1,7 +1,8 @@
 """The sandbox's own data: a ledger of every payment attempt and the epoch high-water marks.
 
 `EpochMark` has the columns `leaseboard_recipient.guard.check_in` expects (work_key,
-high_water, updated_at), so on PostgreSQL the guard's own statement runs against it.
+generation, high_water, updated_at), so on PostgreSQL the guard's own statement runs
+against it.
 """
 
 from __future__ import annotations
@@ -12,9 +13,11 @@ from django.db.models.functions import Now
 
 
 class EpochMark(models.Model):
-    """Highest epoch this recipient has accepted per work item; never lowered."""
+    """Highest fencing order (generation, epoch) this recipient has accepted per work item;
+    never lowered (docs/design.md §5). Marks from before generations are generation 0."""
 
     work_key = models.CharField(max_length=200, primary_key=True)
+    generation = models.BigIntegerField(default=0, db_default=0)
     high_water = models.BigIntegerField()
     updated_at = models.DateTimeField(db_default=Now())
 

@@ -9,11 +9,13 @@ class SweepsConfig(AppConfig):
     def ready(self) -> None:
         # Binds shared tasks to our app in web processes too.
         import leaseboard.celery  # noqa: F401
+        from leaseboard.core.badges import sweep_clock_register
         from leaseboard.core.signals import (
             alerts_opened,
             approval_requested,
             epoch_notices_opened,
         )
+        from leaseboard.sweeps.models import SweepState
         from leaseboard.sweeps.tasks import (
             approval_requested_on_commit,
             epoch_notices_on_commit,
@@ -34,3 +36,5 @@ class SweepsConfig(AppConfig):
             approval_requested_on_commit,
             dispatch_uid="leaseboard.sweeps.approval_requested_on_commit",
         )
+        # The stale-sweeps banner of every page reads when a sweep last finished.
+        sweep_clock_register(lambda: SweepState.objects.filter(id=1).values("last_completed_at_ms"))

@@ -6,24 +6,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.apps import apps
 from django.conf import settings
 from django.db import connection
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
+from leaseboard.core import badges
 from leaseboard.core.clock import now_ms_sql
-from leaseboard.core.models import Alert, Effect, Lease
+from leaseboard.core.models import Alert
 from leaseboard.core.selectors import alerts_unsnoozed
-from leaseboard.core.sql import literal
-from leaseboard.domain.certainty import LIVE, Certainty
-from leaseboard.domain.reconciliation import Decision
 from leaseboard.domain.sweeps import SweepAge, sweep_age_from
 from leaseboard.web.roles import APPROVER, OPERATOR, has_role, user_roles
 
 # Badges count up to this many and then show "99+": a bounded scan.
 BADGE_CAP = 99
-PENDING = "'pending'"  # the takeover workflow's RequestStatus.PENDING (not imported here)
 
 
 def _badge_alerts() -> Any:
@@ -46,14 +42,12 @@ def badge_and_sweeps() -> tuple[int, SweepAge]:
     """The alert badge's count and how long ago a sweep last completed, in the badge's
     one statement: the stale-sweeps banner costs a page no query of its own."""
     badge_sql, params = _badge_alerts().query.sql_with_params()
-    # The sweeps' table through the app registry (sweeps import takeovers, which import
-    # this web layer: an import here would close the loop).
-    state = apps.get_model("sweeps", "SweepState")._meta.db_table
+    clock = badges.sweep_clock()
+    last_sql, last_params = clock().query.sql_with_params() if clock else ("NULL", ())
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT (SELECT count(*) FROM ({badge_sql}) AS b), "
-            f"(SELECT last_completed_at_ms FROM {state} WHERE id = 1), {now_ms_sql()}",
-            params,
+            f"SELECT (SELECT count(*) FROM ({badge_sql}) AS b), ({last_sql}), {now_ms_sql()}",
+            (*params, *last_params),
         )
         count, last, now = cursor.fetchone()
     stale_after_s = settings.LEASEBOARD_SWEEPS_STALE_AFTER_S
@@ -61,24 +55,18 @@ def badge_and_sweeps() -> tuple[int, SweepAge]:
 
 
 def pending_badge_count() -> int:
-    """What waits for an approver: pending takeover requests (read from the takeover
-    workflow's table through the app registry, as the templates find its URLs by name)
-    and effects waiting for approval under a lease that is still live; each counted up to
-    BADGE_CAP+1, in one query."""
-    cap = BADGE_CAP + 1
-    live = ", ".join(literal(c) for c in Certainty if c in LIVE)
-    effects = (
-        f"SELECT 1 FROM {Effect._meta.db_table} e JOIN {Lease._meta.db_table} l "
-        f"ON l.id = e.lease_id WHERE e.decision = {literal(Decision.PENDING_APPROVAL)} "
-        f"AND l.state IN ({live}) AND l.expires_at_ms > {now_ms_sql()} LIMIT {cap}"
-    )
-    parts = [f"(SELECT count(*) FROM ({effects}) AS e)"]
-    if apps.is_installed("leaseboard.takeovers"):
-        table = apps.get_model("takeovers", "TakeoverRequest")._meta.db_table
-        requests = f"SELECT 1 FROM {table} WHERE status = {PENDING} LIMIT {cap}"
-        parts.append(f"(SELECT count(*) FROM ({requests}) AS r)")
+    """What waits for an approver, as each app that owns such rows registered it
+    (leaseboard/core/badges.py: effects waiting for approval under a live lease, pending
+    takeover requests); each counted up to BADGE_CAP+1, all in one query."""
+    parts, params = [], []
+    for n, selector in enumerate(badges.awaiting_approver()):
+        sql, values = selector().order_by().values("pk")[: BADGE_CAP + 1].query.sql_with_params()
+        parts.append(f"(SELECT count(*) FROM ({sql}) AS p{n})")
+        params.extend(values)
+    if not parts:
+        return 0
     with connection.cursor() as cursor:
-        cursor.execute("SELECT " + " + ".join(parts))
+        cursor.execute("SELECT " + " + ".join(parts), params)
         return int(cursor.fetchone()[0])
 
 

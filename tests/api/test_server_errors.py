@@ -65,29 +65,18 @@ def test_a_callers_request_id_is_kept(api, holder, monkeypatch):  # type: ignore
 
 @pytest.mark.parametrize("lane", [True, False])
 def test_a_bug_in_a_middleware_is_a_problem_not_html_on_either_chain(
-    api, holder, monkeypatch, settings, lane
+    holder, contract, monkeypatch, settings, lane
 ):  # type: ignore[no-untyped-def]
     # The rate limiter runs before any view, on the lane and on the full stack; the lane's
     # old handler500 rendered the dashboard's 500 page, which cannot reverse its URLs there.
     settings.LEASEBOARD_RATE_LIMIT_ENABLED = True
     token, grant = holder
-    monkeypatch.setattr("leaseboard.api.lane.ApiLaneMiddleware.__call__", _lane_toggle(lane))
+    settings.LEASEBOARD_API_LANE = lane  # read when a new client loads its middleware
+    api = CheckedApiClient(Client(raise_request_exception=False), contract)
     monkeypatch.setattr("leaseboard.api.ratelimit.limiter", _boom)
     r = api.post(f"/api/v1/leases/{grant['lease_id']}/renew", {"epoch": 1}, token)
     body = _problem(r, 500, "internal_error")
     assert body["request_id"]
-
-
-def _lane_toggle(lane: bool):  # type: ignore[no-untyped-def]
-    from leaseboard.api.lane import LANE_URLCONF, is_agent_request
-
-    def call(self, request):  # type: ignore[no-untyped-def]
-        if lane and is_agent_request(request):
-            request.urlconf = LANE_URLCONF
-            return self.lane(request)
-        return self.get_response(request)
-
-    return call
 
 
 @pytest.mark.parametrize("where", ["handler", "middleware"])

@@ -1,5 +1,6 @@
-"""Fixtures of the SDK tests: `live` (the SDK against a real running Leaseboard through a
-proxy, on a lockstep clock; see harness.py)."""
+"""Fixtures of the SDK tests: `clock` and `server` (the SDK offline, against the fake
+server of fakes.py on a clock the test moves) and `live` (the SDK against a real running
+Leaseboard through a proxy, on a lockstep clock; see harness.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,18 @@ import httpx
 import pytest
 
 from leaseboard_client import Renewer
+from tests.client.fakes import FakeClock, FakeServer
 from tests.client.harness import Live, LockstepClock, Proxy
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def server(clock: FakeClock) -> FakeServer:
+    return FakeServer(clock)
 
 
 @pytest.fixture

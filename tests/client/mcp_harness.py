@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,8 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from opentelemetry import context, propagate
+
+from tests.waiting import wait_until
 
 BIN = Path(sys.executable).parent
 GATEWAY = str(BIN / "leaseboard-mcp")
@@ -203,11 +204,4 @@ def problem(result: types.CallToolResult) -> dict[str, Any]:
 
 
 def wait_for(condition: Callable[[], Any], *, timeout_s: float = 10.0, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what or condition}")
-        time.sleep(0.05)
+    return wait_until(condition, what=what or str(condition), timeout_s=timeout_s, interval_s=0.05)

@@ -34,22 +34,13 @@ from leaseboard_client import (
 )
 from leaseboard_client.aio import loop_renewer
 from tests.client.fakes import TIMING, FakeClock, FakeServer
+from tests.waiting import async_wait_until
 
 T = TypeVar("T")
 
 
 def run(coro: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(coro)
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-def server(clock: FakeClock) -> FakeServer:
-    return FakeServer(clock)
 
 
 def make_client(
@@ -321,12 +312,15 @@ def test_a_second_cancellation_does_not_stop_the_release(
             holding = await client.hold("job-1")
             server.fail_next.append(slow_release)  # type: ignore[arg-type]
             task = asyncio.create_task(holding.release())
-            await asyncio.sleep(0.01)  # the release is on the wire
+            await async_wait_until(  # the release is on the wire
+                lambda: server.requests[-1][1].endswith("/release"), what="the release sent"
+            )
             assert renewer.holdings() == []  # left the renewer before anything was awaited
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await task
-            await asyncio.sleep(0.1)  # the shielded release finishes on its own
+            # The shielded release finishes on its own.
+            await async_wait_until(lambda: holding.released, what="the release finished")
             return holding, [p for _, p, _ in server.requests]
 
     holding, paths = run(scenario())
@@ -346,7 +340,7 @@ def test_a_cancelled_acquire_leaves_nothing_registered(
         async with make_client(server, None) as client:
             server.fail_next.append(hung)  # type: ignore[arg-type]
             task = asyncio.create_task(client.hold("job-1").__aenter__())
-            await asyncio.sleep(0.01)
+            await async_wait_until(lambda: server.requests, what="the acquire sent")
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await task

@@ -25,16 +25,6 @@ from leaseboard_client import (
 from tests.client.fakes import TIMING, FakeClock, FakeServer
 
 
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-def server(clock: FakeClock) -> FakeServer:
-    return FakeServer(clock)
-
-
 def sync_client(server: FakeServer) -> Client:
     return Client(
         "http://leaseboard.test",

@@ -31,7 +31,7 @@ from leaseboard_client import (
 )
 from leaseboard_client.langchain import effect_tool
 from tests.builders import admit, make_user
-from tests.client.fakes import TIMING, FakeClock, FakeServer
+from tests.client.fakes import TIMING, FakeServer
 from tests.client.harness import in_thread
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "clients/python/examples/langgraph_refunds.py"
@@ -150,11 +150,6 @@ def test_a_refund_after_the_lease_is_revoked_is_refused_stops_the_agent_and_show
 
 
 # -- the adapter, offline -----------------------------------------------------------------------
-
-
-@pytest.fixture
-def server() -> FakeServer:
-    return FakeServer(FakeClock())
 
 
 def fake_client(server: FakeServer) -> AsyncClient:

@@ -30,6 +30,7 @@ from opentelemetry.trace import SpanKind, format_trace_id
 from leaseboard_client.mcp import Gateway, build_server, load_config
 from tests.client.mcp_harness import gateway_config, git_repo, problem, staged_change
 from tests.otel import in_memory_tracing
+from tests.waiting import async_wait_until
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -54,6 +55,16 @@ def instrumented_live_server(provider: TracerProvider) -> Iterator[str]:
         thread.terminate()
         HTTPXClientInstrumentor().uninstrument()
         DjangoInstrumentor().uninstrument()
+
+
+def each_call_served(exporter: Any) -> bool:
+    """Every HTTP call the httpx instrumentation saw has its Django server span finished."""
+    scopes = [
+        s.instrumentation_scope.name if s.instrumentation_scope else ""
+        for s in exporter.get_finished_spans()
+    ]
+    calls = sum("httpx" in scope for scope in scopes)
+    return calls > 0 and sum("django" in scope for scope in scopes) >= calls
 
 
 def by_name(spans: list[ReadableSpan], name: str) -> ReadableSpan:
@@ -92,7 +103,10 @@ def test_one_refused_tool_call_is_one_trace_through_the_gateway_the_api_and_the_
         async def turn() -> tuple[Any, Any]:
             async with Client(build_server(gateway)) as mcp_client:
                 assert gateway.holding is not None, gateway.acquire_error
-                await anyio.sleep(0.2)  # the start's last server spans end after its answers
+                # The start's last server spans end after its answers.
+                await async_wait_until(
+                    lambda: each_call_served(exporter), what="the start's server spans ended"
+                )
                 exporter.clear()  # the start's admission and acquire are traces of their own
                 with agent_tracer.start_as_current_span("agent turn") as root:
                     carrier: dict[str, str] = {}

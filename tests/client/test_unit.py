@@ -35,16 +35,6 @@ from tests.client.fakes import TIMING, FakeClock, FakeServer
 
 
 @pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-def server(clock: FakeClock) -> FakeServer:
-    return FakeServer(clock)
-
-
-@pytest.fixture
 def renewer(clock: FakeClock) -> Renewer:
     return Renewer(clock=clock, start_thread=False)
 

@@ -10,20 +10,11 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.builders import PASSWORD, make_user
+from tests.builders import make_user
 from tests.e2e.chromium import SHOTS
+from tests.e2e.pages import sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-def _sign_in(browser, base: str, username: str):  # type: ignore[no-untyped-def]
-    page = browser.new_context().new_page()
-    page.goto(f"{base}/login/")
-    page.fill('input[name="username"]', username)
-    page.fill('input[name="password"]', PASSWORD)
-    page.click('button[type="submit"]')
-    page.wait_for_load_state()
-    return page
 
 
 def test_an_admin_configures_a_queue_and_a_rule_that_decides_effects(
@@ -39,7 +30,7 @@ def test_an_admin_configures_a_queue_and_a_rule_that_decides_effects(
     base = live_server.url
 
     # The admin creates the queue from the Settings link in the header.
-    ad = _sign_in(browser, base, "ada")
+    ad = sign_in(browser, base, "ada")
     ad.click("header nav >> text=Settings")
     ad.click("text=New queue")
     ad.fill('input[name="name"]', "payments")
@@ -99,7 +90,7 @@ def test_an_admin_configures_a_queue_and_a_rule_that_decides_effects(
     assert (small.status_code, small.json()["decision"]) == (201, "authorized")
 
     # The approver finds the 60000 effect waiting, and not the 40000 one.
-    ap = _sign_in(browser, base, "abe")
+    ap = sign_in(browser, base, "abe")
     ap.goto(f"{base}/takeovers/pending/")
     pending = ap.locator(f"#effect-{big.json()['effect_id']}").inner_text()
     assert "order-600" in pending

@@ -11,21 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.builders import PASSWORD, leased_item, make_user
+from tests.builders import leased_item, make_user
 from tests.e2e.chromium import SHOTS
+from tests.e2e.pages import sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-def _sign_in(browser, base: str, username: str):  # type: ignore[no-untyped-def]
-    context = browser.new_context(accept_downloads=True)
-    page = context.new_page()
-    page.goto(f"{base}/login/")
-    page.fill('input[name="username"]', username)
-    page.fill('input[name="password"]', PASSWORD)
-    page.click('button[type="submit"]')
-    page.wait_for_load_state()
-    return page
 
 
 def test_two_people_take_over_reconcile_hand_back_and_a_manager_exports(
@@ -54,7 +44,7 @@ def test_two_people_take_over_reconcile_hand_back_and_a_manager_exports(
     base = live_server.url
 
     # The operator asks from the work item page.
-    op = _sign_in(browser, base, "oscar")
+    op = sign_in(browser, base, "oscar")
     op.goto(f"{base}/work/refund-77")
     op.click("text=Request takeover")
     op.select_option('select[name="reason_category"]', "unknown_outcome")
@@ -65,7 +55,7 @@ def test_two_people_take_over_reconcile_hand_back_and_a_manager_exports(
     assert "waiting for an approver" in op.content()
 
     # The approver approves from the pending queue.
-    ap = _sign_in(browser, base, "ada")
+    ap = sign_in(browser, base, "ada")
     ap.goto(f"{base}/takeovers/pending/")
     assert "refund-77" in ap.content()
     ap.check(f"#pick-request-{TakeoverRequest.objects.get().id}")
@@ -95,7 +85,7 @@ def test_two_people_take_over_reconcile_hand_back_and_a_manager_exports(
     assert iv.outcome == "handed_back"
 
     # The manager finds the record with every step and exports it.
-    mg = _sign_in(browser, base, "max")
+    mg = sign_in(browser, base, "max")
     mg.goto(f"{base}/takeovers/interventions/?agent=refund-bot&reason=unknown_outcome")
     mg.click(f"#intervention-{iv.id} a")
     timeline = mg.locator("#timeline").inner_text()

@@ -24,21 +24,15 @@ import pytest
 
 from bench.common import signal_group
 from tests.faults.stack import Stack
+from tests.waiting import wait_until
 
 # django_db: pytest-django then migrates the test database, whose schema the stack copies.
 pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.django_db]
 
 
 def wait_for(what: str, ready, timeout: float = 30, stack: Stack | None = None):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while True:
-        value = ready()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            logs = stack.log("worker")[-3000:] if stack else ""
-            raise AssertionError(f"{what}: not within {timeout:.0f} s\n{logs}")
-        time.sleep(0.1)
+    logs = (lambda: stack.log("worker")[-3000:]) if stack else (lambda: "")
+    return wait_until(ready, what=what, timeout_s=timeout, interval_s=0.1, detail=logs)
 
 
 def wait_for_s(what: str, ready, timeout: float, stack: Stack) -> float:  # type: ignore[no-untyped-def]
@@ -99,7 +93,12 @@ def test_the_worker_survives_redis_killed_with_unacked_messages_and_sweeps_resum
     )
     wait_for("6 unacked messages", lambda: redis.redis_cli("HLEN", "unacked") == "6", 30, worker)
     redis.kill9()
-    time.sleep(3)  # the worker notices, fails to reconnect a few times
+    wait_for(  # the worker notices, fails to reconnect a few times
+        "the worker failing to reconnect twice",
+        lambda: worker.log("worker", tail=None).count("Cannot connect to") >= 2,
+        30,
+        worker,
+    )
     redis.start()
     back_ms = worker.db_now_ms()
     took = wait_for_s(

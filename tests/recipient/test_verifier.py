@@ -234,6 +234,8 @@ def test_the_wsgi_middleware_refuses_with_problem_details() -> None:
         "detail": problem["detail"],
         "current_epoch": 5,
         "your_epoch": 4,
+        "current_generation": 0,
+        "your_generation": 0,
     }
     status, problem = _call_wsgi(fenced, {**new, "X-Fencing-Token": new["X-Fencing-Token"][:-6]})
     assert status == "403 Forbidden" and problem["code"] == "forged"
@@ -353,6 +355,13 @@ def test_an_epoch_notice_raises_the_mark_only_when_signed_with_the_secret() -> N
     verifier, _ = make_verifier(guard=guard)
     late = verifier.check(token_for("n-1", 3), work_key="n-1")
     assert (late.code, late.high_water) == ("stale_epoch", 4)
+    # A notice with a generation (after a failover) outranks any epoch of the generation before.
+    body = json.dumps(
+        {"type": "epoch_advanced", "work_key": "n-1", "epoch": 1, "generation": 2}
+    ).encode()
+    status, answer = receiver.handle(body, signed("whsec_x"))
+    assert status == 200 and answer["applied"][0]["high_water_generation"] == 2
+    assert guard.mark("n-1") == (2, 1)
 
 
 def test_the_guards_check_is_a_span_with_its_decision_when_tracing_is_on() -> None:

@@ -16,6 +16,7 @@ from leaseboard.core.dbfaults import Breaker, long_bounds, unavailable_reason
 from leaseboard.core.deadline import Watchdog
 from leaseboard.envconf import database_from_url
 from tests.pg_env import PG_URL
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.postgres
 
@@ -61,8 +62,8 @@ def test_the_breaker_opens_on_an_unreachable_database_not_on_a_slow_statement(se
     assert breaker.allow() and unavailable_reason(slow) == "statement_timeout"
     breaker.failed(OperationalError("connection refused"))
     assert not breaker.allow() and not breaker.allow()
-    time.sleep(0.25)
-    assert breaker.allow()  # one request tries again...
+    # One request tries again once the interval has passed...
+    wait_until(breaker.allow, what="the breaker lets a request try again", timeout_s=5)
     assert not breaker.allow()  # ...the others still answer at once
     breaker.succeeded()
     assert breaker.allow() and breaker.allow()
@@ -108,8 +109,14 @@ def test_a_request_that_left_in_time_is_never_cut():
     deadline = watchdog.enter(0.2, db)
     conn.execute("SELECT 1")
     watchdog.leave(deadline)
-    time.sleep(0.4)
+    # A later deadline of the same watchdog firing shows it went past the first one's time.
+    later_conn = _raw()
+    later_db = SimpleNamespace(connection=later_conn, autocommit=True, in_atomic_block=False)
+    later = watchdog.enter(0.3, later_db)
+    wait_until(lambda: later.fired, what="the later deadline fired", timeout_s=10)
+    watchdog.leave(later)
     assert not deadline.fired and conn.execute("SELECT 2").fetchone() == (2,)
+    later_conn.close()
     conn.close()
 
 
@@ -122,8 +129,8 @@ def test_a_connection_made_after_its_requests_deadline_passed_is_refused():
     watchdog = Watchdog()
     db = connections.create_connection("default")
     deadline = watchdog.enter(0.05, db)
-    time.sleep(0.3)
-    assert deadline.fired and db.connection is None
+    wait_until(lambda: deadline.fired, what="the deadline fired", timeout_s=10)
+    assert db.connection is None
     with pytest.raises(OperationalError, match="deadline passed while it connected"):
         db.ensure_connection()
     watchdog.leave(deadline)

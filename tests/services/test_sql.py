@@ -411,14 +411,24 @@ def test_lease_grant_raises_the_epoch_and_writes_the_lease_and_its_event_or_noth
 
 def test_epoch_mark_upsert_raises_the_mark_and_refuses_a_lower_epoch(conn):
     statement = sql.epoch_mark_upsert(conn.vendor, EpochMark._meta.db_table)
-    assert fetch(conn, statement, ["sql-mark", 3]) == [(3,)]  # first sight: the mark is 3
-    assert fetch(conn, statement, ["sql-mark", 3]) == [(3,)]  # the same holder again
-    assert fetch(conn, statement, ["sql-mark", 2]) == []  # a stale epoch: refused
-    assert fetch(conn, statement, ["sql-mark", 5]) == [(5,)]
+    assert fetch(conn, statement, ["sql-mark", 0, 3]) == [(0, 3)]  # first sight: the mark is 3
+    assert fetch(conn, statement, ["sql-mark", 0, 3]) == [(0, 3)]  # the same holder again
+    assert fetch(conn, statement, ["sql-mark", 0, 2]) == []  # a stale epoch: refused
+    assert fetch(conn, statement, ["sql-mark", 0, 5]) == [(0, 5)]
     marks = fetch(
         conn, f"SELECT high_water FROM {EpochMark._meta.db_table} WHERE work_key = %s", ["sql-mark"]
     )
     assert marks == [(5,)]
+
+
+def test_epoch_mark_upsert_orders_generation_before_epoch(conn):
+    # docs/design.md §5: after a failover, a lower epoch of a higher generation outranks.
+    statement = sql.epoch_mark_upsert(conn.vendor, EpochMark._meta.db_table)
+    assert fetch(conn, statement, ["sql-gen", 0, 7]) == [(0, 7)]
+    assert fetch(conn, statement, ["sql-gen", 1, 3]) == [(1, 3)]
+    assert fetch(conn, statement, ["sql-gen", 0, 9]) == []  # an older generation: refused
+    assert fetch(conn, statement, ["sql-gen", 1, 2]) == []
+    assert fetch(conn, statement, ["sql-gen", 1, 3]) == [(1, 3)]
 
 
 def test_epoch_mark_upsert_refuses_a_table_name_that_is_not_an_identifier():

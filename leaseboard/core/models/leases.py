@@ -47,6 +47,10 @@ class Lease(models.Model):
         Executor, on_delete=models.PROTECT, related_name="leases", db_index=False
     )
     epoch = models.BigIntegerField()
+    # The fencing order is (generation, epoch) (docs/design.md §5). On PostgreSQL the grant
+    # statement itself reads the primary's WAL timeline (core.sql.GENERATION_SQL), so the
+    # lease and its generation commit together; SQLite and leases from before it: 0.
+    generation = models.BigIntegerField(default=0, db_default=0)
     state = models.CharField(max_length=10, choices=State.choices, default=State.ACTIVE)
     grant_kind = models.CharField(max_length=10, choices=GrantKind.choices)
 

@@ -52,6 +52,8 @@ class EpochNotice(models.Model):
     recipient = models.ForeignKey(Recipient, on_delete=models.CASCADE, related_name="notices")
     work_item = models.ForeignKey(WorkItem, on_delete=models.PROTECT, related_name="+")
     epoch = models.BigIntegerField()
+    # The granted lease's generation: the notice raises a mark to (generation, epoch).
+    generation = models.BigIntegerField(default=0, db_default=0)
     status = models.CharField(
         max_length=10, choices=Status.choices, default=NoticeStatus.PENDING.value
     )

@@ -106,6 +106,7 @@ def effect_token_issue(
     return fencing_token_issue(
         work_key=item.key,
         epoch=lease.epoch,
+        generation=lease.generation,
         lease_id=str(lease.id),
         holder=effect.executor.name if effect.executor else "",
         now_ms=now_ms,

@@ -23,15 +23,17 @@ def recipients_listening() -> Exists:
     return Exists(Recipient.objects.filter(LISTENING))
 
 
-def epoch_notices_open(*, work_item_id: int, epoch: int) -> list[int]:
+def epoch_notices_open(*, work_item_id: int, epoch: int, generation: int = 0) -> list[int]:
     """Write one pending notice per listening recipient (inside the grant's transaction)
-    and announce them; returns their ids."""
+    and announce them; returns their ids. `generation` is the grant's (docs/design.md §5)."""
     recipient_ids = list(Recipient.objects.filter(LISTENING).values_list("id", flat=True))
     if not recipient_ids:
         return []
     notices = EpochNotice.objects.bulk_create(
         [
-            EpochNotice(recipient_id=rid, work_item_id=work_item_id, epoch=epoch)
+            EpochNotice(
+                recipient_id=rid, work_item_id=work_item_id, epoch=epoch, generation=generation
+            )
             for rid in recipient_ids
         ]
     )
@@ -46,6 +48,12 @@ def epoch_notices_payload(notices: list[EpochNotice]) -> dict[str, object]:
     return {
         "type": "epoch_advanced",
         "notices": [
-            {"work_key": n.work_item.key, "epoch": n.epoch, "notice_id": n.id} for n in notices
+            {
+                "work_key": n.work_item.key,
+                "epoch": n.epoch,
+                "generation": n.generation,
+                "notice_id": n.id,
+            }
+            for n in notices
         ],
     }

@@ -329,12 +329,14 @@ def fencing_token_issue(
     digest: str | None = None,
     queue: str | None = None,
     policy_version: int | None = None,
+    generation: int = 0,
 ) -> str:
     """Sign a lease's (or one effect's) standing with the key active at `now_ms`, which
     must be the database clock's time. Every token names the work item's `queue`; an
     effect's token carries `digest`, the content it was decided on, and the queue's
     `policy_version` it was decided under (a recipient may accept a kind only from a
-    queue, docs/design.md §9)."""
+    queue, docs/design.md §9). `generation` is the lease's (docs/design.md §5): the token's
+    fencing order is (generation, epoch)."""
     signer = _signer_at(now_ms)
     claims = fencing.FencingClaims(
         work_key=work_key,
@@ -348,5 +350,6 @@ def fencing_token_issue(
         digest=digest,
         queue=queue,
         policy_version=policy_version,
+        generation=generation,
     )
     return fencing.sign_token(claims, private_key_raw=signer.private_key)

@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from django.db.models import OuterRef, Subquery
+
 from leaseboard.core.authority import Actor, authorize, certainty_of
 from leaseboard.core.clock import db_now_ms
 from leaseboard.core.models import Effect, Lease, WorkItem
@@ -24,6 +26,7 @@ from leaseboard.core.tracing import Decision, decided
 from leaseboard.domain.authority import ENDED_CODES, Act
 from leaseboard.domain.certainty import LIVE
 from leaseboard.domain.fencing import InvalidToken, unverified_claims, verify_token
+from leaseboard_recipient.tokens import fencing_order_text
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,19 @@ class FencingAnswer:
     # (None for a lease token): what a recipient needs to accept a kind only from a queue.
     queue: str | None = None
     policy_version: int | None = None
+    # The fencing order is (generation, epoch) (docs/design.md §5): the token's generation
+    # and the current lease's (the generation of the primary that granted it).
+    generation: int | None = None
+    current_generation: int | None = None
+
+
+def _current_generation() -> Subquery:
+    """The generation of the lease at the work item's current epoch (0 before any grant)."""
+    return Subquery(
+        Lease.objects.filter(work_item=OuterRef("pk"), epoch=OuterRef("epoch")).values(
+            "generation"
+        )[:1]
+    )
 
 
 def _checked(span: Decision, answer: FencingAnswer) -> None:
@@ -79,9 +95,15 @@ def fencing_check(
     except InvalidToken as exc:
         said = unverified_claims(token)
         current: int | None = None
+        current_generation: int | None = None
         if said is not None and exc.code != "forged":
-            epochs = WorkItem.objects.filter(key=said.work_key).values_list("epoch", flat=True)
-            current = epochs.first()
+            row = (
+                WorkItem.objects.filter(key=said.work_key)
+                .values_list("epoch", _current_generation())
+                .first()
+            )
+            if row is not None:
+                current, current_generation = row[0], row[1] or 0
         if exc.code == "payload_mismatch" and said is not None and current is not None:
             recipient_report_record(
                 actor=actor,
@@ -99,6 +121,8 @@ def fencing_check(
             work_key=said.work_key if said else None,
             epoch=said.epoch if said else None,
             detail=exc.detail,
+            generation=said.generation if said else None,
+            current_generation=current_generation,
         )
     item = (
         WorkItem.objects.filter(key=claims.work_key)
@@ -109,6 +133,7 @@ def fencing_check(
     common: dict[str, Any] = {
         "work_key": claims.work_key,
         "epoch": claims.epoch,
+        "generation": claims.generation,
         "effect_id": claims.effect_id,
         "expires_in_ms": claims.expires_at_ms - now,
     }
@@ -120,9 +145,23 @@ def fencing_check(
         common["policy_version"] = (
             Effect.objects.filter(id=claims.effect_id).values_list("policy_version", flat=True)
         ).first()
-    if claims.epoch != item.epoch:
-        return FencingAnswer(valid=False, current_epoch=item.epoch, code="stale_epoch", **common)
-    lease = Lease.objects.filter(work_item=item, epoch=claims.epoch).first()
+    lease = Lease.objects.filter(work_item=item, epoch=item.epoch).first()
+    common["current_generation"] = lease.generation if lease is not None else 0
+    # The whole order, and the lease itself: after a failover, a grant the old primary made
+    # and lost can name the same epoch as the new primary's grant (docs/design.md §5).
+    if (claims.generation, claims.epoch) != (common["current_generation"], item.epoch) or (
+        lease is not None and str(lease.id) != claims.lease_id
+    ):
+        return FencingAnswer(
+            valid=False,
+            current_epoch=item.epoch,
+            code="stale_epoch",
+            detail=(
+                f"the token's {fencing_order_text(claims.generation, claims.epoch)} is not "
+                f"the current {fencing_order_text(common['current_generation'], item.epoch)}"
+            ),
+            **common,
+        )
     certainty = certainty_of(lease, now)
     if certainty not in LIVE:
         code = ENDED_CODES.get(certainty, "not_found") if certainty is not None else "not_found"

@@ -31,20 +31,16 @@ from leaseboard.domain.authority import Act
 from leaseboard.policy.models import PolicyChange
 from leaseboard.policy.services import four_eyes, people, queues, rules
 from leaseboard.policy.services.common import SettingsInvalid, audited
+from leaseboard.policy.services.config_tables import (
+    ENVELOPE_KEYS,
+    Change,
+    Plan,
+    plan_global,
+    plan_queue,
+)
 from leaseboard.policy.services.four_eyes import four_eyes_stored
 
 FORMAT_VERSION = 1
-QUEUE_KEYS = (
-    "capacity",
-    "overflow",
-    "reconciliation_gate",
-    "timing",
-    "envelope",
-    "notify",
-    "default_decision",
-    "rules",
-)
-ENVELOPE_KEYS = ("scopes", "leases_per_agent", "windows")
 BREAK_GLASS = "break_glass"  # in a person's list beside the roles
 
 
@@ -129,58 +125,6 @@ def config_loads(text: str) -> dict[str, Any]:
 # -- plan --------------------------------------------------------------------------------
 
 
-@dataclass
-class Change:
-    what: str  # "queue payments", "rules of payments", "person ada"
-    action: str  # create | update
-    before: Any
-    after: Any
-
-    def lines(self) -> list[str]:
-        if self.action == "create":
-            return [f"+ {self.what}: {_short(self.after)}"]
-        out = [f"~ {self.what}:"]
-        before, after = self.before or {}, self.after or {}
-        if isinstance(before, dict) and isinstance(after, dict):
-            for key in sorted(set(before) | set(after), key=str):
-                if before.get(key) != after.get(key):
-                    out.append(f"    {key}: {_short(before.get(key))} -> {_short(after.get(key))}")
-        return out
-
-
-def _short(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, default=str)
-
-
-@dataclass
-class QueuePlan:
-    name: str
-    exists: bool
-    values: dict[str, Any]
-    notify: dict[str, Any] | None
-    rules: list[Any]
-    default: str
-
-
-@dataclass
-class Plan:
-    queues: list[QueuePlan] = field(default_factory=list)
-    people: dict[str, tuple[list[str], bool]] = field(default_factory=dict)
-    changes: list[Change] = field(default_factory=list)
-    untouched: list[str] = field(default_factory=list)
-    global_rules: tuple[list[Any], str] | None = None  # ([RuleSpec], default) if in the file
-    four_eyes: bool | None = None  # None: not in the file
-
-    def text(self) -> str:
-        if not self.changes:
-            return "no changes"
-        return "\n".join(line for c in self.changes for line in c.lines())
-
-
-def _prefixed(errors: dict[str, str], prefix: str) -> dict[str, str]:
-    return {f"{prefix}.{k}": v for k, v in errors.items()}
-
-
 def config_plan(doc: dict[str, Any]) -> Plan:
     """Validate the whole document and list its changes; writes nothing."""
     errors: dict[str, str] = {}
@@ -191,7 +135,7 @@ def config_plan(doc: dict[str, Any]) -> Plan:
         errors["version"] = f"this Leaseboard reads version {FORMAT_VERSION}"
     plan = Plan()
     _plan_four_eyes(doc, plan, errors)
-    _plan_global(doc, plan, errors)
+    plan_global(doc, plan, errors)
     queue_docs = doc.get("queues") or {}
     if not isinstance(queue_docs, dict):
         errors["queues"] = "a table of queue name -> settings"
@@ -199,100 +143,7 @@ def config_plan(doc: dict[str, Any]) -> Plan:
     existing = {q.name: q for q in Queue.objects.all()}
     plan.untouched = sorted(set(existing) - set(queue_docs))
     for name, qdoc in queue_docs.items():
-        path = f"queues.{name}"
-        if not isinstance(qdoc, dict):
-            errors[path] = "a table of settings"
-            continue
-        problem = queues.queue_name_problem(name)
-        if problem:
-            errors[path] = problem
-            continue
-        for key in sorted(set(qdoc) - set(QUEUE_KEYS)):
-            errors[f"{path}.{key}"] = f"unknown field; a queue has {', '.join(QUEUE_KEYS)}"
-        envelope = qdoc.get("envelope") or {}
-        if not isinstance(envelope, dict):
-            errors[f"{path}.envelope"] = "a table of scopes, leases_per_agent, windows"
-            envelope = {}
-        for key in sorted(set(envelope) - set(ENVELOPE_KEYS)):
-            errors[f"{path}.envelope.{key}"] = (
-                f"unknown field; an envelope has {', '.join(ENVELOPE_KEYS)}"
-            )
-        basics = ("capacity", "overflow", "reconciliation_gate", "timing")
-        raw = {k: qdoc[k] for k in basics if k in qdoc}
-        raw.update({k: envelope[k] for k in ENVELOPE_KEYS if k in envelope})
-        queue = existing.get(name)
-        try:
-            values = queues.queue_settings_checked(raw)
-        except SettingsInvalid as exc:
-            errors.update(
-                _prefixed(
-                    {
-                        (f"envelope.{k}" if k.split(".")[0] in ENVELOPE_KEYS else k): v
-                        for k, v in exc.errors.items()
-                    },
-                    path,
-                )
-            )
-            values = {}
-        notify = None
-        try:
-            notify = queues.notify_checked(
-                qdoc.get("notify") or {}, current=(queue.notify or {}) if queue else {}
-            )
-        except SettingsInvalid as exc:
-            errors.update(
-                _prefixed(
-                    {k.removeprefix("notify."): v for k, v in exc.errors.items()}, f"{path}.notify"
-                )
-            )
-        default = qdoc.get("default_decision", "allow")
-        raw_rules = qdoc.get("rules") or []
-        specs: list[Any] = []
-        try:
-            if not isinstance(raw_rules, list):
-                raise SettingsInvalid({"rules": "a list of rules ([[queues.NAME.rules]])"})
-            specs = rules.specs_from(raw_rules)
-            rules.rule_set_checked(specs, str(default))
-        except SettingsInvalid as exc:
-            errors.update(
-                _prefixed(
-                    {k.replace("default", "default_decision"): v for k, v in exc.errors.items()},
-                    path,
-                )
-            )
-        if any(k == path or k.startswith(path + ".") for k in errors):
-            continue
-        plan.queues.append(QueuePlan(name, queue is not None, values, notify, specs, str(default)))
-        if queue is None:
-            plan.changes.append(Change(f"queue {name}", "create", None, values))
-        else:
-            before = queues.queue_snapshot(queue)
-            if before != values:
-                plan.changes.append(Change(f"queue {name}", "update", before, values))
-            if notify != (queue.notify or {}):
-                plan.changes.append(
-                    Change(
-                        f"notify of {name}",
-                        "update",
-                        queues.notify_shown(queue.notify or {}),
-                        queues.notify_shown(notify or {}),
-                    )
-                )
-        before_policy = rules.policy_snapshot(queue) if queue else {"default": "allow", "rules": []}
-        after_policy = {"default": str(default), "rules": [s.as_dict() for s in specs]}
-        if before_policy != after_policy:
-            plan.changes.append(
-                Change(
-                    f"rules of {name}",
-                    "update",
-                    {"default": before_policy["default"], **_by_name(before_policy["rules"])},
-                    {"default": after_policy["default"], **_by_name(after_policy["rules"])},
-                )
-            )
-        if queue is None and notify:
-            plan.changes.append(
-                Change(f"notify of {name}", "create", None, queues.notify_shown(notify))
-            )
+        plan_queue(name, qdoc, existing.get(name), plan, errors)
     _plan_people(doc.get("people") or {}, plan, errors)
     if errors:
         raise SettingsInvalid(errors)
@@ -310,53 +161,6 @@ def _plan_four_eyes(doc: dict[str, Any], plan: Plan, errors: dict[str, str]) -> 
     now = four_eyes_stored()
     if wanted != now:
         plan.changes.append(Change("four-eyes", "update", {"on": now}, {"on": wanted}))
-
-
-def _plan_global(doc: dict[str, Any], plan: Plan, errors: dict[str, str]) -> None:
-    if "global" not in doc:
-        return
-    gdoc = doc["global"]
-    if not isinstance(gdoc, dict):
-        errors["global"] = "a table of default_decision, rules"
-        return
-    for key in sorted(set(gdoc) - {"default_decision", "rules"}):
-        errors[f"global.{key}"] = (
-            "unknown field; the rules for every queue have default_decision, rules"
-        )
-    default = gdoc.get("default_decision", "allow")
-    raw_rules = gdoc.get("rules") or []
-    try:
-        if not isinstance(raw_rules, list):
-            raise SettingsInvalid({"rules": "a list of rules ([[global.rules]])"})
-        specs = rules.specs_from(raw_rules)
-        rules.rule_set_checked(specs, str(default))
-    except SettingsInvalid as exc:
-        errors.update(
-            _prefixed(
-                {k.replace("default", "default_decision"): v for k, v in exc.errors.items()},
-                "global",
-            )
-        )
-        return
-    plan.global_rules = (specs, str(default))
-    before = rules.policy_snapshot(None)
-    after = {"default": str(default), "rules": [r.as_dict() for r in specs]}
-    if before != after:
-        plan.changes.append(
-            Change(
-                "rules for every queue",
-                "update",
-                {"default": before["default"], **_by_name(before["rules"])},
-                {"default": after["default"], **_by_name(after["rules"])},
-            )
-        )
-
-
-def _by_name(rule_dicts: Any) -> dict[str, Any]:
-    return {
-        f"{i}. {r['name']}": {k: v for k, v in r.items() if k != "name"}
-        for i, r in enumerate(rule_dicts, 1)
-    }
 
 
 def _plan_people(people_doc: Any, plan: Plan, errors: dict[str, str]) -> None:

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.db.models import QuerySet
+
 from leaseboard.core.clock import db_now_ms
 from leaseboard.core.models import Effect, Lease, WorkItem
 from leaseboard.core.models.leases import LIVE_STATES
 from leaseboard.domain.certainty import Certainty, LeaseTimes, state_at
+from leaseboard.takeovers.models import TakeoverRequest
 
 RECENT_EFFECTS = 5
 
@@ -63,3 +66,8 @@ def request_context(*, key: str) -> RequestContext | None:
         recent_effects=effects[:RECENT_EFFECTS],
         open_effects=open_effects,
     )
+
+
+def takeover_requests_pending() -> QuerySet[TakeoverRequest]:
+    """Takeover requests waiting for an approver's decision (the approver's badge)."""
+    return TakeoverRequest.objects.filter(status=TakeoverRequest.Status.PENDING)

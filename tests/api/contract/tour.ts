@@ -62,6 +62,9 @@ async function tour(base: string, token: string, successor: string, key: string)
   const grant = await call<operations["acquire_lease"], 201>(base, token, `/api/v1/work-items/${key}/lease`, 201);
   const lease = grant.lease_id;
   check(grant.epoch === 1 && grant.checkpoint === null, "epoch 1, no checkpoint yet");
+  // The fencing order is (generation, epoch): the primary's timeline, 0 on SQLite.
+  const generation: number = grant.generation ?? 0;
+  check(Number.isInteger(generation) && generation >= 0, "a fencing generation on the grant");
 
   // 3. renew, alone and in a batch
   const renewed = await call<operations["renew_lease"], 200>(base, token, `/api/v1/leases/${lease}/renew`, 200, {

@@ -84,6 +84,8 @@ def test_a_notice_lets_a_recipient_refuse_a_paused_holders_send_before_the_succe
     successor, _ = agent()
     lease = ls.lease_acquire(work_key="n-1", executor=paused).lease
     assert ep.guard.high_water("n-1") == 1  # told of epoch 1 on commit
+    # ... with the grant's generation: the mark is the whole fencing order (docs/design.md §5).
+    assert ep.guard.mark("n-1") == (lease.generation, 1)
     effect = fx.effect_propose(
         lease_id=lease.id,
         executor=paused,

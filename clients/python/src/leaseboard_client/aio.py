@@ -26,9 +26,16 @@ from typing import Any, TypeVar
 import httpx
 
 from leaseboard_client import protocol
-from leaseboard_client.api import lock_delay_wait, unbind
+from leaseboard_client.api import lock_delay_wait, own_lost_grant, unbind
 from leaseboard_client.effects import REPORT_BACKOFF_S, Effect
-from leaseboard_client.errors import LeaseError, LockDelay, TransientError
+from leaseboard_client.errors import (
+    CommitUnknown,
+    LeaseError,
+    LockDelay,
+    TransientError,
+    WorkLeased,
+    unknown_pause,
+)
 from leaseboard_client.protocol import (
     Admission,
     Call,
@@ -36,6 +43,7 @@ from leaseboard_client.protocol import (
     Grant,
     Renewal,
     RenewResult,
+    new_idempotency_key,
 )
 from leaseboard_client.standing import Standing, apply_failure, apply_results, due, next_due
 from leaseboard_client.timing import ClientTiming, TimingError
@@ -220,15 +228,28 @@ class AsyncHolding(Standing):
         """Propose an effect (raises LocalJeopardy past the deadline, before any request);
         the caller reports its outcome. `effect()` does both."""
         self.ensure_may_propose()
+        key = idempotency_key or new_idempotency_key()
         try:
             return await self.client.propose_effect(
-                self.lease_id,
-                self.epoch,
-                kind,
-                target,
-                idempotency_key=idempotency_key,
-                payload=payload,
+                self.lease_id, self.epoch, kind, target, idempotency_key=key, payload=payload
             )
+        except CommitUnknown as exc:
+            exc.idempotency_key = key
+            self._seen(exc)
+            unknown = exc
+        except LeaseError as exc:
+            self._seen(exc)
+            raise
+        # As Holding.propose: learn the first answer with the same key, never anew.
+        await asyncio.sleep(unknown_pause(unknown))
+        self.ensure_may_propose()
+        try:
+            return await self.client.propose_effect(
+                self.lease_id, self.epoch, kind, target, idempotency_key=key, payload=payload
+            )
+        except TransientError as again:
+            self._seen(again)
+            raise unknown from again
         except LeaseError as exc:
             self._seen(exc)
             raise
@@ -496,6 +517,9 @@ class AsyncClient:
         if ttl_ms is not None:
             self.timing.validate_lease(ttl_ms=ttl_ms, renew_after_ms=None)
         waited = 0.0
+        # As Client.hold: never act on a grant whose answer was lost; ask again.
+        unsure: CommitUnknown | None = None
+        released = False
         while True:
             try:
                 grant = await self.acquire(work_key, ttl_ms=ttl_ms)
@@ -506,6 +530,18 @@ class AsyncClient:
                     raise
                 await asyncio.sleep(pause)
                 waited += pause
+            except CommitUnknown as exc:
+                if unsure is not None:
+                    raise unsure from exc
+                unsure = exc
+                await asyncio.sleep(unknown_pause(exc))
+            except WorkLeased as exc:
+                await self.release(*own_lost_grant(exc, unsure, released))
+                released = True
+            except TransientError as exc:
+                if unsure is None:
+                    raise
+                raise unsure from exc
         try:
             self.timing.validate_lease(ttl_ms=grant.ttl_ms, renew_after_ms=grant.renew_after_ms)
         except TimingError:

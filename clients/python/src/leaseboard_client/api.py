@@ -13,7 +13,14 @@ from typing import Any
 import httpx
 
 from leaseboard_client import protocol
-from leaseboard_client.errors import LeaseError, LockDelay, TransientError
+from leaseboard_client.errors import (
+    CommitUnknown,
+    LeaseError,
+    LockDelay,
+    TransientError,
+    WorkLeased,
+    unknown_pause,
+)
 from leaseboard_client.holding import Holding, Renewer, process_renewer
 from leaseboard_client.protocol import (
     Admission,
@@ -52,6 +59,17 @@ def lock_delay_wait(error: LockDelay, *, waited_s: float, wait_s: float) -> floa
     if retry is None or waited_s + retry > wait_s:
         return None
     return retry
+
+
+def own_lost_grant(
+    exc: WorkLeased, unsure: CommitUnknown | None, released: bool
+) -> tuple[str, int]:
+    """After an acquire whose commit was of unknown outcome, `work_leased` naming this
+    agent's own lease is that acquire's grant, whose token never arrived: (lease_id, epoch)
+    to release (nothing was done under it). Anything else re-raises `exc`."""
+    if unsure is None or released or exc.lease_id is None or exc.current_epoch is None:
+        raise exc
+    return exc.lease_id, int(exc.current_epoch)
 
 
 class Client:
@@ -193,6 +211,10 @@ class Client:
         if ttl_ms is not None:
             self.timing.validate_lease(ttl_ms=ttl_ms, renew_after_ms=None)
         waited = 0.0
+        # An acquire whose commit outlived the server's deadline may have granted a lease
+        # whose token never arrived: never act on it; ask again (docs/design.md §14).
+        unsure: CommitUnknown | None = None
+        released = False
         while True:
             try:
                 grant = self.acquire(work_key, ttl_ms=ttl_ms)
@@ -203,6 +225,18 @@ class Client:
                     raise
                 time.sleep(pause)
                 waited += pause
+            except CommitUnknown as exc:
+                if unsure is not None:
+                    raise unsure from exc
+                unsure = exc
+                time.sleep(unknown_pause(exc))
+            except WorkLeased as exc:
+                self.release(*own_lost_grant(exc, unsure, released))
+                released = True
+            except TransientError as exc:
+                if unsure is None:
+                    raise
+                raise unsure from exc  # still unknown: say so, not "unavailable"
         try:
             self.timing.validate_lease(ttl_ms=grant.ttl_ms, renew_after_ms=grant.renew_after_ms)
         except TimingError:

@@ -46,6 +46,12 @@ class LeaseError(Exception):
         return max(0.0, value / 1000)
 
     @property
+    def lease_id(self) -> str | None:
+        """The lease a refusal names: `work_leased` names the caller's own lease only."""
+        value = self.problem.get("lease_id")
+        return str(value) if value is not None else None
+
+    @property
     def effect_id(self) -> str | None:
         """The effect a refusal is about (a refused or pending proposal is still recorded)."""
         value = self.problem.get("effect_id")
@@ -74,6 +80,38 @@ class Unavailable(TransientError):
     def reason(self) -> str | None:
         value = self.problem.get("reason")
         return str(value) if value is not None else None
+
+
+class CommitUnknown(Unavailable):
+    """503 `unavailable` with reason `commit_unknown`: Leaseboard's deadline cut this
+    request's COMMIT in flight (a database that stopped answering, or a synchronous standby
+    that never acknowledged), so the change may or may not have been made. Neither a
+    success nor a refusal, and not a plain retry either:
+
+    - an acquire may have granted a lease whose token never arrived: never act on it.
+      `Client.hold` asks again; if the answer is `work_leased` naming this agent's own
+      lease, it releases that lease (nothing was done under it) and asks once more.
+    - an effect proposal may be recorded, and authorized: its outcome is learned by
+      proposing again with the same `idempotency_key` (kept here), which returns the first
+      answer if there was one. `Holding.propose` (and `effect()`) does that once before
+      raising this; the effect's body never runs on it.
+
+    A renewal whose commit is unknown is uncertainty like any 503: the local deadline keeps
+    running from the last acknowledged renewal."""
+
+    def __init__(self, *args: Any, idempotency_key: str | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.idempotency_key = idempotency_key
+
+
+# How long to wait before asking again after a commit of unknown outcome: a little past
+# the server's Retry-After (its process answers 503 at once until then), within bounds.
+UNKNOWN_PAUSE_S = (0.2, 2.0)
+
+
+def unknown_pause(exc: LeaseError) -> float:
+    low, high = UNKNOWN_PAUSE_S
+    return min(high, max(low, (exc.retry_after_s or 0.0) + 0.1))
 
 
 class InternalError(TransientError):
@@ -259,6 +297,9 @@ ERRORS_BY_CODE: dict[str, type[LeaseError]] = {
     )
 }
 
+# The 503 `reason` that means a commit was cut in flight (its outcome is unknown).
+COMMIT_UNKNOWN = "commit_unknown"
+
 # Codes that end a holding at once (docs/design.md §11: stop guarded work on an
 # authoritative answer).
 TERMINAL_CODES = frozenset(
@@ -272,6 +313,8 @@ def error_for(
     """The typed exception for a code; 5xx without a known code is transient."""
     detail = str((problem or {}).get("detail") or (problem or {}).get("title") or "")
     cls = ERRORS_BY_CODE.get(code or "")
+    if cls is Unavailable and (problem or {}).get("reason") == COMMIT_UNKNOWN:
+        cls = CommitUnknown
     if cls is None:
         if status is not None and status >= 500:
             cls = TransientError

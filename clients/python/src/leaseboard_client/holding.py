@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from leaseboard_client.effects import EffectScope
-from leaseboard_client.errors import LeaseError
-from leaseboard_client.protocol import EffectDecision, Grant
+from leaseboard_client.errors import CommitUnknown, LeaseError, TransientError, unknown_pause
+from leaseboard_client.protocol import EffectDecision, Grant, new_idempotency_key
 from leaseboard_client.standing import Standing, apply_failure, apply_results, due, next_due
 
 if TYPE_CHECKING:
@@ -75,15 +75,29 @@ class Holding(Standing):
         """Propose an effect under this lease (raises LocalJeopardy past the deadline); the
         caller reports its outcome. `effect()` does both."""
         self.ensure_may_propose()
+        key = idempotency_key or new_idempotency_key()
         try:
             return self.client.propose_effect(
-                self.lease_id,
-                self.epoch,
-                kind,
-                target,
-                idempotency_key=idempotency_key,
-                payload=payload,
+                self.lease_id, self.epoch, kind, target, idempotency_key=key, payload=payload
             )
+        except CommitUnknown as exc:
+            exc.idempotency_key = key
+            self._seen(exc)
+            unknown = exc
+        except LeaseError as exc:
+            self._seen(exc)
+            raise
+        # Recorded or not, authorized or not: learn which by asking again with the same key
+        # (the first answer comes back if there was one), never by proposing anew.
+        time.sleep(unknown_pause(unknown))
+        self.ensure_may_propose()
+        try:
+            return self.client.propose_effect(
+                self.lease_id, self.epoch, kind, target, idempotency_key=key, payload=payload
+            )
+        except TransientError as again:
+            self._seen(again)
+            raise unknown from again  # still unknown: the caller keeps the key and asks later
         except LeaseError as exc:
             self._seen(exc)
             raise

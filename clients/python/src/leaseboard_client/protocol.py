@@ -49,6 +49,8 @@ class Grant:
     fencing_token: str | None
     checkpoint: Any
     sent_at: float  # monotonic time the acquire request was sent
+    # The fencing order is (generation, epoch) (docs/design.md §5); 0 from older servers.
+    generation: int = 0
 
 
 @dataclass(frozen=True)
@@ -160,7 +162,13 @@ def grant(data: Mapping[str, Any], *, work_key: str, sent_at: float) -> Grant:
         fencing_token=data.get("fencing_token"),
         checkpoint=data.get("checkpoint"),
         sent_at=sent_at,
+        generation=_generation(data),
     )
+
+
+def _generation(data: Mapping[str, Any]) -> int:
+    value = data.get("generation")
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def renew(lease_id: str, epoch: int) -> Call:
@@ -244,6 +252,11 @@ def checkpoint_seq(data: Mapping[str, Any]) -> int:
 # -- effects ------------------------------------------------------------------------------------
 
 
+def new_idempotency_key() -> str:
+    """A fresh idempotency key for a proposal (keep it: a retry must reuse it)."""
+    return uuid.uuid4().hex
+
+
 def propose(
     lease_id: str,
     epoch: int,
@@ -254,7 +267,7 @@ def propose(
     payload: Any,
 ) -> tuple[Call, str]:
     """The proposal and its idempotency key (a fresh one unless given: retry with it)."""
-    key = idempotency_key or uuid.uuid4().hex
+    key = idempotency_key or new_idempotency_key()
     body: dict[str, Any] = {
         "lease_id": lease_id,
         "epoch": epoch,

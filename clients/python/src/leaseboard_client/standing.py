@@ -46,6 +46,7 @@ class Standing:
         self.lease_id = grant.lease_id
         self.work_key = grant.work_key
         self.epoch = grant.epoch
+        self.generation = grant.generation  # the fencing order is (generation, epoch)
         self.ttl_ms = grant.ttl_ms
         self.checkpoint_data = grant.checkpoint  # the predecessor's latest checkpoint
         self.timing = timing

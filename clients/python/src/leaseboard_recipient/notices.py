@@ -43,13 +43,15 @@ def signature_valid(
     return hmac.compare_digest(mac.hexdigest(), given)
 
 
-def _notice(item: Any) -> tuple[str, int]:
-    work_key, epoch = item["work_key"], item["epoch"]
+def _notice(item: Any) -> tuple[str, int, int]:
+    # `generation` (docs/design.md §5): absent from servers before it, which is 0.
+    work_key, epoch, generation = item["work_key"], item["epoch"], item.get("generation", 0)
     if not isinstance(work_key, str) or not work_key:
         raise ValueError("work_key")
-    if not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 0:
-        raise ValueError("epoch")
-    return work_key, epoch
+    for name, value in (("epoch", epoch), ("generation", generation)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ValueError(name)
+    return work_key, epoch, generation
 
 
 class EpochNoticeReceiver:
@@ -88,10 +90,18 @@ class EpochNoticeReceiver:
         except (ValueError, KeyError, TypeError, RecursionError) as exc:
             return 400, {"code": "validation_error", "detail": f"bad notice: {str(exc)[:200]}"}
         applied = []
-        for work_key, epoch in marks:
-            # A mark already higher refuses the raise; fine: we know a newer epoch already.
-            result = self.guard.check_and_advance(work_key, epoch)
-            applied.append({"work_key": work_key, "epoch": epoch, "high_water": result.high_water})
+        for work_key, epoch, generation in marks:
+            # A mark already higher refuses the raise; fine: we know a newer order already.
+            result = self.guard.check_and_advance(work_key, epoch, generation=generation)
+            applied.append(
+                {
+                    "work_key": work_key,
+                    "epoch": epoch,
+                    "generation": generation,
+                    "high_water": result.high_water,
+                    "high_water_generation": result.generation,
+                }
+            )
         self.applied += len(applied)
         return 200, {"applied": applied}
 

@@ -24,6 +24,8 @@ class OnlineAnswer:
     valid: bool
     current_epoch: int | None
     code: str | None = None
+    # The generation of the current lease (docs/design.md §5); 0 from a server before it.
+    current_generation: int | None = None
 
 
 class OnlineChecker:
@@ -56,5 +58,8 @@ class OnlineChecker:
         if not isinstance(body, dict) or not isinstance(body.get("valid"), bool):
             raise ValueError("the fencing check answered without a boolean 'valid'")
         return OnlineAnswer(
-            valid=body["valid"], current_epoch=body.get("current_epoch"), code=body.get("code")
+            valid=body["valid"],
+            current_epoch=body.get("current_epoch"),
+            code=body.get("code"),
+            current_generation=body.get("current_generation"),
         )

@@ -109,14 +109,30 @@ class FencingClaims:
     # issued before they were carried (verify_token(queue=...) refuses those).
     queue: str | None = None
     policy_version: int | None = None
+    # The fencing order is (generation, epoch), compared lexicographically: the generation
+    # rises with every promotion of a new database primary (docs/design.md §5), so whatever
+    # a lost primary handed out, every grant by its successor outranks it. Absent from the
+    # token when 0 (single-node installations, and every token issued before it existed).
+    generation: int = 0
+
+    @property
+    def order(self) -> tuple[int, int]:
+        """The fencing order (generation, epoch): compare tokens by this, never by epoch."""
+        return (self.generation, self.epoch)
+
+
+def fencing_order_text(generation: int, epoch: int) -> str:
+    """How an order reads in messages: "epoch 7", or "generation 2 epoch 7"."""
+    return f"generation {generation} epoch {epoch}" if generation else f"epoch {epoch}"
 
 
 class InvalidToken(Exception):
     """A token a recipient must refuse; `code` is stable and machine-readable.
 
     Codes: forged, expired, unknown_key, wrong_work, malformed, stale_epoch (only when
-    `verify_token(min_epoch=...)` is used), no_effect (a lease token, which names no
-    effect, offered where `verify_token(require_effect=True)` asks for an effect's),
+    `verify_token(min_epoch=..., min_generation=...)` is used), no_effect (a lease
+    token, which names no effect, offered where `verify_token(require_effect=True)` asks
+    for an effect's),
     payload_mismatch (the request differs from what the token was decided on, or the
     token binds no content where `verify_token(content=...)` asks for it) and wrong_queue
     (the token was decided in another queue, or names none, where `verify_token(queue=...)`
@@ -189,6 +205,8 @@ def _payload(claims: FencingClaims) -> dict[str, Any]:
     for name in ("queue", "policy_version"):
         if body[name] is None:
             del body[name]  # optional claims: a token without them reads as before
+    if not body["generation"]:
+        del body["generation"]  # generation 0 is spelled as before it existed
     body["v"] = TOKEN_VERSION
     return body
 
@@ -197,7 +215,7 @@ def _check_claim_types(claims: FencingClaims) -> None:
     for name in ("work_key", "lease_id", "holder", "kid"):
         if not isinstance(getattr(claims, name), str) or not getattr(claims, name):
             raise ValueError(f"{name} must be a non-empty string")
-    for name in ("epoch", "issued_at_ms", "expires_at_ms"):
+    for name in ("epoch", "generation", "issued_at_ms", "expires_at_ms"):
         value = getattr(claims, name)
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise ValueError(f"{name} must be a non-negative integer")
@@ -348,11 +366,13 @@ def verify_token(
     now_ms: int,
     work_key: str | None = None,
     min_epoch: int | None = None,
+    min_generation: int = 0,
     require_effect: bool = False,
     content: EffectContent | None = None,
     queue: str | Collection[str] | None = None,
 ) -> FencingClaims:
-    """Verify signature, expiry and (optionally) work key, epoch floor, that the token
+    """Verify signature, expiry and (optionally) work key, fencing-order floor
+    ((min_generation, min_epoch), compared lexicographically), that the token
     authorizes one effect, that `content` is exactly what it was decided on and that it was
     decided in `queue` (a name, or any of several); return the claims.
 
@@ -377,8 +397,12 @@ def verify_token(
         raise InvalidToken(
             "wrong_work", f"token is for work item {claims.work_key!r}, not {work_key!r}"
         )
-    if min_epoch is not None and claims.epoch < min_epoch:
-        raise InvalidToken("stale_epoch", f"epoch {claims.epoch} is below {min_epoch}")
+    if min_epoch is not None and claims.order < (min_generation, min_epoch):
+        raise InvalidToken(
+            "stale_epoch",
+            f"{fencing_order_text(*claims.order)} is below "
+            f"{fencing_order_text(min_generation, min_epoch)}",
+        )
     if require_effect and claims.effect_id is None:
         raise InvalidToken(
             "no_effect",

@@ -23,6 +23,7 @@ from leaseboard_recipient.tokens import (
     EffectContent,
     FencingClaims,
     InvalidToken,
+    fencing_order_text,
     public_keys_from_jwks,
     unverified_claims,
     verify_token,
@@ -54,6 +55,10 @@ class Decision:
     epoch: int | None = None  # the epoch the caller presented (token's, else header's)
     high_water: int | None = None
     detail: str = ""
+    # The fencing order is (generation, epoch) (docs/design.md §5): the presented token's
+    # generation and the mark's (or Leaseboard's current) generation.
+    generation: int = 0
+    high_water_generation: int | None = None
 
 
 def fetch_jwks(url: str, *, timeout_s: float = 5.0, bearer: str | None = None) -> dict[str, Any]:
@@ -264,21 +269,25 @@ class TokenVerifier:
         return traced_check(
             self.recipient,
             lambda: self._decide(
-                token, work_key, epoch, lambda k, e: guard_check_in(cursor, k, e), content
+                token,
+                work_key,
+                epoch,
+                lambda k, e, g: guard_check_in(cursor, k, e, generation=g),
+                content,
             ),
         )
 
-    def _guard_check(self, work_key: str, epoch: int) -> GuardResult:
+    def _guard_check(self, work_key: str, epoch: int, generation: int) -> GuardResult:
         if self.guard is None:
             raise TypeError("TokenVerifier.check needs a guard")
-        return self.guard.check_and_advance(work_key, epoch)
+        return self.guard.check_and_advance(work_key, epoch, generation=generation)
 
     def _decide(
         self,
         token: str | None,
         work_key: str | None,
         epoch: int | None,
-        guard_check: Callable[[str, int], GuardResult],
+        guard_check: Callable[[str, int, int], GuardResult],
         content: EffectContent | None = None,
     ) -> Decision:
         if not token:
@@ -320,7 +329,7 @@ class TokenVerifier:
             refused = self._ask_online(token, claims)
             if refused is not None:
                 return self._refuse(refused, token)
-        result = guard_check(claims.work_key, claims.epoch)
+        result = guard_check(claims.work_key, claims.epoch, claims.generation)
         if not result.accepted:
             return self._refuse(
                 Decision(
@@ -329,10 +338,13 @@ class TokenVerifier:
                     claims=claims,
                     work_key=claims.work_key,
                     epoch=claims.epoch,
+                    generation=claims.generation,
                     high_water=result.high_water,
+                    high_water_generation=result.generation,
                     detail=(
-                        f"epoch {claims.epoch} is older than epoch {result.high_water} "
-                        f"already seen for {claims.work_key!r}"
+                        f"{fencing_order_text(*claims.order)} is older than "
+                        f"{fencing_order_text(*result.order)} already seen for "
+                        f"{claims.work_key!r}"
                     ),
                 ),
                 token,
@@ -342,7 +354,9 @@ class TokenVerifier:
             claims=claims,
             work_key=claims.work_key,
             epoch=claims.epoch,
+            generation=claims.generation,
             high_water=result.high_water,
+            high_water_generation=result.generation,
         )
 
     def _ask_online(self, token: str, claims: FencingClaims) -> Decision | None:
@@ -369,10 +383,13 @@ class TokenVerifier:
             claims=claims,
             work_key=claims.work_key,
             epoch=claims.epoch,
+            generation=claims.generation,
             high_water=answer.current_epoch,
+            high_water_generation=answer.current_generation,
             detail=(
-                f"Leaseboard says epoch {claims.epoch} of {claims.work_key!r} is not current "
-                f"({answer.code}); current epoch {answer.current_epoch}"
+                f"Leaseboard says {fencing_order_text(*claims.order)} of {claims.work_key!r} "
+                f"is not current ({answer.code}); current "
+                f"{fencing_order_text(answer.current_generation or 0, answer.current_epoch or 0)}"
             ),
         )
 
@@ -427,6 +444,8 @@ def problem_for(decision: Decision) -> tuple[int, dict[str, Any]]:
             "detail": decision.detail,
             "current_epoch": decision.high_water,
             "your_epoch": decision.epoch,
+            "current_generation": decision.high_water_generation,
+            "your_generation": decision.generation,
         }
     return 403, {
         "type": f"urn:leaseboard:problem:{code}",

@@ -108,7 +108,7 @@ def grant_write(conn: Any, lease: Lease, event: LeaseEvent, *, require_active: b
         row = cursor.fetchone()
     if row is None:
         return False
-    event.id = row[0]
+    event.id, lease.generation = row[0], int(row[1])
     for obj in (lease, event):
         obj._state.adding = False
         obj._state.db = conn.alias
@@ -186,7 +186,7 @@ def lease_grant_locked(
         refuse_inactive(holder, grant_kind)
     item.epoch = lease.epoch
     if notify_recipients:
-        epoch_notices_open(work_item_id=item.id, epoch=item.epoch)
+        epoch_notices_open(work_item_id=item.id, epoch=item.epoch, generation=lease.generation)
     return lease
 
 
@@ -348,6 +348,7 @@ def lease_acquire(*, work_key: str, executor: Executor, ttl_ms: int | None = Non
     token = fencing_token_issue(
         work_key=item.key,
         epoch=lease.epoch,
+        generation=lease.generation,
         lease_id=str(lease.id),
         holder=executor.name,
         queue=item.queue.name,
