@@ -31,6 +31,7 @@ from leaseboard_recipient import (
     TokenVerifier,
     decide_from_headers,
 )
+from leaseboard_recipient.guard import schema_sql
 from leaseboard_recipient.verifier import problem_for
 
 LEDGER = "chaos_ledger"
@@ -45,9 +46,8 @@ TABLES = {
 
 def schema(ledger: str, marks: str) -> list[str]:
     return [
-        f"CREATE TABLE IF NOT EXISTS {marks} (work_key text PRIMARY KEY, "
-        "high_water bigint NOT NULL CHECK (high_water >= 0), "
-        "updated_at timestamptz NOT NULL DEFAULT now())",
+        # The guard's own table (work key, the mark's generation and epoch), as it ships.
+        *schema_sql(marks).split("; "),
         f"CREATE TABLE IF NOT EXISTS {ledger} ("
         "id bigserial PRIMARY KEY, attempt text NOT NULL UNIQUE, idem text NOT NULL, "
         "agent text NOT NULL, kind text NOT NULL, work_key text, epoch bigint, "
