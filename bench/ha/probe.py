@@ -91,14 +91,15 @@ class Probe:
 
     def gap_around(self, t: float, until: float | None = None) -> float | None:
         """The write outage a fault at monotonic time `t` caused: the longest gap between
-        two acknowledged writes that ends after `t` and begins before `until` (the next
-        fault; a write in flight can still commit just after a SIGKILL of the postmaster,
-        whose backends notice its death a moment later)."""
+        two acknowledged writes that ends after `t` and by `until` (the next fault, which
+        starts only once the cluster is healthy again; a write in flight can still commit
+        just after a SIGKILL of the postmaster, whose backends notice its death a moment
+        later, so the gap need not begin before `t`)."""
         times = [at for _, at in self.acked]
         gaps = [
             b - a
             for a, b in zip(times, times[1:], strict=False)
-            if b > t and (until is None or a < until)
+            if b > t and (until is None or b <= until)
         ]
         return max(gaps) if gaps else None
 
