@@ -21,13 +21,15 @@ import logging
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
-from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import HttpRequest, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 
 log = logging.getLogger(__name__)
+View = TypeVar("View", bound=Callable[..., HttpResponseBase])
 REPLICA = "replica"
 _reads_on: ContextVar[str] = ContextVar("leaseboard_reads_on", default=DEFAULT_DB_ALIAS)
 
@@ -119,23 +121,28 @@ def replica_reads(status: ReplicaStatus | None = None) -> Iterator[ReplicaStatus
         _reads_on.reset(token)
 
 
-def reads_from_replica(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+def reads_from_replica(view: View) -> View:
     """For views that only read: their ORM reads (and a streamed export's, as it streams)
     go to the replica when fresh; `request.replica` says where they went, for the page."""
 
     @functools.wraps(view)
-    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
         if not replica_configured() or request.method not in ("GET", "HEAD"):
             request.replica = PRIMARY  # type: ignore[attr-defined]
             return view(request, *args, **kwargs)
         with replica_reads() as status:
             request.replica = status  # type: ignore[attr-defined]
             response = view(request, *args, **kwargs)
-        if isinstance(response, StreamingHttpResponse) and status.on_replica:
-            response.streaming_content = _streamed_on(status, response.streaming_content)
+        if (
+            isinstance(response, StreamingHttpResponse)
+            and not response.is_async  # WSGI: an iterator this thread advances
+            and status.on_replica
+        ):
+            content = cast(Iterator[Any], response.streaming_content)
+            response.streaming_content = _streamed_on(status, content)
         return response
 
-    return wrapped
+    return cast(View, wrapped)
 
 
 def _streamed_on(status: ReplicaStatus, content: Iterator[Any]) -> Iterator[Any]:

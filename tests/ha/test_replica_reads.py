@@ -89,6 +89,11 @@ def test_pages_read_from_the_replica_show_its_lag_and_fall_back_to_the_primary(
     assert reads == "replica" and lag is not None and lag < MAX_LAG_S, words
     assert re.fullmatch(r"Read from a replica, as of \d+\.\d s ago\.", words), words
 
+    # An export streams after its view returned: its reads stay on the replica as it streams.
+    export = client.get("/takeovers/interventions/export.csv")
+    assert export.status_code == 200 and export.headers["content-type"].startswith("text/csv")
+    assert export.text.splitlines()[0].startswith("id,")
+
     # Replay paused: a new item is on the primary only. While the lag is under the bound,
     # the page reads the replica (and does not find it)...
     replica.replay_paused(True)
