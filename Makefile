@@ -1,5 +1,5 @@
 # Shortcuts; each calls dev.py, which needs only Python 3.11+.
-.PHONY: demo test bench lint chaos soak faults
+.PHONY: demo test bench lint chaos soak faults ha ha-chaos
 demo:
 	python3 dev.py demo
 test:
@@ -16,3 +16,10 @@ soak:
 # Leaseboard's own parts fail under load (~3 min, servers of its own): bench/faults.py.
 faults:
 	.venv/bin/python bench/faults.py $(FAULTS_ARGS)
+# PostgreSQL made highly available (docs/deployment.md, "High availability"): etcd, two
+# nodes under Patroni, HAProxy, web and worker on loopback until Ctrl-C (bench/ha).
+ha:
+	.venv/bin/python -m bench.ha $(HA_ARGS)
+# The chaos fleet while the primary is killed 3 times and frozen (~4 min): bench/ha/chaos.py.
+ha-chaos:
+	.venv/bin/python -m bench.ha.chaos $(HA_ARGS)

@@ -199,10 +199,11 @@ def start_gunicorn(
     log: Path | None = None,
     what: str = "gunicorn",
     cwd: Path = ROOT,
+    port: int | None = None,
 ) -> Server:
     """gunicorn serving `app` on a free loopback port; returns once every worker has loaded
     the application (bench/gunicorn_ready.py), not merely once the port accepts."""
-    port = free_port()
+    port = port or free_port()
     ready = Path(tempfile.mkdtemp(prefix="lb-gunicorn-ready-"))
     cmd = [
         PY, "-m", "gunicorn", app, "--workers", str(workers), "--worker-class", worker_class,

@@ -159,6 +159,39 @@ class OwnPostgres:
             shutil.rmtree(self.root, ignore_errors=True)
 
 
+class OwnReplica(OwnPostgres):
+    """A streaming replica of an OwnPostgres (pg_basebackup -R: standby.signal and the
+    primary's conninfo), on a port and in a folder of its own."""
+
+    def __init__(self, primary: OwnPostgres, root: Path | None = None) -> None:
+        self.primary = primary
+        super().__init__(root)
+
+    def _initdb(self) -> None:
+        if os.geteuid() == 0:
+            shutil.chown(self.root, user="postgres")
+        subprocess.run(
+            _as_postgres(
+                [str(PG_BIN / "pg_basebackup"), "-h", "127.0.0.1", "-p", str(self.primary.port),
+                 "-U", "postgres", "-D", str(self.data), "-R", "-X", "stream", "-c", "fast"]
+            ),
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )  # fmt: skip
+        with open(self.data / "postgresql.conf", "a") as conf:
+            # Report replay often: the dashboard's lag is read from it.
+            conf.write("\nhot_standby = on\nwal_receiver_status_interval = 1s\n")
+
+    def replay_paused(self, paused: bool) -> None:
+        import psycopg
+
+        with psycopg.connect(self.url(), autocommit=True, connect_timeout=5) as conn:
+            conn.execute(
+                "SELECT pg_wal_replay_pause()" if paused else "SELECT pg_wal_replay_resume()"
+            )
+
+
 class OwnRedis:
     def __init__(self, root: Path | None = None) -> None:
         self.root = Path(root or tempfile.mkdtemp(prefix="lb-own-redis-"))

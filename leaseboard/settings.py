@@ -115,6 +115,22 @@ DATABASES = {
     else sqlite_database(str(DATA_DIR / "leaseboard.sqlite3"))
 }
 
+# Dashboard pages and exports may read from a streaming replica (leaseboard.core.replicas;
+# docs/deployment.md, "High availability"): DATABASE_REPLICA_URL, e.g. HAProxy's port for
+# Patroni's replicas. Past LEASEBOARD_REPLICA_MAX_LAG_S of lag they read from the primary;
+# writes and every authority decision always do.
+DATABASE_REPLICA_URL = os.environ.get("DATABASE_REPLICA_URL", "")
+if DATABASE_REPLICA_URL:
+    DATABASES["replica"] = {
+        **database_from_url(DATABASE_REPLICA_URL, DATA_DIR),
+        # Tests read the primary's test database through this alias.
+        "TEST": {"MIRROR": "default"},
+    }
+DATABASE_ROUTERS = ["leaseboard.core.replicas.ReplicaRouter"]
+LEASEBOARD_REPLICA_MAX_LAG_S = float(env_str("LEASEBOARD_REPLICA_MAX_LAG_S", "5"))
+if not 0 <= LEASEBOARD_REPLICA_MAX_LAG_S <= 3600:
+    raise ImproperlyConfigured("LEASEBOARD_REPLICA_MAX_LAG_S must be between 0 and 3600")
+
 INSTALLED_APPS = [
     "django.contrib.auth",
     "django.contrib.contenttypes",

@@ -64,6 +64,12 @@ def agent_process(cfg_path: str) -> int:
         request_timeout_s=renew_s / 2, renew_interval_s=renew_s, safety_margin_s=renew_s / 2
     )
 
+    def order(token: str | None) -> list[int] | None:
+        """The token's fencing order, (generation, epoch); a token without a generation
+        is generation 0 (docs/design.md §5)."""
+        claims = unverified_claims(token) if token else None
+        return None if claims is None else [getattr(claims, "generation", 0), claims.epoch]
+
     def stopping() -> bool:
         return time.monotonic() >= stop_at or stop_file.exists()
 
@@ -229,7 +235,14 @@ def agent_process(cfg_path: str) -> int:
                 emit(ev="acquire_error", agent=name, code=exc.code)
                 time.sleep(rng.uniform(0.2, 0.5))
                 continue
-            emit(ev="grant", agent=name, key=key, epoch=holding.epoch, lease=holding.lease_id)
+            emit(
+                ev="grant",
+                agent=name,
+                key=key,
+                epoch=holding.epoch,
+                lease=holding.lease_id,
+                order=order(holding.fencing_token),
+            )
             fault = rng.random()
             if n == 0 and name in cfg.get("first_faults", {}):
                 fault = cfg["first_faults"][name]  # this agent's first grant: a sure fault
@@ -249,6 +262,8 @@ def agent_process(cfg_path: str) -> int:
                     dec = holding.propose("chaos.pay", key, idempotency_key=idem)
                     if not dec.authorized:
                         continue
+                    emit(ev="effect", effect=dec.effect_id, key=key, lease=holding.lease_id,
+                         order=order(dec.fencing_token))  # fmt: skip
                     result = send(holding.headers(dec), key, holding.epoch, idem, "normal")
                     outcome = {"accepted": "applied", "refused": "failed"}.get(result, "unknown")
                     try:

@@ -194,6 +194,7 @@ class Chaos:
             fleet.start(p, agents[p * per : (p + 1) * per], cfg.duration_s)
         plan = self.schedule(start)
         say(f"started; {len(plan)} scheduled faults")
+        background = self.background_faults(start, run_until)
         lapse_threads: list[threading.Thread] = []
         while time.time() < run_until:
             faults.hand_back_due()
@@ -216,6 +217,8 @@ class Chaos:
                     t.start()
                     lapse_threads.append(t)
             time.sleep(0.1)
+        if background is not None:
+            background.join()
         say("duration reached; stopping agents")
         self.stop_file.touch()
         for t in lapse_threads:
@@ -224,6 +227,11 @@ class Chaos:
         faults.hand_back_due(force=True)
         self.settle()
         return self.finish(fleet.records())
+
+    def background_faults(self, start: float, run_until: float) -> threading.Thread | None:
+        """Faults on a schedule of their own, in a thread the run waits for before it stops
+        the agents (bench/ha/chaos.py: the database cluster's); none here."""
+        return None
 
     def register_notices(self) -> None:
         """The late_notified recipient registers for epoch-advance notices (a recipient of

@@ -31,6 +31,7 @@ from leaseboard_recipient import (
     TokenVerifier,
     decide_from_headers,
 )
+from leaseboard_recipient.guard import schema_sql
 from leaseboard_recipient.verifier import problem_for
 
 LEDGER = "chaos_ledger"
@@ -45,14 +46,14 @@ TABLES = {
 
 def schema(ledger: str, marks: str) -> list[str]:
     return [
-        f"CREATE TABLE IF NOT EXISTS {marks} (work_key text PRIMARY KEY, "
-        "high_water bigint NOT NULL CHECK (high_water >= 0), "
-        "updated_at timestamptz NOT NULL DEFAULT now())",
+        # The guard's own table (work key, the mark's generation and epoch), as it ships.
+        *schema_sql(marks).split("; "),
         f"CREATE TABLE IF NOT EXISTS {ledger} ("
         "id bigserial PRIMARY KEY, attempt text NOT NULL UNIQUE, idem text NOT NULL, "
         "agent text NOT NULL, kind text NOT NULL, work_key text, epoch bigint, "
         "high_water bigint, status text NOT NULL CHECK (status IN ('accepted', 'refused')), "
-        "code text, effect_id text, txid xid8 NOT NULL DEFAULT pg_current_xact_id(), "
+        "code text, effect_id text, generation bigint, lease_id text, "
+        "txid xid8 NOT NULL DEFAULT pg_current_xact_id(), "
         "at timestamptz NOT NULL DEFAULT clock_timestamp())",
         f"CREATE INDEX IF NOT EXISTS {ledger}_work ON {ledger} (work_key, id)",
     ]
@@ -157,8 +158,8 @@ def application(environ: dict[str, Any], start_response: Any) -> list[bytes]:
             decision = decide_from_headers(verifier(), header, cursor=cur)
             cur.execute(
                 f"INSERT INTO {_tables()[0]} (attempt, idem, agent, kind, work_key, epoch, "
-                "high_water, status, code, effect_id) VALUES "
-                "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+                "high_water, status, code, effect_id, generation, lease_id) VALUES "
+                "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
                 " RETURNING id",
                 (
                     attempt,
@@ -171,6 +172,10 @@ def application(environ: dict[str, Any], start_response: Any) -> list[bytes]:
                     "accepted" if decision.accepted else "refused",
                     decision.code,
                     (decision.claims.effect_id if decision.claims else None),
+                    # The fencing order's generation (docs/design.md §5): 0 for tokens
+                    # that carry none; the HA run (bench/ha/chaos.py) orders by it.
+                    (getattr(decision.claims, "generation", 0) if decision.claims else None),
+                    (decision.claims.lease_id if decision.claims else None),
                 ),
             )
             ledger_id = cur.fetchone()[0]

@@ -55,6 +55,8 @@ class Services:
             "LEASEBOARD_TAKEOVER_MIN_STANDING_MS": "2000",
             "LOG_LEVEL": "ERROR",
             "CHAOS_RECIPIENT_DB": self.recipient_db_url,
+            # The late_notified recipient's epoch-notice webhook listens on loopback.
+            "LEASEBOARD_WEBHOOK_ALLOW_NETWORKS": "127.0.0.0/8,::1/128",
             **extra,
         }
         return django_env(self.db_url, drop=("LEASEBOARD_TESTING", "REDIS_URL"), **values)

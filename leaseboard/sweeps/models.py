@@ -13,13 +13,23 @@ class SweepState(models.Model):
     """One row. `last_sweep_at_ms` is stamped at the start of every sweep; a gap longer than
     LEASEBOARD_OUTAGE_MIN_MS records the outage window [outage_from_ms, outage_to_ms].
     `last_completed_at_ms` is stamped when a sweep finished: its age is how long expiry has
-    been stopped (/healthz, /metrics, the dashboard's banner)."""
+    been stopped (/healthz, /metrics, the dashboard's banner). `outage_cause` says why the
+    window's sweeps did not run, as far as the sweeping process saw: `database_unavailable`
+    (its sweeps failed on the database: a failover, a restart; no renewal could commit
+    either) or `sweeps_stopped` (no sweep was even tried: workers or beat were down)."""
+
+    class OutageCause(models.TextChoices):
+        DATABASE_UNAVAILABLE = "database_unavailable"
+        SWEEPS_STOPPED = "sweeps_stopped"
 
     id = models.PositiveSmallIntegerField(primary_key=True, default=1)
     last_sweep_at_ms = models.BigIntegerField()
     last_completed_at_ms = models.BigIntegerField(null=True, blank=True)
     outage_from_ms = models.BigIntegerField(null=True, blank=True)
     outage_to_ms = models.BigIntegerField(null=True, blank=True)
+    outage_cause = models.CharField(
+        max_length=30, blank=True, default="", choices=OutageCause.choices
+    )
 
 
 class MetricCounter(models.Model):

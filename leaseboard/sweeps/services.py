@@ -76,6 +76,7 @@ class Claimed(Protocol):
 class OutageWindow:
     from_ms: int
     to_ms: int
+    cause: str = ""  # SweepState.OutageCause, or "" (not known)
 
     def covers(self, lease: Claimed) -> bool:
         """A lease that fell due while nothing swept, for longer than its own ttl."""
@@ -83,22 +84,40 @@ class OutageWindow:
             self.to_ms - self.from_ms > lease.ttl_ms
         )
 
+    def blamed_for(self, lease: Lease) -> dict[str, Any] | None:
+        """The outage as the cause of this lease's expiry, or None: only a database outage
+        (no renewal could commit during it), only a lease still live when it began whose
+        holder has not renewed since it ended (so it expired during it, or at the end of
+        the recovery grace). Goes into the expiry alert's detail."""
+        if self.cause != SweepState.OutageCause.DATABASE_UNAVAILABLE:
+            return None
+        if lease.renewed_at_ms >= self.to_ms or lease.expires_at_ms <= self.from_ms:
+            return None
+        return {
+            "cause": self.cause,
+            "outage_from_ms": self.from_ms,
+            "outage_to_ms": self.to_ms,
+        }
+
 
 def sweep_run(
     *,
     batch_size: int | None = None,
     max_batches: int | None = None,
     before_write: Callable[[list[Lease]], None] | None = None,
+    outage_cause: str = "",
 ) -> SweepReport:
     """One sweep: stamp the sweep clock, then claim and transition due leases batch by
     batch, then expire takeover requests and lapsed standing (leaseboard.takeovers, below
     sweeps in the layer order). `before_write` is a test seam called inside each batch
-    transaction between the claim and the write."""
+    transaction between the claim and the write. `outage_cause` is what the caller saw of
+    the sweeps since the last one that ran (the task: `database_unavailable` when its own
+    sweeps failed on the database), for a gap this sweep finds."""
     started = time.monotonic()
     batch_size = batch_size or settings.LEASEBOARD_SWEEP_BATCH
     max_batches = max_batches or settings.LEASEBOARD_SWEEP_MAX_BATCHES
     report = SweepReport()
-    window = sweep_clock_tick(report)
+    window = sweep_clock_tick(report, outage_cause=outage_cause)
     for _ in range(max_batches):
         claimed = _sweep_batch(
             batch_size=batch_size, window=window, report=report, before_write=before_write
@@ -125,10 +144,13 @@ def sweep_run(
 
 
 @transaction.atomic(durable=True)
-def sweep_clock_tick(report: SweepReport | None = None) -> OutageWindow | None:
+def sweep_clock_tick(
+    report: SweepReport | None = None, *, outage_cause: str = ""
+) -> OutageWindow | None:
     """Stamp the sweep clock. A gap since the previous sweep longer than
-    LEASEBOARD_OUTAGE_MIN_MS is recorded as an outage window and, if any lease fell due in
-    it for longer than its ttl, raises ONE summary alert. Returns the current window."""
+    LEASEBOARD_OUTAGE_MIN_MS is recorded as an outage window (with its cause:
+    `outage_cause`, else `sweeps_stopped`) and, if any lease fell due in it for longer than
+    its ttl, raises ONE summary alert. Returns the current window."""
     long_bounds()  # no hot path: batches are sized to finish far inside them
     now = db_now_ms()
     SweepState.objects.bulk_create([SweepState(id=1, last_sweep_at_ms=now)], ignore_conflicts=True)
@@ -136,13 +158,20 @@ def sweep_clock_tick(report: SweepReport | None = None) -> OutageWindow | None:
     gap = now - state.last_sweep_at_ms
     if gap > settings.LEASEBOARD_OUTAGE_MIN_MS:
         state.outage_from_ms, state.outage_to_ms = state.last_sweep_at_ms, now
+        state.outage_cause = outage_cause or SweepState.OutageCause.SWEEPS_STOPPED
+        unavailable = state.outage_cause == SweepState.OutageCause.DATABASE_UNAVAILABLE
         affected = Lease.objects.filter(
             state__in=LIVE_STATES,
             due_at_ms__gt=state.outage_from_ms,
             due_at_ms__lte=now,
             ttl_ms__lt=gap,
         ).count()  # bounded by the leases that fell due in the window (lease_due_idx)
-        log.warning("sweeps were away for %d ms; %d leases get a recovery grace", gap, affected)
+        log.warning(
+            "sweeps were away for %d ms (%s); %d leases get a recovery grace",
+            gap,
+            state.outage_cause,
+            affected,
+        )
         if affected:
             ids = alerts_open(
                 [
@@ -150,10 +179,17 @@ def sweep_clock_tick(report: SweepReport | None = None) -> OutageWindow | None:
                         kind=Alert.Kind.RECOVERY,
                         dedupe_key=f"recovery:{state.outage_from_ms}",
                         message=(
-                            f"No sweep ran for {gap / 1000:.1f} s; {affected} overdue leases "
-                            "moved to jeopardy with a recovery grace instead of expiring"
+                            (
+                                f"The database was unavailable for {gap / 1000:.1f} s: no "
+                                "renewal or sweep could commit; "
+                                if unavailable
+                                else f"No sweep ran for {gap / 1000:.1f} s; "
+                            )
+                            + f"{affected} overdue leases moved to jeopardy with a recovery "
+                            "grace instead of expiring"
                         ),
                         detail={
+                            "cause": state.outage_cause,
                             "outage_from_ms": state.outage_from_ms,
                             "outage_to_ms": now,
                             "gap_ms": gap,
@@ -172,7 +208,7 @@ def sweep_clock_tick(report: SweepReport | None = None) -> OutageWindow | None:
     state.save()
     if state.outage_from_ms is None or state.outage_to_ms is None:
         return None
-    return OutageWindow(state.outage_from_ms, state.outage_to_ms)
+    return OutageWindow(state.outage_from_ms, state.outage_to_ms, state.outage_cause)
 
 
 def _plan(lease: Claimed, now: int, window: OutageWindow | None) -> str:
@@ -269,7 +305,9 @@ def _sweep_batch(
     report.recovered += len(recovered)
 
     expired = still(EXPIRE)
-    expiry_alert_ids = leases_expire_locked(expired, now)
+    expiry_alert_ids = leases_expire_locked(
+        expired, now, window.blamed_for if window is not None else None
+    )
     report.expired += len(expired)
 
     for lease in still(REDUE):

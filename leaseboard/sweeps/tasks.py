@@ -22,6 +22,9 @@ from leaseboard.sweeps.models import NotificationDelivery
 from leaseboard.sweeps.wakeups import wake
 
 log = logging.getLogger(__name__)
+# Set when this process's sweep failed on the database, cleared by its next sweep: the gap
+# that sweep finds was a database outage (a failover, a restart), not stopped sweeps.
+_database_was_unavailable = False
 
 
 @shared_task(name="leaseboard.sweeps.tasks.sweep", acks_late=False, ignore_result=True)
@@ -29,13 +32,18 @@ def sweep() -> str:
     """Beat runs this every LEASEBOARD_SWEEP_INTERVAL_S. Acked early on purpose: a sweep
     lost with its worker is redone by the next tick; redelivery would only duplicate it.
     With the database unreachable a tick logs one line and leaves the work to the next."""
+    global _database_was_unavailable
     try:
-        report = services.sweep_run()
+        report = services.sweep_run(
+            outage_cause="database_unavailable" if _database_was_unavailable else ""
+        )
     except Exception as exc:
         if not database_unavailable(exc):
             raise
+        _database_was_unavailable = True
         log.warning("sweep skipped, the database is unavailable: %s", str(exc).splitlines()[0])
         return "database unavailable"
+    _database_was_unavailable = False
     # The outboxes' safety net: whatever is due (a lost wake-up, a retry after its backoff,
     # a dispatch whose task was lost with a broker restart) is drained from here.
     if notifications.epoch_notices_due_exist():

@@ -88,7 +88,10 @@ def lease_alert(lease: Lease, kind: str, message: str, *, due_at_ms: int, now_ms
     )
 
 
-def expiry_alert(lease: Lease, now_ms: int) -> Alert:
+def expiry_alert(lease: Lease, now_ms: int, outage: dict[str, Any] | None = None) -> Alert:
+    """The alert of an expiry. With `outage` (the sweeps' window, leaseboard.sweeps: the
+    database was unavailable and the holder has not renewed since) it names that cause
+    instead of blaming the holder: nothing could renew while the database was away."""
     if lease.holder.kind == Executor.Kind.HUMAN:
         kind, message = Alert.Kind.STANDING_LAPSED, f"human standing of {lease.holder.name} lapsed"
     else:
@@ -96,7 +99,16 @@ def expiry_alert(lease: Lease, now_ms: int) -> Alert:
             Alert.Kind.EXPIRED,
             f"{lease.holder.name} stopped renewing; the lease expired",
         )
-    return lease_alert(lease, kind, message, due_at_ms=lease.expires_at_ms, now_ms=now_ms)
+    if outage is not None:
+        gap_s = (outage["outage_to_ms"] - outage["outage_from_ms"]) / 1000
+        message = (
+            f"the database was unavailable for {gap_s:.1f} s; {lease.holder.name} has not "
+            "renewed since, and the lease expired after its recovery grace"
+        )
+    alert = lease_alert(lease, kind, message, due_at_ms=lease.expires_at_ms, now_ms=now_ms)
+    if outage is not None:
+        alert.detail = {**alert.detail, **outage}
+    return alert
 
 
 def alerts_resolve(

@@ -12,6 +12,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from leaseboard.core.models import Alert
+from leaseboard.core.replicas import reads_from_replica
 from leaseboard.core.services import alerts as alert_services
 from leaseboard.dashboard.selectors import alerts as alert_reads
 from leaseboard.domain.errors import LeaseboardError, NotFound
@@ -56,6 +57,7 @@ def pending_badge(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 @role_required(*VIEWER_ROLES)
+@reads_from_replica
 def alerts(request: HttpRequest) -> HttpResponse:
     filters = alert_reads.AlertFilters.from_query(request.GET)
     context = {

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
+from leaseboard.core.replicas import reads_from_replica
 from leaseboard.dashboard.selectors import audit as audit_reads
 from leaseboard.web.htmx import page_or_fragment
 from leaseboard.web.pages import render_page
@@ -13,6 +14,7 @@ from leaseboard.web.roles import MANAGER, role_required
 
 @require_GET
 @role_required(MANAGER)
+@reads_from_replica
 def audit(request: HttpRequest) -> HttpResponse:
     page = audit_reads.audit_log(audit_reads.AuditFilters.from_query(request.GET))
     context = {"page": page, "f": page.filters, "action_hints": audit_reads.ACTION_HINTS}

@@ -8,6 +8,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_GET, require_POST
 
+from leaseboard.core.replicas import reads_from_replica
 from leaseboard.core.services import supervision
 from leaseboard.dashboard.forms import LiftForm, ReasonForm
 from leaseboard.dashboard.selectors import executor as executor_reads
@@ -21,6 +22,7 @@ from leaseboard.web.roles import APPROVER, OPERATOR, VIEWER_ROLES, acting, role_
 
 @require_GET
 @role_required(*VIEWER_ROLES)
+@reads_from_replica
 def executor(request: HttpRequest, pk: int) -> HttpResponse:
     page = executor_reads.executor_page(executor_id=pk)
     if page is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
+from leaseboard.core.replicas import reads_from_replica
 from leaseboard.dashboard.selectors import fleet as fleet_reads
 from leaseboard.web import charts
 from leaseboard.web.htmx import page_or_fragment
@@ -14,6 +15,7 @@ from leaseboard.web.roles import VIEWER_ROLES, role_required
 
 @require_GET
 @role_required(*VIEWER_ROLES)
+@reads_from_replica
 def fleet(request: HttpRequest) -> HttpResponse:
     h = fleet_reads.fleet_health(request.GET.get("range", "1h"))
     labels = [charts.ago_label(h.now_ms - start) for start in h.starts]

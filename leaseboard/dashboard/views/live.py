@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
+from leaseboard.core.replicas import reads_from_replica
 from leaseboard.dashboard.selectors import live as live_reads
 from leaseboard.web.htmx import page_or_fragment, polled_fragment, wants_fragment
 from leaseboard.web.pages import render_page
@@ -16,6 +17,7 @@ PICKERS = frozenset({OPERATOR, APPROVER})
 
 @require_GET
 @role_required(*VIEWER_ROLES)
+@reads_from_replica
 def live_leases(request: HttpRequest) -> HttpResponse:
     filters = live_reads.LiveFilters.from_query(request.GET)
     page = live_reads.live_leases(filters)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.http import Http404, HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
+from leaseboard.core.replicas import reads_from_replica
 from leaseboard.dashboard.forms import ReasonForm
 from leaseboard.dashboard.selectors import work_item as work_item_reads
 from leaseboard.web.htmx import page_or_fragment
@@ -14,6 +15,7 @@ from leaseboard.web.roles import VIEWER_ROLES, role_required
 
 @require_GET
 @role_required(*VIEWER_ROLES)
+@reads_from_replica
 def work_item(request: HttpRequest, key: str) -> HttpResponse:
     page = work_item_reads.work_item_page(key=key, lease_id=request.GET.get("lease", ""))
     if page is None:

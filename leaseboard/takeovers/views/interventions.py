@@ -8,6 +8,7 @@ from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpRespons
 from django.shortcuts import redirect
 from django.views.decorators.http import require_GET, require_POST
 
+from leaseboard.core.replicas import reads_from_replica
 from leaseboard.domain.errors import LeaseboardError
 from leaseboard.takeovers import services
 from leaseboard.takeovers.models import Intervention, ReasonCategory
@@ -22,6 +23,7 @@ from leaseboard.web.templatetags.web import ms_iso, reason_label
 
 @require_GET
 @role_required(MANAGER)
+@reads_from_replica
 def interventions(request: HttpRequest) -> HttpResponse:
     filters = records.InterventionFilters.from_query(request.GET)
     return render_page(
@@ -38,6 +40,7 @@ def interventions(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 @role_required(MANAGER)
+@reads_from_replica
 def interventions_summary(request: HttpRequest) -> HttpResponse:
     filters = records.InterventionFilters.from_query(request.GET)
     pics = summary.pictures(filters, request.GET.get("range", "30d"))
@@ -106,6 +109,7 @@ CSV_HEADER = [
 
 @require_GET
 @role_required(MANAGER)
+@reads_from_replica
 def interventions_csv(request: HttpRequest) -> StreamingHttpResponse:
     filters = records.InterventionFilters.from_query(request.GET)
     rows = (
@@ -136,6 +140,7 @@ def interventions_csv(request: HttpRequest) -> StreamingHttpResponse:
 
 @require_GET
 @role_required(MANAGER)
+@reads_from_replica
 def intervention_detail(request: HttpRequest, pk: int) -> HttpResponse:
     detail = timeline.intervention_detail(pk)
     if detail is None:

@@ -229,3 +229,59 @@ def test_alerts_open_skips_an_existing_dedupe_key_and_returns_only_new_ids(agent
     assert len(first) == 1
     assert services.alerts_open([make(), make()]) == []
     assert Alert.objects.count() == 1
+
+
+def sweeping(db_clock, ms: int) -> services.SweepReport:
+    """Move the clock `ms` forward with a sweep every 2 s; the sweeps' reports summed."""
+    total = services.SweepReport()
+    for step in [2000] * (ms // 2000) + [ms % 2000]:
+        db_clock.advance(step)
+        report = services.sweep_run()
+        total.expired += report.expired
+        total.recovered += report.recovered
+    return total
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("cause", ["database_unavailable", ""])
+def test_leases_that_expire_after_a_database_outage_say_so_instead_of_blaming_the_holder(
+    agent, db_clock, cause
+):
+    executor, _ = agent()
+    bulk_leases(3, prefix="down-", holder=executor, jeopardy_in_ms=10_000, expires_in_ms=15_000)
+    services.sweep_run()
+    ttl = 15_000
+    silent = list(Lease.objects.values_list("id", flat=True))
+    age_leases(2 * ttl + 1000, lease_ids=silent)
+    age_sweep_clock(2 * ttl + 1000)
+
+    # The sweep after the outage: its caller saw its own sweeps fail on the database (or not).
+    report = services.sweep_run(outage_cause=cause)
+    assert report.recovered == 3 and report.expired == 0
+    (summary,) = Alert.objects.filter(kind="recovery")
+    assert summary.detail["cause"] == (cause or "sweeps_stopped")
+    assert summary.message.startswith(
+        "The database was unavailable for" if cause else "No sweep ran for"
+    )
+    # Time moves with a sweep every 2 s (a longer gap would be another outage). One holder
+    # renews in the grace, then stops too: its expiry is its own.
+    sweeping(db_clock, ttl // 2)
+    back = Lease.objects.first()
+    ls.lease_renew(lease_id=back.id, executor=executor, epoch=back.epoch)
+    report = sweeping(db_clock, ttl // 2 + 1)
+    assert report.expired == 2
+    expired = {a.lease_id: a for a in Alert.objects.filter(kind="expired")}
+    assert len(expired) == 2 and back.id not in expired
+    for alert in expired.values():
+        if cause:
+            assert alert.detail["cause"] == "database_unavailable"
+            assert alert.message.startswith("the database was unavailable for 31.")
+            assert 31_000 <= alert.detail["outage_to_ms"] - alert.detail["outage_from_ms"] < 32_000
+        else:
+            assert "cause" not in alert.detail
+            assert alert.message.endswith("stopped renewing; the lease expired")
+    sweeping(db_clock, ttl + 1)
+    late = Alert.objects.get(kind="expired", lease_id=back.id)
+    assert "cause" not in late.detail  # it renewed after the outage: stopping was its own
+    assert Alert.objects.filter(kind="recovery").count() == 1  # raised once
+    assert Alert.objects.filter(kind="expired").count() == 3  # one per lease

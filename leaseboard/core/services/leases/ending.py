@@ -3,6 +3,7 @@ one expiry path for sweeps and for lazy expiry at acquire, renew or effect time.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.db import transaction
@@ -68,14 +69,18 @@ def lease_end_locked(
     return lease
 
 
-def leases_expire_locked(leases: list[Lease], now_ms: int) -> list[int]:
+def leases_expire_locked(
+    leases: list[Lease],
+    now_ms: int,
+    outage_of: Callable[[Lease], dict[str, Any] | None] | None = None,
+) -> list[int]:
     """Expire live leases the caller has locked, in a few statements for the whole batch:
     state, the EXPIRED event dated when validity ended, one expiry (or standing-lapsed)
     alert each, and the jeopardy alerts it supersedes. (The lock delay needs no write: an
     acquire derives it from the latest lease, so expiry never locks the work item row,
     which would invert the work item -> lease lock order.) The one expiry path
     for sweeps and for lazy expiry at acquire, renew or effect time. Returns the alert ids
-    opened now."""
+    opened now. `outage_of` (the sweeps') names a database outage as an expiry's cause."""
     if not leases:
         return []
     reason = "ttl elapsed"
@@ -108,7 +113,9 @@ def leases_expire_locked(leases: list[Lease], now_ms: int) -> list[int]:
     Alert.objects.filter(
         lease_id__in=ids, kind=Alert.Kind.JEOPARDY, resolved_at_ms__isnull=True
     ).update(resolved_at_ms=now_ms)
-    return alerts_open([expiry_alert(lease, now_ms) for lease in leases])
+    return alerts_open(
+        [expiry_alert(lease, now_ms, outage_of(lease) if outage_of else None) for lease in leases]
+    )
 
 
 def lease_expire_if_due_locked(lease: Lease, now_ms: int) -> bool:
