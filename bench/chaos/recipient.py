@@ -46,6 +46,8 @@ TABLES = {
 def schema(ledger: str, marks: str) -> list[str]:
     return [
         f"CREATE TABLE IF NOT EXISTS {marks} (work_key text PRIMARY KEY, "
+        # The guard keeps the fencing order (generation, epoch) (docs/design.md §5).
+        "generation bigint NOT NULL DEFAULT 0 CHECK (generation >= 0), "
         "high_water bigint NOT NULL CHECK (high_water >= 0), "
         "updated_at timestamptz NOT NULL DEFAULT now())",
         f"CREATE TABLE IF NOT EXISTS {ledger} ("
