@@ -261,14 +261,15 @@ def epoch_mark_upsert(vendor: str, table: str) -> str:
     raise _unsupported(vendor)
 
 
-# The fencing generation (docs/design.md §5): the timeline of the WAL this primary writes,
-# the first 8 hex digits of its current WAL file's name. It rises by one with every
-# promotion (a new timeline), never with a restart in place, is right the moment the
+# The fencing generation (docs/design.md §5): the timeline of the WAL this primary writes
+# (the first 8 hex digits of its current WAL file's name) less one. It rises by one with
+# every promotion (a new timeline), never with a restart in place, is right the moment the
 # promoted server accepts writes (measured on PostgreSQL 15: tests/ha_generation), and can
 # be read by the service's own role (pg_control_checkpoint() would lag until the next
-# checkpoint and needs more privilege). Only a primary can run it, and only a primary
-# grants. SQLite has no failover: generation 0.
-GENERATION_SQL = "('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint"
+# checkpoint). Less one: a cluster never failed over (timeline 1) is generation 0, so its
+# tokens are spelled as before generations existed and older recipients keep reading them.
+# Only a primary can run it, and only a primary grants. SQLite has no failover: 0.
+GENERATION_SQL = "('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint - 1"
 
 
 def _filled_by_sql(model: type[Model], attname: str, vendor: str) -> str | None:

@@ -63,8 +63,12 @@ class Primary(OwnPostgres):
             time.sleep(0.05)
 
     def sync_waiters(self) -> list[int]:
-        """Backends waiting for the synchronous standby's acknowledgement of their commit."""
-        rows = self.sql("SELECT pid FROM pg_stat_activity WHERE wait_event = 'SyncRep'")
+        """Client backends waiting for the synchronous standby's acknowledgement of their
+        commit (not autovacuum's, whose ANALYZE may wait too)."""
+        rows = self.sql(
+            "SELECT pid FROM pg_stat_activity "
+            "WHERE wait_event = 'SyncRep' AND backend_type = 'client backend'"
+        )
         return [int(r[0]) for r in rows]
 
     def cancel_sync_waits(

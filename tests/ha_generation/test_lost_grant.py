@@ -100,13 +100,13 @@ def test_a_grant_lost_in_a_failover_is_outranked_by_the_promoted_standbys_grant(
     assert cancelled, "no commit waited for the standby"
     assert lost.status_code == 201, lost.text  # the holder was told it holds
     lost_grant = lost.json()
-    assert (lost_grant["epoch"], lost_grant["generation"]) == (1, 1)
+    assert (lost_grant["epoch"], lost_grant["generation"]) == (1, 0)
     on_primary = primary.sql(
         "SELECT l.epoch, l.generation FROM core_lease l JOIN core_workitem w "
         "ON w.id = l.work_item_id WHERE w.key = 'pay-7'",
         db="lb_faults",
     )
-    assert on_primary == [(1, 1)]
+    assert on_primary == [(1, 0)]  # timeline 1: generation 0
     api.close()
 
     # The primary dies; the standby, which never received that grant, is promoted.
@@ -150,13 +150,13 @@ def test_a_grant_lost_in_a_failover_is_outranked_by_the_promoted_standbys_grant(
     assert lost_claims is not None and next_claims is not None
     assert lost_claims.epoch == next_claims.epoch == 1  # the hazard: one epoch, two holders
     assert lost_claims.holder != next_claims.holder
-    assert lost_claims.order == (1, 1) and next_claims.order == (2, 1)
+    assert lost_claims.order == (0, 1) and next_claims.order == (1, 1)
     assert next_claims.order > lost_claims.order
-    assert next_grant["generation"] == 2
+    assert next_grant["generation"] == 1  # timeline 2
 
     # The online check on the new primary: the lost grant's token is not current.
     assert (online["valid"], online["code"]) == (False, "stale_epoch"), online
-    assert (online["generation"], online["current_generation"]) == (1, 2)
+    assert (online["generation"], online["current_generation"]) == (0, 1)
     assert online_next["valid"] is True
 
     # Both guards, each having accepted the lost holder before it saw the successor.
@@ -169,8 +169,8 @@ def test_a_grant_lost_in_a_failover_is_outranked_by_the_promoted_standbys_grant(
         late = verifier.check(lost_grant["fencing_token"], work_key="pay-7")
         assert first.accepted and second.accepted, (type(guard).__name__, first, second)
         assert not late.accepted and late.code == "stale_epoch", type(guard).__name__
-        assert (late.high_water_generation, late.high_water) == (2, 1)
-        assert guard.mark("pay-7") == (2, 1)
+        assert (late.high_water_generation, late.high_water) == (1, 1)
+        assert guard.mark("pay-7") == (1, 1)
 
     print(
         f"lost grant: cancelled sync wait of backend(s) {cancelled}; promote took "

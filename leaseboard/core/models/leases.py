@@ -48,7 +48,7 @@ class Lease(models.Model):
     )
     epoch = models.BigIntegerField()
     # The fencing order is (generation, epoch) (docs/design.md §5). On PostgreSQL the grant
-    # statement itself reads the primary's WAL timeline (core.sql.GENERATION_SQL), so the
+    # statement itself reads the primary's WAL timeline, less one (core.sql.GENERATION_SQL), so the
     # lease and its generation commit together; SQLite and leases from before it: 0.
     generation = models.BigIntegerField(default=0, db_default=0)
     state = models.CharField(max_length=10, choices=State.choices, default=State.ACTIVE)
