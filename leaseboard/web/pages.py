@@ -58,7 +58,8 @@ def pending_badge_count() -> int:
     """What waits for an approver, as each app that owns such rows registered it
     (leaseboard/core/badges.py: effects waiting for approval under a live lease, pending
     takeover requests); each counted up to BADGE_CAP+1, all in one query."""
-    parts, params = [], []
+    parts: list[str] = []
+    params: list[Any] = []
     for n, selector in enumerate(badges.awaiting_approver()):
         sql, values = selector().order_by().values("pk")[: BADGE_CAP + 1].query.sql_with_params()
         parts.append(f"(SELECT count(*) FROM ({sql}) AS p{n})")
