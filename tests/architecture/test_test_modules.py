@@ -45,7 +45,6 @@ ALLOWED = {
     "leaseboard.sandbox.demo": "dev.py demo's set-up, run end to end by tests/e2e/test_demo.py",
     "leaseboard.sandbox.fleet": "dev.py demo's simulated agents, run by tests/e2e/test_demo.py",
     # Reached through the API by every tests/api module; a direct test module is owed.
-    "leaseboard.api.errors": "the problem mapping, asserted by tests/api/test_server_errors.py",
     "leaseboard.api.middleware": "body limit and rate limits, tests/api and tests/security",
     "leaseboard.api.openapi": "the served schema, tests/api/test_contract.py",
     "leaseboard.api.schemas": "request and response schemas, tests/api/test_contract.py",
@@ -54,7 +53,6 @@ ALLOWED = {
     "leaseboard.core.services.leases.holding": "through leaseboard.core.services.leases",
     "leaseboard.core.services.leases.renewals": "through leaseboard.core.services.leases",
     "leaseboard.core.services.audit_checkpoints": "through the audit_checkpoint command tests",
-    "leaseboard.core.services.envelopes": "through the recipients' API tests",
     "leaseboard.core.services.epoch_notices": "through tests/services/sweeps (notices)",
     "leaseboard.core.services.fencing_check": "through tests/api/test_recipients.py",
     "leaseboard.core.services.rule_sets": "through the policy tests (compiled rule sets)",
@@ -88,9 +86,6 @@ ALLOWED = {
     "leaseboard.takeovers.sweep": "through the sweep tests",
     "leaseboard.telemetry": "through tests/services/test_tracing*.py",
     "leaseboard.web.charts": "through tests/web charts",
-    "leaseboard.web.htmx": "through the htmx fragments of tests/web",
-    "leaseboard.web.logs": "through the request log tests",
-    "leaseboard.web.refusals": "through tests/web refusals",
     "leaseboard.web.roles": "through tests/web role checks",
     "leaseboard.web.signin": "through tests/security/test_signin_throttle.py",
 }

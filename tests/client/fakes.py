@@ -9,11 +9,14 @@ from typing import Any
 
 import httpx
 
-from leaseboard_client import ClientTiming
+from leaseboard_client import AsyncClient, AsyncRenewer, Client, ClientTiming, Renewer
 
 TIMING = ClientTiming(
     request_timeout_s=1.0, renew_interval_s=5.0, safety_margin_s=1.0, drift_rate=0.01
 )
+
+
+URL = "http://leaseboard.test"
 
 
 class FakeClock:
@@ -117,3 +120,24 @@ class FakeServer:
 
     def count(self, path: str) -> int:
         return sum(1 for _, p, _ in self.requests if p == path)
+
+
+def _offline(server: FakeServer, renewer: Any, timing: ClientTiming) -> dict[str, Any]:
+    return {
+        "timing": timing,
+        "transport": httpx.MockTransport(server),
+        "clock": server.clock,
+        "renewer": renewer,
+    }
+
+
+def offline_client(server: FakeServer, renewer: Renewer, timing: ClientTiming = TIMING) -> Client:
+    """The SDK against the fake server, on its clock: no network, no thread."""
+    return Client(URL, "agent-token", **_offline(server, renewer, timing))
+
+
+def offline_async_client(
+    server: FakeServer, renewer: AsyncRenewer | None, timing: ClientTiming = TIMING
+) -> AsyncClient:
+    """The asyncio SDK against the fake server (`renewer` None: the loop's own)."""
+    return AsyncClient(URL, "agent-token", **_offline(server, renewer, timing))

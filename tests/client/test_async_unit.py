@@ -34,6 +34,7 @@ from leaseboard_client import (
 )
 from leaseboard_client.aio import loop_renewer
 from tests.client.fakes import TIMING, FakeClock, FakeServer
+from tests.client.fakes import offline_async_client as make_client
 from tests.waiting import async_wait_until
 
 T = TypeVar("T")
@@ -41,19 +42,6 @@ T = TypeVar("T")
 
 def run(coro: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(coro)
-
-
-def make_client(
-    server: FakeServer, renewer: AsyncRenewer | None, timing: ClientTiming = TIMING
-) -> AsyncClient:
-    return AsyncClient(
-        "http://leaseboard.test",
-        "agent-token",
-        timing=timing,
-        transport=httpx.MockTransport(server),
-        clock=server.clock,
-        renewer=renewer,
-    )
 
 
 def hand_driven(clock: FakeClock) -> AsyncRenewer:

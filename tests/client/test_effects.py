@@ -22,29 +22,15 @@ from leaseboard_client import (
     StaleEpoch,
     outcome_of,
 )
-from tests.client.fakes import TIMING, FakeClock, FakeServer
+from tests.client.fakes import FakeClock, FakeServer, offline_async_client, offline_client
 
 
 def sync_client(server: FakeServer) -> Client:
-    return Client(
-        "http://leaseboard.test",
-        "agent-token",
-        timing=TIMING,
-        transport=httpx.MockTransport(server),
-        clock=server.clock,
-        renewer=Renewer(clock=server.clock, start_thread=False),
-    )
+    return offline_client(server, Renewer(clock=server.clock, start_thread=False))
 
 
 def async_client(server: FakeServer) -> AsyncClient:
-    return AsyncClient(
-        "http://leaseboard.test",
-        "agent-token",
-        timing=TIMING,
-        transport=httpx.MockTransport(server),
-        clock=server.clock,
-        renewer=AsyncRenewer(clock=server.clock, start_task=False),
-    )
+    return offline_async_client(server, AsyncRenewer(clock=server.clock, start_task=False))
 
 
 def outcomes(server: FakeServer) -> list[tuple[str, Any]]:

@@ -31,7 +31,7 @@ from leaseboard_client import (
 )
 from leaseboard_client.langchain import effect_tool
 from tests.builders import admit, make_user
-from tests.client.fakes import TIMING, FakeServer
+from tests.client.fakes import TIMING, FakeServer, offline_async_client
 from tests.client.harness import in_thread
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "clients/python/examples/langgraph_refunds.py"
@@ -153,14 +153,7 @@ def test_a_refund_after_the_lease_is_revoked_is_refused_stops_the_agent_and_show
 
 
 def fake_client(server: FakeServer) -> AsyncClient:
-    return AsyncClient(
-        "http://leaseboard.test",
-        "t",
-        timing=TIMING,
-        transport=httpx.MockTransport(server),
-        clock=server.clock,
-        renewer=AsyncRenewer(clock=server.clock, start_task=False),
-    )
+    return offline_async_client(server, AsyncRenewer(clock=server.clock, start_task=False))
 
 
 async def refund(invoice: str, amount_cents: int, fx: Effect) -> str:

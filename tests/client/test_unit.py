@@ -32,22 +32,12 @@ from leaseboard_client import (
     local_deadline,
 )
 from tests.client.fakes import TIMING, FakeClock, FakeServer
+from tests.client.fakes import offline_client as make_client
 
 
 @pytest.fixture
 def renewer(clock: FakeClock) -> Renewer:
     return Renewer(clock=clock, start_thread=False)
-
-
-def make_client(server: FakeServer, renewer: Renewer, timing: ClientTiming = TIMING) -> Client:
-    return Client(
-        "http://leaseboard.test",
-        "agent-token",
-        timing=timing,
-        transport=httpx.MockTransport(server),
-        clock=server.clock,
-        renewer=renewer,
-    )
 
 
 # -- timing validation -------------------------------------------------------------------

@@ -206,6 +206,23 @@ class Explanation:
     global_version: int = 0
 
 
+def _explained_where(queue_name: str | None, work_key: str | None) -> tuple[WorkItem | None, int]:
+    """The work item an explanation is about (None: a queue alone) and its queue's id."""
+    if work_key:
+        item = WorkItem.objects.select_related("queue").filter(key=work_key).first()
+        if item is None:
+            raise NotFound(f"no work item {work_key!r}")
+        if queue_name and item.queue.name != queue_name:
+            raise ValidationFailed(f"{work_key!r} is in queue {item.queue.name!r}", param="queue")
+        return item, item.queue_id
+    if queue_name:
+        found = Queue.objects.filter(name=queue_name).values_list("id", flat=True).first()
+        if found is None:
+            raise NotFound(f"no queue {queue_name!r}")
+        return None, found
+    raise ValidationFailed("name a queue or a work item", param="queue")
+
+
 def policy_explain(
     *,
     kind: str,
@@ -224,21 +241,7 @@ def policy_explain(
         raise ValidationFailed("target is 1 to 500 characters", param="target")
     if payload is not None and not isinstance(payload, dict):
         raise ValidationFailed("payload is a JSON object", param="payload")
-    item = None
-    if work_key:
-        item = WorkItem.objects.select_related("queue").filter(key=work_key).first()
-        if item is None:
-            raise NotFound(f"no work item {work_key!r}")
-        if queue_name and item.queue.name != queue_name:
-            raise ValidationFailed(f"{work_key!r} is in queue {item.queue.name!r}", param="queue")
-        queue_id = item.queue_id
-    elif queue_name:
-        found = Queue.objects.filter(name=queue_name).values_list("id", flat=True).first()
-        if found is None:
-            raise NotFound(f"no queue {queue_name!r}")
-        queue_id = found
-    else:
-        raise ValidationFailed("name a queue or a work item", param="queue")
+    item, queue_id = _explained_where(queue_name, work_key)
     lease = (
         Lease.objects.select_related("holder").filter(work_item=item, state__in=LIVE_STATES).first()
         if item

@@ -6,6 +6,7 @@ the defaults) and are checked all at once, each problem under its field's name."
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 
@@ -201,41 +202,8 @@ def notify_checked(raw: dict[str, Any], *, current: dict[str, Any]) -> dict[str,
             approvals = _approvals_checked(raw["approvals"], current.get("approvals") or {})
         except SettingsInvalid as exc:
             errors.update({f"approvals.{k}": v for k, v in exc.errors.items()})
-    kept = {w.get("url"): w.get("secret", "") for w in current.get("webhooks", [])}
-    webhooks = []
-    for i, hook in enumerate(raw.get("webhooks") or []):
-        hook = {"url": hook} if isinstance(hook, str) else hook
-        if not isinstance(hook, dict) or set(hook) - {"url", "secret", "secret_env"}:
-            errors[f"webhooks[{i}]"] = "a table {url, secret} (or secret_env)"
-            continue
-        url = str(hook.get("url", "")).strip()
-        problem = webhook_url_problem(url, settings.LEASEBOARD_WEBHOOK_ALLOW_NETWORKS)
-        if problem is None:
-            try:
-                URLValidator(schemes=["http", "https"])(url)
-            except ValidationError:
-                problem = "not an http(s) URL"
-        if problem:
-            errors[f"webhooks[{i}].url"] = f"{url[:100]!r}: {problem}"
-            continue
-        secret = str(hook.get("secret") or "")
-        if hook.get("secret_env"):
-            import os
-
-            secret = os.environ.get(str(hook["secret_env"]), "")
-            if not secret:
-                errors[f"webhooks[{i}].secret_env"] = f"${hook['secret_env']} is not set"
-        webhooks.append({"url": url, "secret": secret or kept.get(url, "")})
-    emails = [str(e).strip() for e in raw.get("emails") or [] if str(e).strip()]
-    for i, email in enumerate(emails):
-        problem = email_problem(email)
-        if problem is None:
-            try:
-                EmailValidator()(email)
-            except ValidationError:
-                problem = "not an e-mail address"
-        if problem:
-            errors[f"emails[{i}]"] = f"{email[:100]!r}: {problem}"
+    webhooks = _webhooks_checked(raw.get("webhooks") or [], current, errors)
+    emails = _emails_checked(raw.get("emails") or [], errors)
     kinds = list(raw.get("kinds") or [])
     for kind in kinds:
         if kind not in ALERT_KINDS:
@@ -252,6 +220,52 @@ def notify_checked(raw: dict[str, Any], *, current: dict[str, Any]) -> dict[str,
     if approvals:
         out["approvals"] = approvals
     return out
+
+
+def _webhooks_checked(
+    raw: list[Any], current: dict[str, Any], errors: dict[str, str]
+) -> list[dict[str, str]]:
+    """Each webhook's URL through the address policy and URLValidator; its secret given,
+    read from `secret_env`, or kept from the queue's current webhook of that URL."""
+    kept = {w.get("url"): w.get("secret", "") for w in current.get("webhooks", [])}
+    webhooks = []
+    for i, hook in enumerate(raw):
+        hook = {"url": hook} if isinstance(hook, str) else hook
+        if not isinstance(hook, dict) or set(hook) - {"url", "secret", "secret_env"}:
+            errors[f"webhooks[{i}]"] = "a table {url, secret} (or secret_env)"
+            continue
+        url = str(hook.get("url", "")).strip()
+        problem = webhook_url_problem(url, settings.LEASEBOARD_WEBHOOK_ALLOW_NETWORKS)
+        if problem is None:
+            try:
+                URLValidator(schemes=["http", "https"])(url)
+            except ValidationError:
+                problem = "not an http(s) URL"
+        if problem:
+            errors[f"webhooks[{i}].url"] = f"{url[:100]!r}: {problem}"
+            continue
+        secret = str(hook.get("secret") or "")
+        if hook.get("secret_env"):
+            secret = os.environ.get(str(hook["secret_env"]), "")
+            if not secret:
+                errors[f"webhooks[{i}].secret_env"] = f"${hook['secret_env']} is not set"
+        webhooks.append({"url": url, "secret": secret or kept.get(url, "")})
+    return webhooks
+
+
+def _emails_checked(raw: list[Any], errors: dict[str, str]) -> list[str]:
+    """The non-blank addresses, each through the header-safety check and EmailValidator."""
+    emails = [str(e).strip() for e in raw if str(e).strip()]
+    for i, email in enumerate(emails):
+        problem = email_problem(email)
+        if problem is None:
+            try:
+                EmailValidator()(email)
+            except ValidationError:
+                problem = "not an e-mail address"
+        if problem:
+            errors[f"emails[{i}]"] = f"{email[:100]!r}: {problem}"
+    return emails
 
 
 def _approvers_checked(raw: Any, current: dict[str, Any]) -> dict[str, Any]:

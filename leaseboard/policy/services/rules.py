@@ -142,43 +142,16 @@ def rule_set_change_locked(
     the rules for every queue, in the caller's transaction."""
     authorize(Act.CHANGE_RULE, actor)
     rule_set_checked(rules, default)
-    queue: Queue | None = None
-    if queue_name is None:
-        base = _global_locked().version
-    else:
-        queue = Queue.objects.select_for_update(no_key=True).filter(name=queue_name).first()
-        if queue is None:
-            raise NotFound(f"no queue {queue_name!r}")
-        base = queue.policy_version
+    queue, base = _rule_set_locked(queue_name)
     before = policy_snapshot(queue)
     after = policy_snapshot(queue, rules) | {"default": default}
     if before == after:
         return RuleSetChange(False, False, version=base)
     where = scope_name(queue_name)
     if four_eyes_on_locked():
-        pending = PolicyChange.objects.filter(
-            kind=PolicyChange.Kind.RULES, queue=queue, status="pending"
-        ).first()
-        if pending is not None:
-            raise ValidationFailed(
-                f"change {pending.pk} to {where!r} waits for a second admin: approve, "
-                "reject or withdraw it first",
-                param="rules",
-            )
-        try:
-            with transaction.atomic():
-                proposal = PolicyChange.objects.create(
-                    kind=PolicyChange.Kind.RULES,
-                    queue=queue,
-                    base_version=base,
-                    rules=after["rules"],
-                    default_decision=default,
-                    summary=(summary or "rule set changed")[:300],
-                    requested_by_id=actor.user_id,
-                    requested_by_name=actor.name,
-                )
-        except IntegrityError:
-            raise ValidationFailed("another change to these rules is waiting") from None
+        proposal = _rule_set_proposed_locked(
+            queue, where=where, base=base, after=after, actor=actor, summary=summary
+        )
         audited(
             Act.CHANGE_RULE,
             actor,
@@ -204,6 +177,46 @@ def rule_set_change_locked(
         request_id=request_id,
     )
     return RuleSetChange(True, True, version=version)
+
+
+def _rule_set_locked(queue_name: str | None) -> tuple[Queue | None, int]:
+    """The queue under a row lock (None: the rules for every queue, their row locked) and
+    the policy version a change starts from."""
+    if queue_name is None:
+        return None, _global_locked().version
+    queue = Queue.objects.select_for_update(no_key=True).filter(name=queue_name).first()
+    if queue is None:
+        raise NotFound(f"no queue {queue_name!r}")
+    return queue, queue.policy_version
+
+
+def _rule_set_proposed_locked(
+    queue: Queue | None, *, where: str, base: int, after: dict[str, Any], actor: Actor, summary: str
+) -> PolicyChange:
+    """Under four-eyes: the change waits for a second admin; one waiting change a scope."""
+    pending = PolicyChange.objects.filter(
+        kind=PolicyChange.Kind.RULES, queue=queue, status="pending"
+    ).first()
+    if pending is not None:
+        raise ValidationFailed(
+            f"change {pending.pk} to {where!r} waits for a second admin: approve, "
+            "reject or withdraw it first",
+            param="rules",
+        )
+    try:
+        with transaction.atomic():
+            return PolicyChange.objects.create(
+                kind=PolicyChange.Kind.RULES,
+                queue=queue,
+                base_version=base,
+                rules=after["rules"],
+                default_decision=after["default"],
+                summary=(summary or "rule set changed")[:300],
+                requested_by_id=actor.user_id,
+                requested_by_name=actor.name,
+            )
+    except IntegrityError:
+        raise ValidationFailed("another change to these rules is waiting") from None
 
 
 # The same change as its own outermost transaction (the queue page's form).

@@ -1,0 +1,43 @@
+"""Refusals in the browser (leaseboard/web/refusals.py): who-you-are refusals are the 403
+page, every other refusal a message (or a form error) with its stable code."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.messages import get_messages
+from django.contrib.messages.storage.fallback import FallbackStorage
+from django.core.exceptions import PermissionDenied
+from django.test import RequestFactory
+
+from leaseboard.domain.errors import Forbidden, NotHolder, StaleEpoch
+from leaseboard.web.refusals import refusal_text, refuse, refused_for_form
+
+
+def _request():  # type: ignore[no-untyped-def]
+    request = RequestFactory().post("/")
+    request.session = {}
+    request._messages = FallbackStorage(request)
+    return request
+
+
+def test_a_refusal_reads_as_its_detail_with_its_code() -> None:
+    assert refusal_text(StaleEpoch("epoch 3 is not 4"), "Not sent: ") == (
+        "Not sent: epoch 3 is not 4 (stale_epoch)"
+    )
+
+
+@pytest.mark.parametrize("exc", [Forbidden("no role"), NotHolder("not yours")])
+def test_a_refusal_of_who_you_are_is_the_403_page(exc) -> None:  # type: ignore[no-untyped-def]
+    request = _request()
+    with pytest.raises(PermissionDenied, match=exc.detail):
+        refuse(request, exc)
+    with pytest.raises(PermissionDenied):
+        refused_for_form(exc)
+    assert list(get_messages(request)) == []
+
+
+def test_any_other_refusal_is_a_message_on_the_page_or_the_forms_error() -> None:
+    request = _request()
+    refuse(request, StaleEpoch("the lease moved on"), "Revoke: ")
+    assert [str(m) for m in get_messages(request)] == ["Revoke: the lease moved on (stale_epoch)"]
+    assert refused_for_form(StaleEpoch("moved on")) == "moved on (stale_epoch)"
