@@ -184,6 +184,7 @@ def pages_for(role: str, w: World) -> list[tuple[str, str]]:
         ],
         "approver": [
             ("pending", "/takeovers/pending/"),
+            ("effect", f"/takeovers/effects/{w.ids['waiting_effect']}"),
             ("bulk-revoke", "/leases/revoke?key=refund-003"),
         ],
         "admin": [
