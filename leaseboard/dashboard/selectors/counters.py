@@ -30,6 +30,8 @@ class Counters:
     pending_takeovers: int | None = None
     # Work items with effects of no known outcome that nobody holds (selectors/blocked.py).
     needs_reconciliation: int = 0
+    # Live by their row, expired by time, not yet ended by a sweep (within expired_last_hour).
+    unswept: int = 0
     cap: int = COUNTER_CAP
 
 
@@ -115,4 +117,5 @@ def live_counters() -> tuple[int, Counters]:
         ),
         pending_takeovers=None if pending is None else int(pending),
         needs_reconciliation=int(blocked),
+        unswept=int(unswept_active) + int(unswept_jeopardy),
     )

@@ -221,7 +221,8 @@ def _ranks(now_ms: int) -> list[Q]:
     waiting for an approver. Rank 3, healthy, is none of them."""
     now = Value(now_ms, output_field=BigIntegerField())
     jeopardy = Q(state=Lease.State.JEOPARDY) | Q(state=Lease.State.ACTIVE, due_at_ms__lte=now)
-    held = Q(held_at_ms__isnull=False)
+    # The item's hold (over work_item_held_idx, few rows); a live lease carries a copy.
+    held = Q(work_item__held_at_ms__isnull=False)
     waiting = Q(
         id__in=Effect.objects.filter(
             decision=Effect.Decision.PENDING_APPROVAL.value, lease_id__isnull=False
@@ -257,7 +258,11 @@ KEY_FIELDS = ("work_item__key", "epoch")
 
 
 def _urgency_limited(
-    parts: list[QuerySet[Lease]], filters: LiveFilters, now_ms: int, cursor: list[Any] | None
+    parts: list[QuerySet[Lease]],
+    filters: LiveFilters,
+    now_ms: int,
+    cursor: list[Any] | None,
+    counters: Counters,
 ) -> list[QuerySet[Any]]:
     """The urgency sort without ranking every live lease: each part splits by rank into
     four, each read in an indexed order with LIMIT size+1 (in jeopardy by due_at_ms over
@@ -283,6 +288,8 @@ def _urgency_limited(
         for r, qs in split:
             if rank is not None and (rank > r if not desc else rank < r):
                 continue  # behind the cursor
+            if r == 0 and not (counters.jeopardy or counters.unswept):
+                continue  # nothing in jeopardy (the counters' same clock): no index walk
             due = "due_at_ms" if r == 0 else "expires_at_ms"
             own = KEY_FIELDS if r == HEALTHY else (due, *KEY_FIELDS)
             qs = qs.annotate(
@@ -386,7 +393,7 @@ def live_leases(filters: LiveFilters) -> LivePage:
     urgency = filters.sort_name == "urgency"
     columns = (*ROW_FIELDS, "urgency", "urgent_due") if urgency else ROW_FIELDS
     if urgency:
-        limited = _urgency_limited(parts, filters, now_ms, cursor)
+        limited = _urgency_limited(parts, filters, now_ms, cursor, counters)
         # Not prepared: a generic plan, blind to the clock parameter, reads the jeopardy
         # rank's `due_at_ms <= now` as a large range (600 ms a page at 100k leases against
         # 30 ms planned for the value).
