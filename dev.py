@@ -11,6 +11,24 @@ The tests run in parallel with pytest-xdist: LEASEBOARD_TEST_WORKERS processes (
 one per core of the 2-core CI machine; a number or `auto`), each with its own test database
 and Redis database (tests/pg_env.py). LEASEBOARD_TEST_WORKERS=0 runs them serially, as does
 passing `-n 0`, `-p no:xdist`, `-s`, `--pdb` or `--trace` (an `-n` of yours is used as given).
+
+Environment variables (all optional):
+
+  demo
+    PORT                  the web server's port on 127.0.0.1 (default 8000); a port in use
+                          stops the demo before anything starts, exit status 1
+    LEASEBOARD_DATA_DIR   where the embedded database, the demo's sign-ins (demo/users.json)
+                          and logs (demo/logs/) live (default ./var)
+    DEBUG                 default true for the demo
+    DATABASE_URL          postgres://... or sqlite:///... (default: SQLite in the data dir)
+    CELERY_BROKER_URL     the worker's broker (default: the file-system broker);
+    REDIS_URL             or Redis for both
+    Every other setting the server reads: docs/deployment.md and leaseboard/settings.py.
+  test
+    LEASEBOARD_TEST_WORKERS  parallel pytest processes (default 2; `auto`; 0: serially)
+    TEST_DATABASE_NAME    the test database's name (default test_leaseboard)
+    TEST_REDIS_URL        the tests' Redis (default redis://127.0.0.1:6379/15)
+    CI                    true: a missing PostgreSQL, Redis or Chromium fails the run
 """
 
 from __future__ import annotations
@@ -20,6 +38,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -161,14 +180,31 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt  # SIGTERM and SIGHUP stop the demo like Ctrl-C does
 
 
+def port_free(port: str) -> str:
+    """'' when 127.0.0.1:`port` can be listened on; else why not, in words."""
+    if not port.isdigit() or not 1 <= int(port) <= 65535:
+        return f"PORT={port!r} is not a port number (1-65535)"
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as runserver binds
+        try:
+            probe.bind(("127.0.0.1", int(port)))
+        except OSError as exc:
+            return f"port {port} on 127.0.0.1 is in use ({exc.strerror or exc})"
+    return ""
+
+
 def cmd_demo(extra: list[str]) -> int:
+    port = os.environ.get("PORT", "8000").strip()
+    busy = port_free(port)
+    if busy:  # before anything starts: no fleet against someone else's server
+        say(f"{busy}: nothing was started. Choose another port, e.g. PORT=8001 python3 dev.py demo")
+        return 1
     ensure_venv("requirements.txt")
     signal.signal(signal.SIGTERM, _interrupt)
     signal.signal(signal.SIGHUP, _interrupt)
     env = dict(os.environ)
     env.setdefault("DEBUG", "true")
     env["LEASEBOARD_DEMO"] = "true"  # mounts the payments sandbox the fleet pays through
-    port = env.get("PORT", "8000")
     py = str(PY)
     data_dir = Path(env.get("LEASEBOARD_DATA_DIR") or ROOT / "var")
     logs = data_dir / "demo" / "logs"
@@ -182,6 +218,7 @@ def cmd_demo(extra: list[str]) -> int:
         return 1
     run(py, "manage.py", "demo_setup", env=env)
     procs: list[subprocess.Popen] = []
+    status = 0
 
     def start(*args: str) -> None:
         say("starting " + " ".join(args))
@@ -201,6 +238,7 @@ def cmd_demo(extra: list[str]) -> int:
         while all(p.poll() is None for p in procs):
             time.sleep(0.5)
         say("a process exited; stopping the rest")
+        status = 1
     except KeyboardInterrupt:
         say("stopping")
     finally:
@@ -213,10 +251,13 @@ def cmd_demo(extra: list[str]) -> int:
                 except subprocess.TimeoutExpired:
                     os.killpg(p.pid, signal.SIGKILL)
                     p.wait()
-    return 0
+    return status
 
 
 def main() -> int:
+    if len(sys.argv) >= 2 and sys.argv[1] in {"-h", "--help", "help"}:
+        print(__doc__)
+        return 0
     if len(sys.argv) < 2 or sys.argv[1] not in {"demo", "test"}:
         print(__doc__)
         return 2

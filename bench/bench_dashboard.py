@@ -66,8 +66,9 @@ def _fill(n_leases: int) -> None:
         cur.execute("SELECT id FROM core_queue WHERE name = 'default'")
         queue_id = cur.fetchone()[0]
         cur.execute(
-            "INSERT INTO core_executor (name, kind, is_active, created_at) "
-            "SELECT 'bench-agent-' || g, 'agent', true, now() FROM generate_series(1, 1000) g "
+            "INSERT INTO core_executor (name, kind, is_active, created_at, queues, all_queues) "
+            "SELECT 'bench-agent-' || g, 'agent', true, now(), '[]', true "
+            "FROM generate_series(1, 1000) g "
             "ON CONFLICT (name) DO NOTHING"
         )
         now = "(floor(extract(epoch from now()) * 1000))::bigint"
@@ -231,6 +232,7 @@ def main() -> None:
             lambda: client.get(f"/?cursor={cursor}", **hx),
             TARGET_MS,
         ),
+        ("fragment   sort=key (work key)", lambda: client.get("/?sort=key", **hx), TARGET_MS),
         ("fragment   sort=due (time left)", lambda: client.get("/?sort=due", **hx), TARGET_MS),
         ("fragment   sort=holder", lambda: client.get("/?sort=holder", **hx), TARGET_MS),
         ("fragment   certainty=jeopardy", lambda: client.get("/?certainty=jeopardy", **hx), None),

@@ -696,8 +696,12 @@ if not (
 LEASEBOARD_POLICY_FOUR_EYES = env_bool("LEASEBOARD_POLICY_FOUR_EYES", False)
 
 # --- Dashboard (leaseboard/dashboard) ---------------------------------------------------
-# How long an ended lease stays on the live page (greyed, with its end reason) before it
-# leaves the default view, so the row someone is about to click does not vanish.
+# Recurrences of one agent's alerts of one kind within this long of the open incident's
+# last sighting fold into it (count, first and last seen) instead of opening new alerts;
+# 0 turns folding off (core.services.alerts.alerts_fold).
+LEASEBOARD_ALERT_FOLD_WINDOW_MS = env_int("LEASEBOARD_ALERT_FOLD_WINDOW_MS", 600_000, minimum=0)
+# How long an ended lease stays on the live page (greyed, with its end reason, in the
+# section below the live ones) so the row someone is about to click does not vanish.
 LEASEBOARD_DASHBOARD_ENDED_VISIBLE_MS = env_int(
     "LEASEBOARD_DASHBOARD_ENDED_VISIBLE_MS", 120_000, minimum=0
 )

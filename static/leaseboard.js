@@ -116,13 +116,16 @@
   function blank(node) { return node.nodeType === 3 && !node.nodeValue.trim(); }
   function syncAttributes(from, to) {
     var i, a;
+    // Whether a section is open is the person's choice, never the poll's.
+    var mine = from.tagName === "DETAILS" ? "open" : null;
     for (i = 0; i < to.attributes.length; i++) {
       a = to.attributes[i];
+      if (a.name === mine) continue;
       if (from.getAttribute(a.name) !== a.value) from.setAttribute(a.name, a.value);
     }
     for (i = from.attributes.length - 1; i >= 0; i--) {
       a = from.attributes[i];
-      if (!to.hasAttribute(a.name)) from.removeAttribute(a.name);
+      if (a.name !== mine && !to.hasAttribute(a.name)) from.removeAttribute(a.name);
     }
   }
   function morphNode(from, to) {
@@ -222,6 +225,17 @@
     var set = picksOf(box.getAttribute("form"));
     if (box.checked) set.set(box.value, box.name); else set.delete(box.value);
     showPicked(box.getAttribute("form"));
+  });
+  // "Select all N shown": <button type="button" data-pick-all="FORM-ID"> picks every box of
+  // that form on the page (a second press unpicks them).
+  document.addEventListener("click", function (evt) {
+    var button = evt.target.closest && evt.target.closest("[data-pick-all]");
+    if (!button) return;
+    var formId = button.getAttribute("data-pick-all"), set = picksOf(formId);
+    var all = Array.prototype.slice.call(boxes(formId));
+    var every = all.length && all.every(function (b) { return set.has(b.value); });
+    all.forEach(function (b) { if (every) set.delete(b.value); else set.set(b.value, b.name); });
+    showPicked(formId);
   });
 
   /* -- confirmation for risky actions ------------------------------------------------- */

@@ -78,6 +78,14 @@ def demo_mounted():  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture(autouse=True)
+def _alerts_one_per_event(request: pytest.FixtureRequest, settings) -> None:  # type: ignore[no-untyped-def]
+    """The suite counts one alert per event; folding recurrences into incidents (on by
+    default, LEASEBOARD_ALERT_FOLD_WINDOW_MS) is tested where `alert_folding` marks it."""
+    if request.node.get_closest_marker("alert_folding") is None:
+        settings.LEASEBOARD_ALERT_FOLD_WINDOW_MS = 0
+
+
+@pytest.fixture(autouse=True)
 def _default_rows(request: pytest.FixtureRequest) -> None:
     """Transactional tests truncate every table; put back what migrations seed."""
     marker = request.node.get_closest_marker("django_db")

@@ -20,6 +20,7 @@ urlpatterns = [
         name="password_set",
     ),
     path("account/password-set/", PasswordSetDone.as_view(), name="password_set_done"),
+    path("blocked/", views.blocked, name="blocked"),
     path("alerts/", views.alerts, name="alerts"),
     path("alerts/badge", views.alert_badge, name="alert_badge"),
     path("alerts/acknowledge", views.alerts_acknowledge_groups, name="alerts_acknowledge"),

@@ -59,6 +59,9 @@ class AlertKind(StrEnum):
     RECIPIENT_REFUSAL = "recipient_refusal"
     RECOVERY = "recovery"
     TAKEOVER_EXPIRED = "takeover_expired"
+    # A work item left with effects of no known outcome and nobody holding it: blocked until
+    # a person takes it over and reconciles (docs/design.md §6). Opened once per lost holder.
+    NEEDS_RECONCILIATION = "needs_reconciliation"
 
 
 class ReasonCategory(StrEnum):

@@ -40,6 +40,9 @@ log = logging.getLogger("leaseboard.simulate")
 LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1"}
 # Request timeout ≤ half of the shortest demo renew interval (ttl 6 s → 2 s).
 TIMING = ClientTiming(request_timeout_s=1.0, renew_interval_s=3.0, safety_margin_s=1.0)
+# An agent whose effect waits for an approver holds on (renewing) this long, as a real one
+# would, so the demo's approvals stay decidable instead of lapsing with their lease.
+APPROVAL_WAIT_S = 300.0
 
 
 def check_loopback(base_url: str) -> str:
@@ -94,7 +97,12 @@ class Fleet:
         """Propose, pay through the sandbox, report the outcome. Returns what happened."""
         amount = random.randint(100, 50_000)
         try:
-            with h.effect(kind, "sandbox:acme", payload={"amount_cents": amount}) as fx:
+            with h.effect(
+                kind,
+                "sandbox:acme",
+                payload={"amount_cents": amount},
+                approval_wait_s=APPROVAL_WAIT_S,
+            ) as fx:
                 status = self.pay(sandbox, fx.headers(), amount, fx.idempotency_key or "")
                 if status not in (200, 201):
                     fx.set_outcome("failed", f"sandbox answered {status}")

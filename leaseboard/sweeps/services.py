@@ -27,7 +27,7 @@ from leaseboard.core.clock import DbNowMs, db_now_ms
 from leaseboard.core.dbfaults import long_bounds
 from leaseboard.core.models import Alert, Lease, LeaseEvent
 from leaseboard.core.models.leases import LIVE_STATES
-from leaseboard.core.services.alerts import alerts_open
+from leaseboard.core.services.alerts import alerts_fold, alerts_open
 from leaseboard.core.services.approvals import approvals_expire_due
 from leaseboard.core.services.leases import leases_expire_locked
 from leaseboard.core.services.leases.base import lease_events_insert
@@ -366,8 +366,11 @@ def _jeopardy_mark(rows: list[Any], now: int) -> tuple[int, list[tuple[int, str,
                     marked += 1
                 else:
                     opened.append((int(alert_id), Alert.Kind.JEOPARDY.value, due))
-    if opened:
-        alerts_opened.send(sender=Alert, alert_ids=[alert_id for alert_id, _, _ in opened])
+    # Recurrences of one agent's jeopardy fold into its open incident: counted in the
+    # metrics as opened (the events happened), not notified again.
+    notify = alerts_fold([alert_id for alert_id, _, _ in opened])
+    if notify:
+        alerts_opened.send(sender=Alert, alert_ids=notify)
     return marked, opened
 
 

@@ -17,8 +17,17 @@ class TakeoverRequestForm(forms.Form):
         max_length=1000, widget=forms.Textarea(attrs={"rows": 3}), label="Why"
     )
     standing_minutes = forms.IntegerField(label="Standing (minutes)")
+    operator = forms.CharField(
+        max_length=150,
+        required=False,
+        label="Standing to another operator (username; blank: you)",
+    )
     agent = forms.CharField(
-        max_length=150, required=False, label="Grant to agent (blank: yourself)"
+        max_length=150, required=False, label="Or standing to an agent (name; blank: you)"
+    )
+    hold_while_waiting = forms.BooleanField(
+        required=False,
+        label="Hold the agent while this waits (it keeps renewing; its new effects are refused)",
     )
 
     def __init__(self, *args, **kwargs):  # type: ignore[no-untyped-def]

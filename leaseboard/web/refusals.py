@@ -7,14 +7,22 @@ from __future__ import annotations
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
 
 from leaseboard.domain.authority import IDENTITY_CODES as WHO_YOU_ARE
 from leaseboard.domain.errors import LeaseboardError
 
 
-def refusal_text(exc: LeaseboardError, prefix: str = "") -> str:
-    """The words shown for a refusal; the stable code in brackets for support."""
-    return f"{prefix}{exc.detail} ({exc.code})"
+def with_code(text: str, code: str) -> SafeString:
+    """A sentence for people, and the stable code for support on a details line of its own
+    (not in the sentence). Both escaped."""
+    return format_html('{}<small class="refusal-code">code: <code>{}</code></small>', text, code)
+
+
+def refusal_text(exc: LeaseboardError, prefix: str = "") -> SafeString:
+    """The words shown for a refusal, and its stable code on a details line for support."""
+    return with_code(f"{prefix}{exc.detail}", exc.code)
 
 
 def refuse(request: HttpRequest, exc: LeaseboardError, prefix: str = "") -> None:

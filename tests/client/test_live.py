@@ -288,3 +288,53 @@ def test_two_holdings_in_one_process_renew_in_one_request_per_tick(live: Live) -
     plain = [Client(live.proxy.url, live.token, timing=TIMING) for _ in range(2)]
     live.clients.extend(plain)
     assert plain[0].renewer is plain[1].renewer is process_renewer()
+
+
+# -- waiting for an approver keeps the lease (issue 28, point 2) -----------------------------
+
+
+def test_an_effect_waiting_for_approval_keeps_renewing_until_an_approver_decides(
+    live: Live,
+) -> None:
+    import threading
+
+    from leaseboard.core.models import Effect, Queue
+    from leaseboard.core.services.approvals import effect_approve
+    from tests.builders import effect_rules
+
+    effect_rules(Queue.objects.get(name="default"), ("payment.refund", "require_approval"))
+    approver = an_approver()
+    client = live.client()
+    key = live.admitted("approval")
+    seen: dict[str, Any] = {}
+    with client.hold(key, ttl_ms=TTL_MS) as holding:
+        renewals_before = lease_row(holding.lease_id).renew_count
+
+        def wait_for_it() -> None:
+            try:
+                with holding.effect(
+                    "payment.refund", "order-1", approval_wait_s=120, approval_poll_s=0.05
+                ) as fx:
+                    seen["decision"] = fx.decision.decision if fx.decision else None
+                    seen["token"] = fx.fencing_token
+            except Exception as exc:  # surfaced by the assertions below
+                seen["error"] = exc
+
+        waiter = threading.Thread(target=wait_for_it)
+        waiter.start()
+        # Three ttls pass while the approver thinks; the renewer keeps the lease all along.
+        for _ in range(3 * TTL_MS // 1000):
+            live.clock.skip(1.0)
+            live.renewer.tick()
+            assert live.server_view(key)["certainty"] == "active"
+        assert waiter.is_alive(), seen
+        effect = Effect.objects.get(work_item__key=key)
+        assert effect.decision == "pending_approval"
+        effect_approve(effect_id=effect.id, actor=approver, note="fine")
+        waiter.join(10)
+        assert not waiter.is_alive()
+        assert seen.get("decision") == "authorized", seen
+        assert seen["token"]
+        lease = lease_row(holding.lease_id)
+        assert lease.state == "active" and lease.renew_count >= renewals_before + 3
+        assert Effect.objects.filter(id=effect.id, outcome="applied").exists()

@@ -85,8 +85,11 @@ def test_operator_watches_a_lease_fail_acknowledges_and_finds_the_stale_effect(
     assert page.evaluate("window.__notReloaded") is True
     page.screenshot(path=str(SHOTS / "3-expired.png"), full_page=True)
     _materialize()
-    # Written down as expired, it stays in place for a while, greyed, saying why it ended.
-    page.wait_for_selector(f'{row}.ended:has-text("ttl elapsed")')
+    # Written down as expired, it moves to the section of leases that just ended (collapsed:
+    # live work comes first), greyed, saying why it ended; opened, it stays open.
+    page.wait_for_selector(f'#ended-leases {row}.ended:has-text("ttl elapsed")', state="attached")
+    page.click("#ended-leases summary")
+    page.wait_for_selector(f'#ended-leases {row}.ended:has-text("ttl elapsed")')
     page.wait_for_selector('[data-counter="expired"]:text-is("1")')
     assert page.evaluate("window.__notReloaded") is True
 

@@ -9,7 +9,7 @@ import pytest
 
 from leaseboard.core.models import AuditEntry, Lease
 from tests.builders import leased_item, make_user
-from tests.e2e.pages import agent_call, shot, sign_in
+from tests.e2e.pages import agent_call, confirm, shot, sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -89,6 +89,7 @@ def test_hold_refuses_effects_while_renewals_succeed_then_lifts_then_escalates(
     ap = sign_in(browser, base, "abe")
     ap.goto(f"{base}/takeovers/pending/")
     ap.click("#inbox form.inline button[type=submit]")
+    confirm(ap)  # approving revokes a live agent: said first
     ap.wait_for_selector(".msg-success")
     assert Lease.objects.get(id=lease.id).state == "revoked"
     status, problem = _renew(base, lease, token)

@@ -131,9 +131,13 @@ def test_live_rows_keep_their_order_and_ended_ones_stay_greyed(
     page.wait_for_selector(f"#lease-{leases[0].id} td[data-label='Renewals']:text-is('1')")
     assert page.eval_on_selector_all("#live tbody tr", "rows => rows.map(r => r.id)") == order
 
-    # A lease that ends stays listed, greyed, with why; its pick is dropped with a note.
+    # A lease that ends moves to the section below, greyed, with why (collapsed until
+    # opened, and open across polls once opened); its pick is dropped with a note.
     lease_release(lease_id=leases[1].id, executor=bot, epoch=1)
-    page.wait_for_selector(f"#lease-{leases[1].id}.ended:has-text('released by holder')")
+    ended = f"#ended-leases #lease-{leases[1].id}.ended:has-text('released by holder')"
+    page.wait_for_selector(ended, state="attached")
+    page.click("#ended-leases summary")
+    page.wait_for_selector(ended)
     page.wait_for_selector("#bulk-pick [data-picked-note]:has-text('k-01')")
     assert not page.locator("[data-picked-count]").inner_text()
     assert _not_reloaded(page)
@@ -214,6 +218,7 @@ def test_the_approver_is_told_and_decides_from_a_self_refreshing_inbox(
     ap.locator("input.pick[name=effect]").first.check()
     ap.fill("#decide-note", "checked with the payments team")
     ap.click("#decide-pick button[value=approve]")
+    confirm(ap)
     ap.wait_for_selector(".msg-success:has-text('2 approved')")
     req.refresh_from_db()
     assert req.status == "approved"

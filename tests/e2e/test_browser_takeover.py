@@ -13,7 +13,7 @@ import pytest
 
 from tests.builders import leased_item, make_user
 from tests.e2e.chromium import SHOTS
-from tests.e2e.pages import sign_in
+from tests.e2e.pages import confirm, sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -62,6 +62,7 @@ def test_two_people_take_over_reconcile_hand_back_and_a_manager_exports(
     ap.fill("#decide-note", "go ahead")
     ap.screenshot(path=str(SHOTS / "takeover-2-pending.png"))
     ap.click('#decide-pick button[value="approve"]')
+    confirm(ap)
     assert "approved" in ap.content()
     assert Lease.objects.get(id=lease.id).state == "revoked"
 

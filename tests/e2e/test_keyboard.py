@@ -126,22 +126,16 @@ def test_countdowns_do_not_tick_with_reduced_motion(live_server, browser, agent,
 
 
 def test_a_failed_submit_puts_focus_on_its_error_summary(live_server, browser, agent, olga):
-    from leaseboard.core.authority import Actor
-    from leaseboard.takeovers.services import takeover_request
-
     bot, _ = agent("err-bot")
     leased_item(bot, key="err-1")
-    takeover_request(
-        work_key="err-1",
-        actor=Actor.human(olga),
-        reason_category="stuck",
-        reason_text="first request",
-    )
     page = sign_in(browser, live_server.url, "olga")
     page.goto(f"{live_server.url}/takeovers/request/err-1")
     page.select_option("#id_reason_category", "stuck")
-    page.fill("#id_reason_text", "a second request")
+    page.fill("#id_reason_text", "a request for an agent that does not exist")
+    page.fill("#id_agent", "ghost-bot")
     page.click("#takeover-request button[type=submit]")
     page.wait_for_selector(".error-summary")
     assert page.evaluate("document.activeElement.classList.contains('error-summary')")
-    assert "already waiting for a decision" in page.inner_text(".error-summary")
+    assert "no active agent named 'ghost-bot'" in page.inner_text(".error-summary")
+    # What was typed is kept, to be corrected.
+    assert page.input_value("#id_reason_text") == "a request for an agent that does not exist"

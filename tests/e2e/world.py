@@ -59,6 +59,15 @@ def build_world(agent) -> World:  # type: ignore[no-untyped-def]
     jeopardy = leased_item(agents["deploy-bot"], key="deploy-7")
     age_lease(jeopardy.id, jeopardy.jeopardy_after_ms + 500)
     gone = leased_item(agents["deploy-bot"], key="deploy-8")
+    # Its outcome never reported: once expired, the item is blocked (needs reconciliation).
+    effect_propose(
+        lease_id=gone.id,
+        executor=agents["deploy-bot"],
+        epoch=gone.epoch,
+        kind="deploy.rollout",
+        target="cluster-eu-west-1/payments-api",
+        idempotency_key="deploy-8-a",
+    )
     age_lease(gone.id, gone.ttl_ms + 1_000)
     sweep_run()  # the jeopardy and expiry alerts
     leased_item(agents["ledger-bot"], key="ledger-1")
@@ -162,6 +171,7 @@ def pages_for(role: str, w: World) -> list[tuple[str, str]]:
         ("work-item", f"/work/{w.keys['live']}"),
         ("executor", f"/executors/{w.agents['refund-bot'].id}"),
         ("fleet", "/fleet/"),
+        ("blocked", "/blocked/"),
         ("not-found", "/work/no-such-item"),
     ]
     own = {
@@ -174,6 +184,7 @@ def pages_for(role: str, w: World) -> list[tuple[str, str]]:
         ],
         "approver": [
             ("pending", "/takeovers/pending/"),
+            ("effect", f"/takeovers/effects/{w.ids['waiting_effect']}"),
             ("bulk-revoke", "/leases/revoke?key=refund-003"),
         ],
         "admin": [

@@ -16,6 +16,7 @@ commit time is recorded; an approval refused because the lease ended is decided)
 from __future__ import annotations
 
 import itertools
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -395,8 +396,10 @@ def _web(w: World, path: str, data: dict[str, Any]) -> Answer:
         errors += [str(e) for e in response.context["form"].non_field_errors()]
     if not errors:
         return Answer(response.status_code, None)
-    message = errors[0]
-    return Answer(response.status_code, message[message.rindex("(") + 1 : -1])
+    # The stable code is on the message's details line (web.refusals.with_code).
+    found = re.search(r"code: <code>([a-z_]+)</code></small>$", str(errors[0]))
+    assert found, errors[0]
+    return Answer(response.status_code, found.group(1))
 
 
 def perform(w: World) -> Answer:

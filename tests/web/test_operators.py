@@ -145,30 +145,48 @@ def test_the_grouped_alerts_page_costs_the_same_with_ten_alerts_or_one(operator_
 # -- live leases ------------------------------------------------------------------------------
 
 
+ROW_ID = r'<tr id="lease-([0-9a-f-]{36})"'
+
+
+def _sections(html: str) -> tuple[list[str], list[str]]:
+    """The lease ids of the live list, and of the section of leases that just ended."""
+    live, _, ended = html.partition('id="ended-leases"')
+    return re.findall(ROW_ID, live), re.findall(ROW_ID, ended)
+
+
 def _ids(client: Client, url: str) -> list[str]:
     html = client.get(url, HTTP_HX_REQUEST="true", HTTP_HX_TARGET="live").content.decode()
-    return re.findall(r'<tr id="lease-([0-9a-f-]{36})"', html)
+    return _sections(html)[0]
 
 
-@pytest.mark.parametrize("sort", ["key", "-key", "holder", "-holder", "due", "-due"])
+@pytest.mark.parametrize(
+    "sort", ["urgency", "-urgency", "key", "-key", "holder", "-holder", "due", "-due"]
+)
 def test_keyset_pages_visit_every_lease_once_in_every_sort(operator_client, agent, sort):
     a, _ = agent("aa")
     b, _ = agent("bb")
     leases = [leased_item(a if i % 2 else b, key=f"s-{i:02d}") for i in range(13)]
-    lease_release(lease_id=leases[4].id, executor=b, epoch=1)  # ended a moment ago: listed
+    age_lease(leases[7].id, leases[7].jeopardy_after_ms + 100)  # urgent: in jeopardy
+    lease_release(lease_id=leases[4].id, executor=b, epoch=1)  # ended a moment ago: below
     seen: list[str] = []
+    ended: list[str] = []
     url = f"/?size=5&sort={sort}"
     while url:
         response = operator_client.get(url, HTTP_HX_REQUEST="true", HTTP_HX_TARGET="live")
         html = response.content.decode()
-        seen += re.findall(r'<tr id="lease-([0-9a-f-]{36})"', html)
+        live, just_ended = _sections(html)
+        seen += live
+        ended += just_ended
         nxt = re.search(r'id="live-next" href="(/\?[^"]+)"', html)
         url = nxt.group(1).replace("&amp;", "&") if nxt else ""
-    assert sorted(seen) == sorted(str(x.id) for x in leases)
+    assert sorted(seen) == sorted(str(x.id) for i, x in enumerate(leases) if i != 4)
+    assert ended == [str(leases[4].id)]  # once, on the first page
+    by_id = {str(x.id): x.work_item.key for x in leases}
     if sort == "key":
-        keys = [f"s-{i:02d}" for i in range(13)]
-        by_id = {str(x.id): x.work_item.key for x in leases}
-        assert [by_id[i] for i in seen] == keys
+        assert [by_id[i] for i in seen] == [f"s-{i:02d}" for i in range(13) if i != 4]
+    if sort == "urgency":
+        rest = [f"s-{i:02d}" for i in range(13) if i not in (4, 7)]
+        assert [by_id[i] for i in seen] == ["s-07", *rest]
 
 
 def test_the_live_list_keeps_its_order_as_leases_renew_and_shows_ended_ones_greyed(
@@ -184,9 +202,11 @@ def test_the_live_list_keeps_its_order_as_leases_renew_and_shows_ended_ones_grey
     html = operator_client.get("/").content.decode()
     row = re.search(rf'<tr id="lease-{leases[2].id}"[^>]*>', html).group(0)
     assert 'class="ended"' in row and "released by holder" in html
-    assert "Rows 1–4 of 4" in html
+    assert _sections(html)[1] == [str(leases[2].id)]  # in the section below the live ones
+    assert "Rows 1–3 of 3" in html and "1 lease ended in the last moments" in html
     settings.LEASEBOARD_DASHBOARD_ENDED_VISIBLE_MS = 0
-    assert str(leases[2].id) not in _ids(operator_client, "/")
+    html = operator_client.get("/").content.decode()
+    assert str(leases[2].id) not in html
 
 
 # -- the approver's inbox ------------------------------------------------------------------------

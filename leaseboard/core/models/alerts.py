@@ -40,6 +40,19 @@ class Alert(models.Model):
     detail = models.JSONField(default=dict, blank=True)
     # How many times the incident happened (recipient reports: one alert, counted).
     occurrences = models.PositiveIntegerField(default=1, db_default=1)
+    # An incident's latest recurrence (None: it happened once, at opened_at_ms). Recurrences
+    # of one (agent, kind) inside LEASEBOARD_ALERT_FOLD_WINDOW_MS fold into the open alert
+    # (core.services.alerts.alerts_fold): the folded row keeps its own facts, resolved at
+    # once, and points here.
+    last_seen_at_ms = models.BigIntegerField(null=True, blank=True)
+    folded_into = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        db_index=False,  # a partial index in Meta: most rows hold NULL
+    )
     due_at_ms = models.BigIntegerField(null=True, blank=True)  # when the event became due
     opened_at_ms = models.BigIntegerField()
     resolved_at_ms = models.BigIntegerField(null=True, blank=True)
@@ -63,6 +76,11 @@ class Alert(models.Model):
                 name="alert_open_idx",
             ),
             models.Index(fields=["work_item", "-opened_at_ms"], name="alert_work_idx"),
+            models.Index(
+                fields=["folded_into"],
+                condition=Q(folded_into__isnull=False),
+                name="alert_folded_into_idx",
+            ),
             models.Index(
                 fields=["acknowledged_by"],
                 condition=Q(acknowledged_by__isnull=False),

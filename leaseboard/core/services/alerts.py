@@ -1,9 +1,10 @@
 """Open alerts exactly once, whoever notices the event first (a sweep, a lazy expiry at
 acquire or renew, a refused stale effect, a recipient report).
 
-`alerts_open` inserts with ON CONFLICT (dedupe_key) DO NOTHING and sends
+`alerts_open` inserts with ON CONFLICT (dedupe_key) DO NOTHING, folds recurrences of one
+(agent, kind) into the open incident (`alerts_fold`), and sends
 `leaseboard.core.signals.alerts_opened` (the notification fan-out listens) only about the
-alerts this call opened.
+alerts this call opened that remain incidents of their own.
 """
 
 from __future__ import annotations
@@ -11,15 +12,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Field
+from django.db.models import F, Field
+from django.db.models.functions import Coalesce
 
 from leaseboard.core import sql
 from leaseboard.core.authority import Actor, authorize
 from leaseboard.core.clock import db_now_ms
-from leaseboard.core.models import Alert, AlertSnooze, Executor, Lease
+from leaseboard.core.models import Alert, AlertSnooze, Effect, Executor, Lease
 from leaseboard.core.services.audit import audit_act
 from leaseboard.core.signals import alerts_opened
+from leaseboard.domain import reconciliation as rc
 from leaseboard.domain.authority import Act
 from leaseboard.domain.errors import NotFound, ValidationFailed
 
@@ -68,9 +72,72 @@ def alerts_open(alerts: list[Alert]) -> list[int]:
         with connection.cursor() as cursor:
             cursor.execute(statement, sql.rows_params(connection.vendor, rows))
             opened.extend(int(r[0]) for r in cursor.fetchall())
-    if opened:
-        alerts_opened.send(sender=Alert, alert_ids=opened)
+    # Recurrences folded into an open incident are opened (and counted) but not notified.
+    notify = alerts_fold(opened)
+    if notify:
+        alerts_opened.send(sender=Alert, alert_ids=notify)
     return opened
+
+
+# Kinds whose recurrences for one agent are one incident. Not recipient refusals (counted per
+# incident already), outage summaries or expired takeover requests (about no agent's lease).
+FOLDING_KINDS = (
+    Alert.Kind.JEOPARDY.value,
+    Alert.Kind.EXPIRED.value,
+    Alert.Kind.STANDING_LAPSED.value,
+    Alert.Kind.STALE_EFFECT.value,
+    Alert.Kind.NEEDS_RECONCILIATION.value,
+)
+
+
+def alerts_fold(ids: list[int]) -> list[int]:
+    """Fold the alerts just opened (`ids`, in the caller's transaction) into the open
+    incident of their (agent, kind): one that is unresolved and was last seen within
+    LEASEBOARD_ALERT_FOLD_WINDOW_MS. The incident counts them (`occurrences`, and
+    `last_seen_at_ms`); each folded row keeps its own facts (lease, epoch, message), is
+    resolved at once and points at the incident. Alerts of one (agent, kind) opened together
+    fold into the first of them. Returns the ids that remain incidents of their own, the
+    only ones to notify about. Two queries, and one update per incident touched."""
+    window = settings.LEASEBOARD_ALERT_FOLD_WINDOW_MS
+    if not ids or not window:
+        return ids
+    fresh = list(
+        Alert.objects.filter(id__in=ids, kind__in=FOLDING_KINDS, lease__isnull=False)
+        .order_by("id")
+        .values_list("id", "kind", "lease__holder_id", "opened_at_ms")
+    )
+    if not fresh:
+        return ids
+    now = max(at for *_, at in fresh)
+    incidents: dict[tuple[int, str], int] = {}
+    for alert_id, kind, holder in (
+        Alert.objects.filter(
+            resolved_at_ms__isnull=True,
+            folded_into__isnull=True,
+            kind__in={kind for _, kind, _, _ in fresh},
+            lease__holder_id__in={holder for _, _, holder, _ in fresh},
+        )
+        .exclude(id__in=ids)
+        .annotate(seen=Coalesce("last_seen_at_ms", "opened_at_ms"))
+        .filter(seen__gte=now - window)
+        .order_by("-id")
+        .values_list("id", "kind", "lease__holder_id")
+    ):
+        incidents.setdefault((holder, kind), alert_id)
+    folded: dict[int, list[int]] = {}
+    for alert_id, kind, holder, _ in fresh:
+        target = incidents.setdefault((holder, kind), alert_id)
+        if target != alert_id:
+            folded.setdefault(target, []).append(alert_id)
+    if not folded:
+        return ids
+    for target, rows in folded.items():
+        Alert.objects.filter(id__in=rows).update(folded_into_id=target, resolved_at_ms=now)
+        Alert.objects.filter(id=target).update(
+            occurrences=F("occurrences") + len(rows), last_seen_at_ms=now
+        )
+    gone = {alert_id for rows in folded.values() for alert_id in rows}
+    return [alert_id for alert_id in ids if alert_id not in gone]
 
 
 def lease_alert(lease: Lease, kind: str, message: str, *, due_at_ms: int, now_ms: int) -> Alert:
@@ -111,15 +178,97 @@ def expiry_alert(lease: Lease, now_ms: int, outage: dict[str, Any] | None = None
     return alert
 
 
+# Effects named in a needs_reconciliation alert's detail (the page lists them all).
+RECONCILIATION_EFFECTS_NAMED = 5
+
+
+def reconciliation_alerts_open(leases: list[Lease], now_ms: int) -> list[int]:
+    """One `needs_reconciliation` alert per work item that these ended leases leave with
+    effects of no known outcome and nobody holding it (an expiry, a lapse, a release, an
+    operator's revoke; not a takeover, which hands the item to a person at once). Unique per
+    (work item, epoch of the lease that ended): raised once per lost holder, resolved when
+    the last of its effects is reconciled. One query over effect_unreconciled_idx."""
+    by_item = {lease.work_item_id: lease for lease in leases}
+    if not by_item:
+        return []
+    effects: dict[int, list[dict[str, Any]]] = {}
+    rows = (
+        Effect.objects.filter(
+            work_item_id__in=list(by_item),
+            decision=rc.Decision.AUTHORIZED.value,
+            resolution="",
+            outcome__in=["", rc.Outcome.UNKNOWN.value],
+        )
+        .order_by("work_item_id", "proposed_at_ms")
+        .values_list("work_item_id", "id", "kind", "target", "epoch", "outcome")
+    )
+    for item_id, effect_id, kind, target, epoch, outcome in rows:
+        effects.setdefault(item_id, []).append(
+            {
+                "id": str(effect_id),
+                "kind": kind,
+                "target": target[:200],
+                "epoch": epoch,
+                "outcome": outcome or "none reported",
+            }
+        )
+    alerts = []
+    for item_id, found in effects.items():
+        lease = by_item[item_id]
+        named = ", ".join(f"{e['kind']} on {e['target']}" for e in found[:3])
+        more = f" and {len(found) - 3} more" if len(found) > 3 else ""
+        alerts.append(
+            Alert(
+                kind=Alert.Kind.NEEDS_RECONCILIATION,
+                dedupe_key=f"{Alert.Kind.NEEDS_RECONCILIATION.value}:{item_id}:{lease.epoch}",
+                lease_id=lease.id,
+                work_item_id=item_id,
+                epoch=lease.epoch,
+                message=(
+                    f"{lease.holder.name} no longer holds the work ({lease.state}) and "
+                    f"{len(found)} effect{'s' if len(found) != 1 else ''} have no known "
+                    f"outcome: {named}{more}; it is blocked until someone reconciles them"
+                )[:500],
+                detail={
+                    "holder": lease.holder.name,
+                    "holder_kind": lease.holder.kind,
+                    "ended": lease.state,
+                    "effects": found[:RECONCILIATION_EFFECTS_NAMED],
+                    "effect_count": len(found),
+                },
+                due_at_ms=lease.ended_at_ms or now_ms,
+                opened_at_ms=now_ms,
+            )
+        )
+    return alerts_open(alerts)
+
+
+def reconciliation_alerts_resolve_if_done(*, work_item_id: int, now_ms: int) -> int:
+    """Resolve the item's needs_reconciliation alerts once none of its effects is left
+    without a known outcome. Returns how many were resolved."""
+    left = Effect.objects.filter(
+        work_item_id=work_item_id,
+        decision=rc.Decision.AUTHORIZED.value,
+        resolution="",
+        outcome__in=["", rc.Outcome.UNKNOWN.value],
+    ).exists()
+    if left:
+        return 0
+    return alerts_resolve(
+        work_item_id=work_item_id, kind=Alert.Kind.NEEDS_RECONCILIATION, now_ms=now_ms
+    )
+
+
 def alerts_resolve(
     *,
     now_ms: int,
     lease: Lease | None = None,
     work_item_id: int | None = None,
     kind: str | None = None,
+    keep_kinds: tuple[str, ...] = (),
 ) -> int:
-    """Resolve the open alerts about one lease or one work item (optionally of one kind).
-    Returns how many were open."""
+    """Resolve the open alerts about one lease or one work item (optionally of one kind,
+    or all but `keep_kinds`). Returns how many were open."""
     if lease is None and work_item_id is None:
         raise ValueError("resolve the alerts of a lease or of a work item")
     qs = Alert.objects.filter(resolved_at_ms__isnull=True)
@@ -129,6 +278,8 @@ def alerts_resolve(
         qs = qs.filter(work_item_id=work_item_id)
     if kind is not None:
         qs = qs.filter(kind=kind)
+    if keep_kinds:
+        qs = qs.exclude(kind__in=keep_kinds)
     return qs.update(resolved_at_ms=now_ms)
 
 

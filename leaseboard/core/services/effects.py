@@ -20,7 +20,7 @@ from leaseboard.core.authority import Actor, authorize, ended_detail, verdict
 from leaseboard.core.clock import db_now_ms
 from leaseboard.core.compiled import CompiledRead, attnames, model_insert
 from leaseboard.core.models import Alert, Effect, Executor, Lease, WorkItem
-from leaseboard.core.services.alerts import alerts_open
+from leaseboard.core.services.alerts import alerts_open, reconciliation_alerts_resolve_if_done
 from leaseboard.core.services.fencing import fencing_token_issue
 from leaseboard.core.services.jsondocs import json_canonical, json_size_checked
 from leaseboard.core.services.leases import lease_expire_if_due_locked, parse_lease_id
@@ -458,4 +458,8 @@ def effect_report_outcome(
         effect.outcome_detail = detail[:1000]
         effect.outcome_at_ms = db_now_ms()
         effect.save(update_fields=["outcome", "outcome_detail", "outcome_at_ms"])
+        if outcome != Effect.Outcome.UNKNOWN:  # a late truth may unblock the item
+            reconciliation_alerts_resolve_if_done(
+                work_item_id=effect.work_item_id, now_ms=effect.outcome_at_ms
+            )
     return effect

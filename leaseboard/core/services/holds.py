@@ -56,13 +56,36 @@ def lease_hold(
     """Put a work item on hold through its live lease, with a structured reason (a hold
     already on is refused: one hold, one reason)."""
     text = reason_checked(reason_category, reason_text, what="a hold")
-    category = reason_category
     item, lease = lease_for_revoke_locked(lease_id)
-    now = db_now_ms()
-    authorize(Act.HOLD, actor, now_ms=now, lease=lease)
+    return lease_hold_locked(
+        item=item,
+        lease=lease,
+        actor=actor,
+        now_ms=db_now_ms(),
+        reason_category=reason_category,
+        reason_text=text,
+        request_id=request_id,
+    )
+
+
+def lease_hold_locked(
+    *,
+    item: WorkItem,
+    lease: Lease,
+    actor: Actor,
+    now_ms: int,
+    reason_category: str,
+    reason_text: str,
+    request_id: str = "",
+) -> Lease:
+    """The hold inside a caller's transaction, which holds the work item's lock, then the
+    lease's (a takeover request that holds the agent while it waits); `reason_text` is
+    already checked."""
+    authorize(Act.HOLD, actor, now_ms=now_ms, lease=lease)
     if item.held_at_ms is not None:
         raise ValidationFailed(f"the work item is already on hold: {item.hold_reason}")
-    _hold_set_locked(item, at_ms=now, reason=revoke_reason(category, text), by=actor.user_id)
+    reason = revoke_reason(reason_category, reason_text)
+    _hold_set_locked(item, at_ms=now_ms, reason=reason, by=actor.user_id)
     lease.refresh_from_db(fields=HOLD_FIELDS)
     audit_act(
         act=Act.HOLD,
@@ -71,10 +94,10 @@ def lease_hold(
         object_type="lease",
         object_id=str(lease.id),
         work_item=item,
-        at_ms=now,
+        at_ms=now_ms,
         reason=item.hold_reason,
         before={"held": False, "epoch": lease.epoch, "holder": lease.holder.name},
-        after={"held": True, "reason_category": category, "reason_text": text},
+        after={"held": True, "reason_category": reason_category, "reason_text": reason_text},
         request_id=request_id,
     )
     return lease

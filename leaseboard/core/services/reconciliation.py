@@ -17,6 +17,7 @@ from leaseboard.core.clock import db_now_ms
 from leaseboard.core.locking import work_item_locked
 from leaseboard.core.models import Effect, Lease
 from leaseboard.core.models.leases import LIVE_STATES
+from leaseboard.core.services.alerts import reconciliation_alerts_resolve_if_done
 from leaseboard.core.services.audit import audit_act
 from leaseboard.core.services.effects import parse_effect_id
 from leaseboard.core.services.leases import parse_lease_id
@@ -91,4 +92,5 @@ def effect_reconcile(
         after={"resolution": resolution},
         request_id=request_id,
     )
+    reconciliation_alerts_resolve_if_done(work_item_id=item.id, now_ms=now)
     return effect

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db.models import Count, Max, Min, Q, QuerySet, Sum, Value
+from django.db.models.functions import Coalesce
 
 from leaseboard.core.clock import db_now_ms
 from leaseboard.core.models import Alert, AlertSnooze
@@ -80,7 +81,8 @@ class AlertFilters:
 
 
 def filtered(filters: AlertFilters) -> QuerySet[Alert]:
-    qs = Alert.objects.all()
+    # A recurrence folded into an incident is counted by it (occurrences), not listed.
+    qs = Alert.objects.filter(folded_into__isnull=True)
     state = filters.state
     if state in ("attention", "open", "acknowledged", "snoozed"):
         qs = qs.filter(resolved_at_ms__isnull=True)
@@ -151,7 +153,7 @@ def alert_groups(filters: AlertFilters) -> AlertGroupsPage:
             unacked=Count("id", filter=Q(acknowledged_at_ms__isnull=True)),
             new=Count("id", filter=Q(id__gt=filters.since)) if filters.since else Value(0),
             first=Min("opened_at_ms"),
-            last=Max("opened_at_ms"),
+            last=Max(Coalesce("last_seen_at_ms", "opened_at_ms")),
             last_id=Max("id"),
         )
         .order_by("-last", "kind")[: GROUP_LIMIT + 1]

@@ -1,4 +1,4 @@
-"""The live page's counters: the database clock and six bounded counts in one query.
+"""The live page's counters: the database clock and eight bounded counts in one query.
 
 The pending-takeovers counter reads the takeover workflow's table, found by app label in
 Django's app registry (as the templates find its URLs by name), so the dashboard imports
@@ -13,7 +13,7 @@ from django.apps import apps
 from django.db import connection
 
 from leaseboard.core.clock import now_ms_sql
-from leaseboard.core.models import Lease
+from leaseboard.core.models import Effect, Lease
 from leaseboard.core.sql import prepared_cursor
 
 # Counters are exact up to this many, then shown as "1000+": each is a bounded scan.
@@ -28,6 +28,10 @@ class Counters:
     expired_last_hour: int
     # None (rendered "—") when the takeover workflow is not installed.
     pending_takeovers: int | None = None
+    # Work items with effects of no known outcome that nobody holds (selectors/blocked.py).
+    needs_reconciliation: int = 0
+    # Live by their row, expired by time, not yet ended by a sweep (within expired_last_hour).
+    unswept: int = 0
     cap: int = COUNTER_CAP
 
 
@@ -90,13 +94,21 @@ def live_counters() -> tuple[int, Counters]:
         ),
         # Over the partial unique index of pending requests (one per work item).
         _bounded(f"FROM {takeovers} WHERE status = 'pending'") if takeovers else "NULL",
+        # Blocked work: distinct items over effect_unreconciled_idx with no live lease.
+        _bounded(
+            f"FROM (SELECT DISTINCT e.work_item_id FROM {Effect._meta.db_table} e "
+            "WHERE e.decision = 'authorized' AND e.resolution = '' "
+            "AND e.outcome IN ('', 'unknown') AND NOT EXISTS (SELECT 1 FROM "
+            f"{t} l WHERE l.work_item_id = e.work_item_id AND l.state IN ('active', 'jeopardy') "
+            "AND l.expires_at_ms > c.n)) AS u"
+        ),
     ]
     sql = f"WITH c AS (SELECT {now} AS n) SELECT c.n, {', '.join(counts)} FROM c"
     # The same text every poll: prepared once per connection, it skips ~1 ms of planning.
     with prepared_cursor(connection) as cursor:
         cursor.execute(sql)
         row = cursor.fetchone()
-    n, active, overdue, jeopardy, expired, unswept_active, unswept_jeopardy, pending = row
+    n, active, overdue, jeopardy, expired, unswept_active, unswept_jeopardy, pending, blocked = row
     return int(n), Counters(
         active=int(active),
         jeopardy=min(int(overdue) + int(jeopardy), COUNTER_CAP + 1),
@@ -104,4 +116,6 @@ def live_counters() -> tuple[int, Counters]:
             int(expired) + int(unswept_active) + int(unswept_jeopardy), COUNTER_CAP + 1
         ),
         pending_takeovers=None if pending is None else int(pending),
+        needs_reconciliation=int(blocked),
+        unswept=int(unswept_active) + int(unswept_jeopardy),
     )

@@ -1,8 +1,9 @@
-"""The live leases page: the counters (selectors/counters.py), a keyset page of leases in a
-stable order (work key by default; holder or time left on request), the leases that ended a
-moment ago kept in place (greyed, with their end reason) for
-LEASEBOARD_DASHBOARD_ENDED_VISIBLE_MS, and the version that lets the polled fragment answer
-304. The rows are read as values (rows.LiveLease).
+"""The live leases page: the counters (selectors/counters.py), a keyset page of live leases,
+most urgent first by default (in jeopardy, on hold, waiting for an approver, then the
+healthy rest by work key; or by work key, holder or time left on request), the leases that
+ended in the last LEASEBOARD_DASHBOARD_ENDED_VISIBLE_MS in a section of their own below
+(greyed, with their end reason), and the version that lets the polled fragment answer 304.
+The rows are read as values (rows.LiveLease).
 """
 
 from __future__ import annotations
@@ -18,10 +19,19 @@ from urllib.parse import urlencode
 from django.conf import settings
 from django.core.exceptions import EmptyResultSet
 from django.db import connection
-from django.db.models import F, Q, QuerySet
+from django.db.models import (
+    BigIntegerField,
+    Case,
+    F,
+    IntegerField,
+    Q,
+    QuerySet,
+    Value,
+    When,
+)
 
 from leaseboard.core.lookups import AnyOf
-from leaseboard.core.models import Lease, WorkItem
+from leaseboard.core.models import Effect, Lease, WorkItem
 from leaseboard.core.models.leases import LIVE_STATES
 from leaseboard.core.sql import POSTGRESQL, prepared_cursor
 from leaseboard.dashboard.selectors.counters import COUNTER_CAP, HOUR_MS, Counters, live_counters
@@ -30,20 +40,34 @@ from leaseboard.domain.text import storable, storable_or_replaced
 
 PAGE_SIZES = (10, 25, 50, 100, 200)
 DEFAULT_PAGE_SIZE = 50
-CERTAINTY_FILTERS = ("", "active", "jeopardy", "expired")
+CERTAINTY_FILTERS = ("", "active", "jeopardy", "expired", "ended")
 ENDED_STATES = ("expired", "released", "revoked")
+ENDED_SHOWN = 20  # rows of the "ended a moment ago" section (the "ended" filter pages all)
+DEFAULT_SORT = "urgency"
 
 # Sort name -> the lease fields of its order, most significant first; each order ends on
 # (work key, epoch), unique per lease, so pages never skip or repeat a row. Every leading
 # column has an index for live leases: the work item's key (with the one-live-lease-per-item
 # index), the holder's name (with lease_holder_state_idx), due_at_ms (lease_due_idx: the next
 # thing that happens to a lease, jeopardy while active, then expiry: its time left).
+#
+# "urgency" (the default) is computed: a rank (0 in jeopardy by time, 1 on hold, 2 waiting for
+# an approver, 3 healthy), then the expiry for the first three ranks (soonest first: they
+# need a person; in jeopardy, due_at_ms, which is the expiry once a sweep marked it), and
+# the work key for the healthy rest (so rows do not move at every renewal); read as one
+# part per rank (_urgency_limited), each over an index.
 SORTS: dict[str, tuple[str, ...]] = {
+    "urgency": ("urgency", "urgent_due", "work_item__key", "epoch"),
     "key": ("work_item__key", "epoch"),
     "holder": ("holder__name", "work_item__key", "epoch"),
     "due": ("due_at_ms", "work_item__key", "epoch"),
 }
-SORT_LABELS = {"key": "work key", "holder": "holder", "due": "time left"}
+SORT_LABELS = {
+    "urgency": "urgency",
+    "key": "work key",
+    "holder": "holder",
+    "due": "time left",
+}
 SORT_CHOICES = [
     (prefix + name, label + suffix)
     for name, label in SORT_LABELS.items()
@@ -53,11 +77,11 @@ SORT_CHOICES = [
 
 @dataclass(frozen=True)
 class LiveFilters:
-    certainty: str = ""  # "" = every live lease, and those that ended a moment ago
+    certainty: str = ""  # "" = every live lease (and a section of those that just ended)
     queue: str = ""
     holder: str = ""
     q: str = ""  # work key search (substring)
-    sort: str = "key"  # a SORTS name, "-" in front for descending
+    sort: str = DEFAULT_SORT  # a SORTS name, "-" in front for descending
     cursor: str = ""
     first_row: int = 1  # the number of the page's first row, for "rows 51–100 of 1000+"
     size: int = DEFAULT_PAGE_SIZE
@@ -65,7 +89,7 @@ class LiveFilters:
     @classmethod
     def from_query(cls, params: Any) -> LiveFilters:
         certainty = params.get("certainty", "")
-        sort = params.get("sort", "key")
+        sort = params.get("sort", DEFAULT_SORT)
         try:
             size = int(params.get("size", DEFAULT_PAGE_SIZE))
         except (TypeError, ValueError):
@@ -81,7 +105,7 @@ class LiveFilters:
             queue=storable_or_replaced(params.get("queue", "").strip()[:100]),
             holder=storable_or_replaced(params.get("holder", "").strip()[:150]),
             q=storable_or_replaced(params.get("q", "").strip()[:200]),
-            sort=sort if sort.lstrip("-") in SORTS else "key",
+            sort=sort if sort.lstrip("-") in SORTS else DEFAULT_SORT,
             cursor=params.get("cursor", "").strip()[:400],
             first_row=first_row,
             size=min(max(size, 1), max(PAGE_SIZES)),
@@ -102,7 +126,7 @@ class LiveFilters:
             "queue": self.queue,
             "holder": self.holder,
             "q": self.q,
-            "sort": "" if self.sort == "key" else self.sort,
+            "sort": "" if self.sort == DEFAULT_SORT else self.sort,
             "cursor": self.cursor,
             "row": "" if self.first_row == 1 else str(self.first_row),
             "size": "" if self.size == DEFAULT_PAGE_SIZE else str(self.size),
@@ -114,7 +138,7 @@ class LiveFilters:
         """The query for sorting by `name`: ascending first, descending on a second click;
         back to the first page."""
         flip = "-" + name if self.sort == name else name
-        return self.query(sort="" if flip == "key" else flip, cursor="", row="")
+        return self.query(sort="" if flip == DEFAULT_SORT else flip, cursor="", row="")
 
     @property
     def sort_links(self) -> dict[str, dict[str, str]]:
@@ -141,7 +165,9 @@ class LivePage:
     next_cursor: str
     now_ms: int
     counters: Counters
-    total: int  # leases matching the filters (live, and ended a moment ago), up to the cap
+    total: int  # leases matching the filters, up to the cap
+    # The first page of the default view: leases that ended a moment ago, newest first.
+    ended: list[LeaseRow[LiveLease]] = field(default_factory=list)
     version: str = field(default="")
 
     @property
@@ -170,6 +196,12 @@ def _filtered(filters: LiveFilters) -> tuple[QuerySet[Lease], bool]:
     return qs, True
 
 
+def leases_filtered(filters: LiveFilters) -> QuerySet[Lease]:
+    """Every lease (live or not) the page's queue, holder and search filters select: what
+    a bulk act "on all matching this filter" starts from (selectors/revocations.py)."""
+    return _filtered(filters)[0]
+
+
 SEARCH_IDS_CAP = 2000  # matching work items read once, as ids, up to this many
 
 
@@ -183,13 +215,103 @@ def _matching_items(q: str) -> list[int] | QuerySet[WorkItem, int]:
     return ids if len(ids) <= SEARCH_IDS_CAP else matching
 
 
+def _ranks(now_ms: int) -> list[Q]:
+    """The conditions of the urgent ranks, each excluding the ranks before it: 0 in
+    jeopardy by time, 1 on hold (the live lease carries its item's hold), 2 with an effect
+    waiting for an approver. Rank 3, healthy, is none of them."""
+    now = Value(now_ms, output_field=BigIntegerField())
+    jeopardy = Q(state=Lease.State.JEOPARDY) | Q(state=Lease.State.ACTIVE, due_at_ms__lte=now)
+    # The item's hold (over work_item_held_idx, few rows); a live lease carries a copy.
+    held = Q(work_item__held_at_ms__isnull=False)
+    waiting = Q(
+        id__in=Effect.objects.filter(
+            decision=Effect.Decision.PENDING_APPROVAL.value, lease_id__isnull=False
+        ).values("lease_id")
+    )
+    return [jeopardy, held & ~jeopardy, waiting & ~held & ~jeopardy]
+
+
+def _urgent(qs: QuerySet[Lease], now_ms: int) -> QuerySet[Lease]:
+    """The urgency sort's columns (SORTS["urgency"]) computed for rows read by id (the
+    merge of several parts on PostgreSQL), as the parts define them."""
+    jeopardy, held, waiting = _ranks(now_ms)
+    return qs.annotate(
+        urgency=Case(
+            When(jeopardy, then=Value(0)),
+            When(held, then=Value(1)),
+            When(waiting, then=Value(2)),
+            default=Value(HEALTHY),
+            output_field=IntegerField(),
+        )
+    ).annotate(
+        urgent_due=Case(
+            When(urgency=0, then=F("due_at_ms")),
+            When(urgency__lt=HEALTHY, then=F("expires_at_ms")),
+            default=Value(0, output_field=BigIntegerField()),
+            output_field=BigIntegerField(),
+        )
+    )
+
+
+HEALTHY = 3
+KEY_FIELDS = ("work_item__key", "epoch")
+
+
+def _urgency_limited(
+    parts: list[QuerySet[Lease]],
+    filters: LiveFilters,
+    now_ms: int,
+    cursor: list[Any] | None,
+    counters: Counters,
+) -> list[QuerySet[Any]]:
+    """The urgency sort without ranking every live lease: each part splits by rank into
+    four, each read in an indexed order with LIMIT size+1 (in jeopardy by due_at_ms over
+    lease_due_idx: the expiry of a lease a sweep marked; on hold and waiting by expiry,
+    few; the healthy rest by work key), so a page costs what the key sort costs. (Ranking
+    and sorting 58k live leases in one statement took 530 ms at p50; docs/benchmarks.md.)
+    The cursor's rank says which parts are behind it (skipped), which one it is in
+    (read after it) and which are ahead (read whole)."""
+    desc = filters.descending
+    size = filters.size + 1
+    rank = cursor[0] if cursor else None
+    out: list[QuerySet[Any]] = []
+    for part in parts:
+        if filters.certainty in ("expired", "ended"):  # nothing live: all "healthy"
+            split = [(HEALTHY, part)]
+        else:
+            conditions = _ranks(now_ms)
+            split = [(r, part.filter(q)) for r, q in enumerate(conditions)]
+            healthy = part
+            for q in conditions:
+                healthy = healthy.exclude(q)
+            split.append((HEALTHY, healthy))
+        for r, qs in split:
+            if rank is not None and (rank > r if not desc else rank < r):
+                continue  # behind the cursor
+            if r == 0 and not (counters.jeopardy or counters.unswept):
+                continue  # nothing in jeopardy (the counters' same clock): no index walk
+            due = "due_at_ms" if r == 0 else "expires_at_ms"
+            own = KEY_FIELDS if r == HEALTHY else (due, *KEY_FIELDS)
+            qs = qs.annotate(
+                urgency=Value(r, output_field=IntegerField()),
+                urgent_due=(Value(0, output_field=BigIntegerField()) if r == HEALTHY else F(due)),
+            )
+            if rank == r:
+                after = (cursor or [])[2:] if r == HEALTHY else (cursor or [])[1:]
+                qs = qs.filter(_after(own, after, desc))
+            order = [F(f).desc() if desc else F(f).asc() for f in own]
+            out.append(qs.order_by(*order)[:size])
+    return out
+
+
 def _parts(filters: LiveFilters, now_ms: int) -> tuple[list[QuerySet[Lease]], bool]:
     """The querysets whose union is the page's list: live leases (narrowed by certainty),
-    and with no certainty filter the leases that ended a moment ago; and whether their
-    statements may be prepared (_filtered)."""
+    or the leases that ended; and whether their statements may be prepared (_filtered)."""
     qs, prepare = _filtered(filters)
     if filters.certainty == "expired":
         return [qs.filter(state=Lease.State.EXPIRED, ended_at_ms__gte=now_ms - HOUR_MS)], prepare
+    if filters.certainty == "ended":
+        return [qs.filter(state__in=ENDED_STATES, ended_at_ms__gte=now_ms - HOUR_MS)], prepare
     live = qs.filter(state__in=LIVE_STATES)
     # due_at_ms is jeopardy_at_ms while active, expires_at_ms in jeopardy (indexed).
     if filters.certainty == "active":
@@ -199,12 +321,19 @@ def _parts(filters: LiveFilters, now_ms: int) -> tuple[list[QuerySet[Lease]], bo
             state=Lease.State.ACTIVE, due_at_ms__lte=now_ms, expires_at_ms__gt=now_ms
         )
         return [live.filter(jeopardy)], prepare
+    return [live], prepare
+
+
+def _recently_ended(filters: LiveFilters, now_ms: int) -> list[LiveLease]:
+    """The default view's section below the live leases: the last few moments' endings
+    (over lease_ended_idx), newest first; on the first page only."""
     window = settings.LEASEBOARD_DASHBOARD_ENDED_VISIBLE_MS
-    if not window:
-        return [live], prepare
-    # Over lease_ended_idx: only the last few moments' endings.
+    if filters.certainty or filters.cursor or not window:
+        return []
+    qs, _ = _filtered(filters)
     ended = qs.filter(state__in=ENDED_STATES, ended_at_ms__gte=now_ms - window)
-    return [live, ended], prepare
+    rows = ended.order_by("-ended_at_ms", "work_item__key").values_list(*ROW_FIELDS)
+    return [LiveLease.from_values(row) for row in rows[:ENDED_SHOWN]]
 
 
 def encode_cursor(values: list[Any]) -> str:
@@ -248,31 +377,45 @@ def sort_values(lease: LiveLease, fields: tuple[str, ...]) -> list[Any]:
 
 
 def live_leases(filters: LiveFilters) -> LivePage:
-    """The live leases page: 3 queries (clock + counters, the page's rows, the bounded
-    total), whatever the page size or the number of leases.
+    """The live leases page: 4 queries (clock + counters, the page's rows, the bounded
+    total, the leases that ended a moment ago), whatever the page size or the number of
+    leases.
 
-    Each part of the list (live; ended a moment ago) is read in the chosen order from its
-    keyset cursor with LIMIT size+1, in one UNION ALL; the parts are merged here and cut to
-    the page. Keyset cursor: the last row's sort values, encoded.
+    Each part of the list is read in the chosen order from its keyset cursor with LIMIT
+    size+1 (several parts in one UNION ALL, merged here and cut to the page). Keyset
+    cursor: the last row's sort values, encoded.
     """
     now_ms, counters = live_counters()
     fields = SORTS[filters.sort_name]
     order = [F(f).desc() if filters.descending else F(f).asc() for f in fields]
     cursor = decode_cursor(filters.cursor, len(fields))
     parts, prepare = _parts(filters, now_ms)
-    limited = []
-    for part in parts:
-        if cursor:
-            part = part.filter(_after(fields, cursor, filters.descending))
-        limited.append(part.order_by(*order)[: filters.size + 1])
-    if len(limited) == 1:
-        values = _prepared_rows(limited[0].values_list(*ROW_FIELDS), prepare)
+    urgency = filters.sort_name == "urgency"
+    columns = (*ROW_FIELDS, "urgency", "urgent_due") if urgency else ROW_FIELDS
+    if urgency:
+        limited = _urgency_limited(parts, filters, now_ms, cursor, counters)
+        # Not prepared: a generic plan, blind to the clock parameter, reads the jeopardy
+        # rank's `due_at_ms <= now` as a large range (600 ms a page at 100k leases against
+        # 30 ms planned for the value).
+        prepare = False
+    else:
+        limited = []
+        for part in parts:
+            if cursor:
+                part = part.filter(_after(fields, cursor, filters.descending))
+            limited.append(part.order_by(*order)[: filters.size + 1])
+    if not limited:
+        values = []
+    elif len(limited) == 1:
+        values = _prepared_rows(limited[0].values_list(*columns), prepare)
     elif not connection.features.supports_slicing_ordering_in_compound:
         # SQLite (the embedded default) allows no LIMIT inside a UNION: one query a part.
-        values = [row for part in limited for row in part.values_list(*ROW_FIELDS)]
+        values = [row for part in limited for row in part.values_list(*columns)]
     else:
         ids = limited[0].values("id").union(*[p.values("id") for p in limited[1:]], all=True)
-        values = _prepared_rows(Lease.objects.filter(id__in=ids).values_list(*ROW_FIELDS), prepare)
+        listed = Lease.objects.filter(id__in=ids)
+        listed = _urgent(listed, now_ms) if urgency else listed
+        values = _prepared_rows(listed.values_list(*columns), prepare)
     leases = [LiveLease.from_values(row) for row in values]
     leases.sort(key=lambda x: sort_values(x, fields), reverse=filters.descending)
     page_rows = leases[: filters.size]
@@ -281,7 +424,8 @@ def live_leases(filters: LiveFilters) -> LivePage:
     )
     total = _bounded_total(parts, prepare)
     rows = [lease_row(lease, now_ms) for lease in page_rows]
-    page = LivePage(filters, rows, next_cursor, now_ms, counters, total)
+    ended = [lease_row(lease, now_ms) for lease in _recently_ended(filters, now_ms)]
+    page = LivePage(filters, rows, next_cursor, now_ms, counters, total, ended)
     page.version = live_version(page)
     return page
 
@@ -333,6 +477,7 @@ def live_version(page: LivePage) -> str:
         "f": page.filters.query(),
         "c": [page.counters.active, page.counters.jeopardy, page.counters.expired_last_hour],
         "t": page.counters.pending_takeovers,
+        "b": page.counters.needs_reconciliation,
         "n": page.next_cursor,
         "total": page.total,
         "r": [
@@ -350,6 +495,7 @@ def live_version(page: LivePage) -> str:
             ]
             for r in page.rows
         ],
+        "e": [[str(r.lease.id), r.lease.state, r.lease.end_reason] for r in page.ended],
     }
     raw = json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
     return hashlib.sha256(raw).hexdigest()[:20]

@@ -1,11 +1,16 @@
 """The bulk revoke's confirmation page: the live leases of the work items picked on the
-live page, as they are now."""
+live page, or of every lease its filters match ("select all N matching"), as they are
+now."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
 
 from leaseboard.core.clock import db_now_ms
 from leaseboard.core.models import Lease
 from leaseboard.core.models.leases import LIVE_STATES
+from leaseboard.dashboard.selectors.live import LiveFilters, leases_filtered
 from leaseboard.dashboard.selectors.rows import LeaseRow, lease_row
 from leaseboard.domain.text import storable_or_replaced
 
@@ -26,3 +31,40 @@ def leases_to_revoke(*, keys: list[str]) -> list[LeaseRow]:
         .filter(work_item__key__in=wanted, state__in=LIVE_STATES)
     }
     return [lease_row(leases[k], now_ms) for k in wanted if k in leases]
+
+
+@dataclass
+class Matching:
+    """Agents' live leases that the live page's filters match: how many (counted up to
+    PICK_LIMIT + 1) and the first PICK_LIMIT of them, by work key."""
+
+    rows: list[LeaseRow]
+    total: int
+    query: dict[str, str]
+
+    @property
+    def capped(self) -> bool:
+        return self.total > PICK_LIMIT
+
+
+def leases_matching(params: Any) -> Matching:
+    """The live agent leases the live page's filters (queue, holder, work-key search,
+    certainty) select; people's standing is never revoked in bulk. 3 queries."""
+    filters = LiveFilters.from_query(params)
+    now_ms = db_now_ms()
+    qs = leases_filtered(filters)
+    qs = qs.filter(state__in=LIVE_STATES, holder__kind="agent", expires_at_ms__gt=now_ms)
+    if filters.certainty == "active":
+        qs = qs.filter(state=Lease.State.ACTIVE, due_at_ms__gt=now_ms)
+    elif filters.certainty == "jeopardy":
+        qs = qs.exclude(state=Lease.State.ACTIVE, due_at_ms__gt=now_ms)
+    elif filters.certainty in ("expired", "ended"):
+        qs = qs.none()
+    total = qs.order_by().values("id")[: PICK_LIMIT + 1].count()
+    leases = (
+        qs.select_related("work_item", "holder")
+        .defer("work_item__scope", "recent_renewals")
+        .order_by("work_item__key")[:PICK_LIMIT]
+    )
+    query = {k: v for k, v in filters.query().items() if k in ("certainty", "queue", "holder", "q")}
+    return Matching([lease_row(lease, now_ms) for lease in leases], total, query)

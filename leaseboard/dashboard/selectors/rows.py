@@ -138,11 +138,18 @@ class LiveLease:
     holder_id: int
     work_item: LiveItem
     holder: LiveHolder
+    # The urgency sort's columns, when the page is sorted by it (selectors/live.py).
+    urgency: int = 3
+    urgent_due: int = 0
 
     @classmethod
     def from_values(cls, values: tuple[Any, ...]) -> LiveLease:
-        """From a row of ROW_FIELDS, in that order (its first 18 are this class's own)."""
-        *own, key, held_at_ms, hold_reason, queue, holder_name, holder_kind = values
+        """From a row of ROW_FIELDS, in that order (its first 18 are this class's own),
+        optionally followed by the urgency sort's two columns."""
+        extra = values[len(ROW_FIELDS) :]
+        *own, key, held_at_ms, hold_reason, queue, holder_name, holder_kind = values[
+            : len(ROW_FIELDS)
+        ]
         item = LiveItem(key, held_at_ms, hold_reason, LiveQueue(queue))
         holder = LiveHolder(holder_name, holder_kind)
-        return cls(*own, item, holder)  # type: ignore[call-arg]  # ROW_FIELDS' order
+        return cls(*own, item, holder, *extra)  # type: ignore[call-arg]  # ROW_FIELDS' order

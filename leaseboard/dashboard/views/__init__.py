@@ -12,6 +12,7 @@ from leaseboard.dashboard.views.alerts import (
     pending_badge,
 )
 from leaseboard.dashboard.views.audit import audit
+from leaseboard.dashboard.views.blocked import blocked
 from leaseboard.dashboard.views.executors import agent_quarantine, agent_quarantine_lift, executor
 from leaseboard.dashboard.views.fleet import fleet
 from leaseboard.dashboard.views.holds import lease_hold, lease_hold_release
@@ -28,6 +29,7 @@ __all__ = [
     "alerts_acknowledge_groups",
     "alerts_snooze_groups",
     "audit",
+    "blocked",
     "executor",
     "lease_hold",
     "lease_hold_release",

@@ -49,8 +49,9 @@ def lease_revoke(request: HttpRequest, lease_id: uuid.UUID) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 @role_required(OPERATOR, APPROVER)
 def leases_revoke_bulk(request: HttpRequest) -> HttpResponse:
-    """GET ?key=…: the live leases of the picked work items, to confirm. POST: revoke the
-    ones still ticked, with one reason and the form's idempotency key."""
+    """GET ?key=…: the live leases of the picked work items, to confirm; GET ?match=1&…:
+    every agent's live lease the live page's filters match, counted first. POST: revoke
+    the ones still ticked, with one reason and the form's idempotency key."""
     form = BulkRevokeForm(request.POST or None, initial={"idempotency_key": uuid.uuid4().hex})
     picked = request.POST.getlist("lease") if request.method == "POST" else []
     bulk = None
@@ -66,10 +67,18 @@ def leases_revoke_bulk(request: HttpRequest) -> HttpResponse:
             )
         except LeaseboardError as exc:
             form.add_error(None, refused_for_form(exc))
-    rows = [] if bulk else revoke_reads.leases_to_revoke(keys=request.GET.getlist("key"))
+    matching = None
+    if bulk:
+        rows = []
+    elif request.GET.get("match") == "1":  # "select all N matching this filter"
+        matching = revoke_reads.leases_matching(request.GET)
+        rows = matching.rows
+    else:
+        rows = revoke_reads.leases_to_revoke(keys=request.GET.getlist("key"))
     context = {
         "form": form,
         "rows": rows,
+        "matching": matching,
         "picked": set(picked),
         "bulk": bulk,
         "succeeded": sum(1 for r in bulk.results if r["ok"]) if bulk else 0,

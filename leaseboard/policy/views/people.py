@@ -17,7 +17,7 @@ from leaseboard.policy.models import PolicyChange
 from leaseboard.policy.services import people
 from leaseboard.policy.services.common import SettingsInvalid
 from leaseboard.web.pages import render_page
-from leaseboard.web.refusals import refuse, refused_for_form
+from leaseboard.web.refusals import refuse, refused_for_form, with_code
 from leaseboard.web.roles import ADMIN, acting, role_required
 
 
@@ -85,7 +85,7 @@ def person_update(request: HttpRequest, username: str) -> HttpResponse:
     except NotFound:
         raise Http404("no such person") from None
     except SettingsInvalid as exc:
-        messages.error(request, f"{username}: {exc.detail} (validation_error)")
+        messages.error(request, with_code(f"{username}: {exc.detail}", "validation_error"))
     except LeaseboardError as exc:
         refuse(request, exc, prefix=f"{username}: ")
     else:

@@ -25,7 +25,7 @@ from leaseboard.policy.services import queues, rules
 from leaseboard.policy.services.common import SettingsInvalid
 from leaseboard.policy.services.four_eyes import four_eyes_forced, four_eyes_on
 from leaseboard.web.pages import render_page
-from leaseboard.web.refusals import refuse, refused_for_form
+from leaseboard.web.refusals import refuse, refused_for_form, with_code
 from leaseboard.web.roles import ADMIN, acting, role_required
 
 
@@ -232,7 +232,9 @@ def _try(
         _apply(request, name, new, default, summary)
     except SettingsInvalid as exc:
         for key, message in exc.errors.items():
-            messages.error(request, f"{summary}: refused, {key}: {message} (validation_error)")
+            messages.error(
+                request, with_code(f"{summary}: refused, {key}: {message}", "validation_error")
+            )
     except NotFound:
         raise Http404("no such queue") from None
     except LeaseboardError as exc:

@@ -60,13 +60,31 @@ class RequestRow:
     evidence: Evidence
 
 
+# What the lease of a waiting effect says about the wait, beside its own deadline.
+LEASE_NOTES = {
+    Certainty.ACTIVE.value: "holder renewing",
+    Certainty.JEOPARDY.value: (
+        "holder not renewing (in jeopardy): if the lease ends, this request lapses"
+    ),
+}
+LEASE_ENDED_NOTE = "lease ended: this request lapses"
+
+
+def lease_note(certainty: str | None) -> str:
+    return LEASE_NOTES.get(certainty or "", LEASE_ENDED_NOTE)
+
+
 @dataclass
 class EffectRow:
     effect: Effect
     certainty: str | None
-    decide_in_ms: int  # until the lease would expire: then the approval expires with it
+    decide_in_ms: int  # until the approval's own decide-by time (docs/approvals.md)
     summary: list[tuple[str, str]]
     evidence: Evidence
+
+    @property
+    def lease_note(self) -> str:
+        return lease_note(self.certainty)
 
 
 @dataclass
@@ -193,6 +211,10 @@ class EffectDecisionPage:
     def waiting(self) -> bool:
         return self.effect.decision == Effect.Decision.PENDING_APPROVAL
 
+    @property
+    def lease_note(self) -> str:
+        return lease_note(self.certainty)
+
 
 def effect_decision_page(effect_id: Any) -> EffectDecisionPage | None:
     now = db_now_ms()
@@ -216,9 +238,10 @@ def effect_decision_page(effect_id: Any) -> EffectDecisionPage | None:
 
 
 def _decide_in_ms(effect: Effect, now: int) -> int:
-    """Until the decision is due: its decide-by time, or the lease's end if sooner (unless
-    the lease renews)."""
-    ends = [effect.lease.expires_at_ms] if effect.lease else [now]
+    """Until the approval's own decide-by time. The lease's expiry is not a deadline to
+    count down: its holder renews it while it waits (the SDK does), and were it to end,
+    the request lapses, which the lease's state beside the countdown says (`lease_note`).
+    An effect from before decide-by times counts down to its lease's expiry."""
     if effect.decide_by_ms is not None:
-        ends.append(effect.decide_by_ms)
-    return max(0, min(ends) - now)
+        return max(0, effect.decide_by_ms - now)
+    return max(0, (effect.lease.expires_at_ms if effect.lease else now) - now)

@@ -1,6 +1,6 @@
 """What an operator sees before asking to take a work item over: who holds it, in what
 certainty, for how long still, and its recent effects and those with no known outcome.
-3 queries; nothing here writes."""
+4 queries; nothing here writes."""
 
 from __future__ import annotations
 
@@ -26,6 +26,8 @@ class RequestContext:
     last_holder: str  # the latest holder, live or not
     recent_effects: list[Effect]
     open_effects: list[Effect]  # authorized, outcome unknown or not reported
+    pending: TakeoverRequest | None = None  # a request already waiting for an approver
+    pending_in_ms: int = 0  # until it is decided or expires
 
 
 def request_context(*, key: str) -> RequestContext | None:
@@ -57,6 +59,7 @@ def request_context(*, key: str) -> RequestContext | None:
         and e.resolution == ""
         and e.outcome in ("", Effect.Outcome.UNKNOWN)
     ]
+    pending = pending_request(item.id)
     return RequestContext(
         item=item,
         lease=lease,
@@ -65,6 +68,20 @@ def request_context(*, key: str) -> RequestContext | None:
         last_holder=latest[0].holder.name if latest else "",
         recent_effects=effects[:RECENT_EFFECTS],
         open_effects=open_effects,
+        pending=pending,
+        pending_in_ms=max(0, pending.decide_by_ms - now) if pending else 0,
+    )
+
+
+def pending_request(work_item_id: int) -> TakeoverRequest | None:
+    """The takeover request waiting for an approver on this work item (at most one: a
+    partial unique index), with who asked and who would get standing."""
+    return (
+        TakeoverRequest.objects.filter(
+            work_item_id=work_item_id, status=TakeoverRequest.Status.PENDING
+        )
+        .select_related("requested_by", "grantee")
+        .first()
     )
 
 

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from django.db.models import Q
+from django.db.models import F, OuterRef, Q, Subquery
 
 from leaseboard.core.clock import db_now_ms
-from leaseboard.core.models import Checkpoint, Effect, Lease
+from leaseboard.core.models import Checkpoint, Effect, Executor, Lease
 from leaseboard.core.models.leases import LIVE_STATES
 from leaseboard.takeovers.models import Intervention
 
@@ -47,11 +47,23 @@ class Standing:
         return not self.live
 
 
+@dataclass(frozen=True)
+class KnownAgent:
+    """An agent to assign work to, and when it was last heard from (its latest renewal or
+    grant; None: it never held a lease)."""
+
+    name: str
+    queues: tuple[str, ...]
+    all_queues: bool
+    last_seen_ms: int | None
+
+
 @dataclass
 class StandingPage:
     now_ms: int
     standings: list[Standing]
     version: str = ""
+    agents: list[KnownAgent] = field(default_factory=list)  # for the assign form
 
     @property
     def warnings(self) -> list[Standing]:
@@ -107,9 +119,25 @@ def my_standing(user: User) -> StandingPage:
             )
         )
     out.sort(key=lambda s: (not s.live, -(s.intervention.decided_at_ms or 0)))
-    page = StandingPage(now, out)
+    page = StandingPage(now, out, agents=known_agents() if any(s.live for s in out) else [])
     page.version = _version(page)
     return page
+
+
+AGENTS_LIMIT = 200
+
+
+def known_agents() -> list[KnownAgent]:
+    """Active agents, most recently heard from first (one query): whom the assign form
+    offers, so work goes to an agent that is alive rather than to a typed name."""
+    latest = Lease.objects.filter(holder_id=OuterRef("pk")).order_by("-renewed_at_ms")
+    rows = (
+        Executor.objects.filter(kind=Executor.Kind.AGENT, is_active=True)
+        .annotate(last_seen=Subquery(latest.values("renewed_at_ms")[:1]))
+        .order_by(F("last_seen").desc(nulls_last=True), "name")
+        .values_list("name", "queues", "all_queues", "last_seen")[:AGENTS_LIMIT]
+    )
+    return [KnownAgent(n, tuple(q or ()), a, seen) for n, q, a, seen in rows]
 
 
 def _version(page: StandingPage) -> str:

@@ -64,6 +64,21 @@ def standing_checked(standing_ms: int | None) -> int:
     return value
 
 
+def operator_named(username: str) -> Executor:
+    """Another operator to give standing to: an active person with the operator role (their
+    executor row, made on first need)."""
+    from django.contrib.auth import get_user_model
+
+    from leaseboard.core.authority import user_roles
+    from leaseboard.core.services.executors import human_executor_for_user_id
+    from leaseboard.domain.authority import Role
+
+    user = get_user_model().objects.filter(username=username, is_active=True).first()
+    if user is None or Role.OPERATOR not in user_roles(user):
+        raise ValidationFailed(f"no active operator named {username!r}", param="operator")
+    return human_executor_for_user_id(user.id)
+
+
 def agent_named(name: str) -> Executor:
     agent = Executor.objects.filter(name=name, kind=Executor.Kind.AGENT, is_active=True).first()
     if agent is None:

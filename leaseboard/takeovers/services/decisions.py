@@ -12,7 +12,7 @@ from django.db import transaction
 from leaseboard.core.authority import Actor, authorize
 from leaseboard.core.clock import db_now_ms
 from leaseboard.core.locking import work_item_locked_by
-from leaseboard.core.models import Executor, Lease, WorkItem
+from leaseboard.core.models import Alert, Executor, Lease, WorkItem
 from leaseboard.core.services.alerts import alerts_resolve
 from leaseboard.core.services.holds import work_hold_lift_locked
 from leaseboard.core.services.leases import (
@@ -121,8 +121,11 @@ def _approve_locked(
     if live is not None and lease_expire_if_due_locked(live, now):
         live = None
     before = lease_view(live)
-    # Every open alert on the item (jeopardy, expiry, stale effects) is answered by this.
-    resolved = alerts_resolve(work_item_id=item.id, now_ms=now)
+    # Every open alert on the item (jeopardy, expiry, stale effects) is answered by this,
+    # but blocked work stays open until its effects are reconciled, under this standing.
+    resolved = alerts_resolve(
+        work_item_id=item.id, now_ms=now, keep_kinds=(Alert.Kind.NEEDS_RECONCILIATION,)
+    )
     revoked = None
     if live is not None:
         reason = (

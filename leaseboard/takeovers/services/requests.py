@@ -12,6 +12,7 @@ from leaseboard.core.clock import db_now_ms
 from leaseboard.core.locking import work_item_locked_by
 from leaseboard.core.models import WorkItem
 from leaseboard.core.services.executors import human_executor_for_user_id
+from leaseboard.core.services.holds import lease_hold_locked
 from leaseboard.core.services.leases import lease_expire_if_due_locked, live_lease_locked
 from leaseboard.domain.authority import Act
 from leaseboard.domain.errors import LeaseboardError, ValidationFailed
@@ -21,6 +22,7 @@ from leaseboard.takeovers.services._common import (
     audited,
     decision_ttl_ms,
     lease_view,
+    operator_named,
     reason_checked,
     standing_checked,
 )
@@ -48,6 +50,11 @@ class TakeoverAsk(TypedDict):
     reason_text: str
     standing_ms: NotRequired[int | None]
     grantee_agent: NotRequired[str | None]
+    # Standing to another operator (a username) instead of the requester.
+    grantee_operator: NotRequired[str | None]
+    # Put the work item on hold through the live lease while the request waits (the
+    # agent keeps renewing; its new effects are refused `on_hold`); an approval lifts it.
+    hold_while_waiting: NotRequired[bool]
     request_id: NotRequired[str]
 
 
@@ -66,6 +73,7 @@ def request_locked(
     work_key, actor = ask["work_key"], ask["actor"]
     reason_category, reason_text = ask["reason_category"], ask["reason_text"]
     standing_ms, grantee_agent = ask.get("standing_ms"), ask.get("grantee_agent")
+    grantee_operator, hold = ask.get("grantee_operator"), ask.get("hold_while_waiting", False)
     request_id = ask.get("request_id", "")
     act = Act.BREAK_GLASS if break_glass else Act.REQUEST_TAKEOVER
     authorize(act, actor)
@@ -77,9 +85,14 @@ def request_locked(
     live = live_lease_locked(item)
     if live is not None and lease_expire_if_due_locked(live, now):
         live = None
-    grantee = (
-        agent_named(grantee_agent) if grantee_agent else human_executor_for_user_id(actor.user_id)
-    )
+    if grantee_agent and grantee_operator:
+        raise ValidationFailed("give standing to an agent or to an operator, not both")
+    if grantee_agent:
+        grantee = agent_named(grantee_agent)
+    elif grantee_operator:
+        grantee = operator_named(grantee_operator)
+    else:
+        grantee = human_executor_for_user_id(actor.user_id)
     if live is not None and live.holder_id == grantee.id:
         raise ValidationFailed(f"{grantee.name} already holds this work item")
     req = TakeoverRequest(
@@ -118,6 +131,21 @@ def request_locked(
         after={"grantee": grantee.name, "standing_ms": standing, "target_epoch": item.epoch},
         request_id=request_id,
     )
+    if hold and not break_glass:
+        if live is None:
+            raise ValidationFailed(
+                "there is no live lease to hold while the request waits", param="hold"
+            )
+        if item.held_at_ms is None:
+            lease_hold_locked(
+                item=item,
+                lease=live,
+                actor=actor,
+                now_ms=now,
+                reason_category=reason_category,
+                reason_text=f"while takeover #{req.id} waits: {text}"[:1000],
+                request_id=request_id,
+            )
     return req
 
 

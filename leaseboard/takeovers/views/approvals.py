@@ -16,7 +16,7 @@ from leaseboard.takeovers import services
 from leaseboard.takeovers.selectors.approvals import effect_decision_page, inbox
 from leaseboard.web.htmx import page_or_fragment, polled_fragment, wants_fragment
 from leaseboard.web.pages import render_page
-from leaseboard.web.refusals import WHO_YOU_ARE, refusal_text, refuse
+from leaseboard.web.refusals import WHO_YOU_ARE, refuse, with_code
 from leaseboard.web.roles import APPROVER, acting, role_required
 
 BULK_MAX = 100
@@ -103,9 +103,9 @@ def decide_many(request: HttpRequest) -> HttpResponse:
     picked = [("request", v) for v in request.POST.getlist("request")]
     picked += [("effect", v) for v in request.POST.getlist("effect")]
     if not picked:
-        messages.error(request, "Select at least one row to decide. (validation_error)")
+        messages.error(request, with_code("Select at least one row to decide.", "validation_error"))
         return redirect("takeovers:pending")
-    done, refused = 0, []
+    done, refused, codes = 0, [], []
     for kind, value in picked[:BULK_MAX]:
         try:
             if kind == "request":
@@ -117,14 +117,16 @@ def decide_many(request: HttpRequest) -> HttpResponse:
             if isinstance(exc, LeaseboardError) and exc.code in WHO_YOU_ARE:
                 refused.append(f"{kind} {value}: {exc.detail}")
             elif isinstance(exc, LeaseboardError):
-                refused.append(f"{kind} {value}: {refusal_text(exc)}")
+                refused.append(f"{kind} {value}: {exc.detail}")
+                codes.append(exc.code)
             else:
                 refused.append(f"{kind} {value}: not a valid id")
     verb = "approved" if decision == "approve" else "rejected"
     if done:
         messages.success(request, f"{done} {verb} with your note.")
     if refused:
-        messages.error(request, "Not decided: " + "; ".join(refused))
+        text = "Not decided: " + "; ".join(refused)
+        messages.error(request, with_code(text, ", ".join(dict.fromkeys(codes))) if codes else text)
     return redirect("takeovers:pending")
 
 

@@ -31,7 +31,8 @@ def request_takeover(request: HttpRequest, key: str) -> HttpResponse:
     if context is None:
         raise Http404("no such work item")
     can_break_glass = request.user.has_perm("takeovers.break_glass")
-    form = TakeoverRequestForm(request.POST or None, initial=_escalated_hold(context.item))
+    initial = {**_asked_for(request), **_escalated_hold(context.item)}
+    form = TakeoverRequestForm(request.POST or None, initial=initial)
     if request.method == "POST" and form.is_valid():
         d = form.cleaned_data
         args = {
@@ -40,6 +41,7 @@ def request_takeover(request: HttpRequest, key: str) -> HttpResponse:
             "reason_text": d["reason_text"],
             "standing_ms": d["standing_minutes"] * 60_000,
             "grantee_agent": d["agent"].strip() or None,
+            "grantee_operator": d["operator"].strip() or None,
             **acting(request),
         }
         try:
@@ -52,7 +54,7 @@ def request_takeover(request: HttpRequest, key: str) -> HttpResponse:
                     f"{iv.epoch}. It is flagged for review.",
                 )
                 return redirect("takeovers:standing")
-            req = services.takeover_request(**args)
+            req = services.takeover_request(**args, hold_while_waiting=d["hold_while_waiting"])
         except LeaseboardError as exc:
             form.add_error(None, refused_for_form(exc))
         else:
@@ -90,6 +92,20 @@ def bulk_request(request: HttpRequest) -> HttpResponse:
             form.add_error(None, refused_for_form(exc))
     status = 400 if request.method == "POST" and bulk is None else 200
     return render_page(request, "takeovers/bulk.html", {"form": form, "bulk": bulk}, status)
+
+
+def _asked_for(request: HttpRequest) -> dict[str, str]:
+    """A link may start the form with a reason category ("Take over to reconcile" on the
+    blocked-work page starts from effects with unknown outcome)."""
+    category = request.GET.get("reason_category", "")
+    if category not in {c.value for c in ReasonCategory}:
+        return {}
+    if category == ReasonCategory.UNKNOWN_OUTCOME:
+        return {
+            "reason_category": category,
+            "reason_text": "reconcile the effects with no known outcome",
+        }
+    return {"reason_category": category}
 
 
 def _escalated_hold(item: Any) -> dict[str, str]:

@@ -48,15 +48,17 @@ def ms_time(value: int | None) -> str:
 
 @register.filter
 def ms_ago(value: int | None) -> str:
-    """Like ms_time, shown relative ("12 s ago"), the exact time on hover."""
+    """Like ms_time, shown relative ("12 s ago"), the exact time on hover; without
+    JavaScript the time, with its date when it is not today's (display only, UTC)."""
     if value is None or value == "":
         return "—"
     at = _utc(int(value))
+    today = datetime.now(tz=UTC).date()
     return format_html(
         '<time datetime="{}" data-ms="{}" data-relative>at {} UTC</time>',
         at.isoformat(timespec="milliseconds"),
         int(value),
-        at.strftime("%H:%M:%S"),
+        at.strftime("%H:%M:%S" if at.date() == today else "%Y-%m-%d %H:%M:%S"),
     )
 
 

@@ -27,7 +27,7 @@ import httpx
 
 from leaseboard_client import protocol
 from leaseboard_client.api import lock_delay_wait, own_lost_grant, unbind
-from leaseboard_client.effects import REPORT_BACKOFF_S, Effect
+from leaseboard_client.effects import APPROVAL_POLL_S, REPORT_BACKOFF_S, Effect
 from leaseboard_client.errors import (
     CommitUnknown,
     LeaseError,
@@ -210,11 +210,22 @@ class AsyncHolding(Standing):
         *,
         idempotency_key: str | None = None,
         payload: Any = None,
+        approval_wait_s: float = 0.0,
+        approval_poll_s: float = APPROVAL_POLL_S,
     ) -> AsyncEffectScope:
         """`async with holding.effect(kind, target) as fx:` proposes on entry (refused
-        without standing), reports the outcome on exit (see leaseboard_client.effects)."""
+        without standing), reports the outcome on exit (see leaseboard_client.effects).
+        With `approval_wait_s`, a proposal held for an approver is asked again every
+        `approval_poll_s` for up to that long while the holding keeps renewing; still
+        undecided, it raises ApprovalRequired."""
         return AsyncEffectScope(
-            self, kind, target, idempotency_key=idempotency_key, payload=payload
+            self,
+            kind,
+            target,
+            idempotency_key=idempotency_key,
+            payload=payload,
+            approval_wait_s=approval_wait_s,
+            approval_poll_s=approval_poll_s,
         )
 
     async def propose(
@@ -317,14 +328,20 @@ class AsyncEffectScope(Effect):
 
     async def __aenter__(self) -> AsyncEffectScope:
         self._proposing()
-        self._decided(
-            await self.holding.propose(
+        until = self.holding.clock() + self.approval_wait_s
+        while True:
+            sent = self.holding.deadline
+            decision = await self.holding.propose(
                 self.kind,
                 self.target,
                 idempotency_key=self.idempotency_key,
                 payload=self.payload,
             )
-        )
+            pause = self._waiting(decision, until, sent)
+            if pause is None:
+                break
+            await asyncio.sleep(pause)
+        self._decided(decision)
         return self
 
     async def __aexit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("leaseboard_client")
 
 REPORT_BACKOFF_S = (0.1, 0.4)  # waits between the three attempts to report an outcome
+APPROVAL_POLL_S = 1.0  # how often a proposal waiting for an approver asks again
 
 
 def outcome_of(exc: BaseException | None) -> tuple[str, str]:
@@ -69,8 +70,14 @@ class Effect:
         *,
         idempotency_key: str | None = None,
         payload: Any = None,
+        approval_wait_s: float = 0.0,
+        approval_poll_s: float = APPROVAL_POLL_S,
     ) -> None:
+        if approval_wait_s < 0 or approval_poll_s <= 0:
+            raise ValueError("approval_wait_s must be >= 0 and approval_poll_s > 0")
         self.holding = holding
+        self.approval_wait_s = approval_wait_s
+        self.approval_poll_s = approval_poll_s
         self.kind = kind
         self.target = target
         self.idempotency_key = idempotency_key
@@ -130,6 +137,23 @@ class Effect:
                 },
             )
 
+    def _waiting(self, decision: EffectDecision, until: float, sent: float) -> float | None:
+        """While an approver decides, how long to sleep before asking again (None: stop
+        waiting). The holding's renewer keeps the lease meanwhile, so the approval stays
+        decidable; a lost or uncertain standing ends the wait (ensure raises). `sent` is the
+        local deadline when this poll went out: it answered "pending", so an approval comes
+        later and its token dies with the lease as it stood then, no earlier than `sent`:
+        the token's local bound."""
+        if decision.authorized:
+            return None
+        now = self.holding.clock()
+        if now >= until:
+            return None
+        self.holding.ensure()
+        self.token_deadline = sent
+        self.idempotency_key = decision.idempotency_key
+        return min(self.approval_poll_s, until - now)
+
     def _final(self, exc: BaseException | None) -> tuple[str, str]:
         return self._chosen if self._chosen is not None else outcome_of(exc)
 
@@ -156,14 +180,20 @@ class EffectScope(Effect):
 
     def __enter__(self) -> EffectScope:
         self._proposing()
-        self._decided(
-            self.holding.propose(
+        until = self.holding.clock() + self.approval_wait_s
+        while True:
+            sent = self.holding.deadline
+            decision = self.holding.propose(
                 self.kind,
                 self.target,
                 idempotency_key=self.idempotency_key,
                 payload=self.payload,
             )
-        )
+            pause = self._waiting(decision, until, sent)
+            if pause is None:
+                break
+            time.sleep(pause)
+        self._decided(decision)
         return self
 
     def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from leaseboard_client.effects import EffectScope
+from leaseboard_client.effects import APPROVAL_POLL_S, EffectScope
 from leaseboard_client.errors import CommitUnknown, LeaseError, TransientError, unknown_pause
 from leaseboard_client.protocol import EffectDecision, Grant, new_idempotency_key
 from leaseboard_client.standing import Standing, apply_failure, apply_results, due, next_due
@@ -59,10 +59,23 @@ class Holding(Standing):
         *,
         idempotency_key: str | None = None,
         payload: Any = None,
+        approval_wait_s: float = 0.0,
+        approval_poll_s: float = APPROVAL_POLL_S,
     ) -> EffectScope:
         """`with holding.effect(kind, target) as fx:` proposes on entry, reports on exit
-        (see leaseboard_client.effects)."""
-        return EffectScope(self, kind, target, idempotency_key=idempotency_key, payload=payload)
+        (see leaseboard_client.effects). With `approval_wait_s`, a proposal held for an
+        approver is asked again every `approval_poll_s` for up to that long while the background
+        renewer keeps the lease (so the approval stays decidable); still undecided, it
+        raises ApprovalRequired."""
+        return EffectScope(
+            self,
+            kind,
+            target,
+            idempotency_key=idempotency_key,
+            payload=payload,
+            approval_wait_s=approval_wait_s,
+            approval_poll_s=approval_poll_s,
+        )
 
     def propose(
         self,

@@ -15,7 +15,12 @@ from leaseboard.core.clock import db_now_ms
 from leaseboard.core.locking import lease_locked, work_item_locked
 from leaseboard.core.models import Alert, Executor, Lease, LeaseEvent, WorkItem
 from leaseboard.core.models.leases import LIVE_STATES
-from leaseboard.core.services.alerts import alerts_open, alerts_resolve, expiry_alert
+from leaseboard.core.services.alerts import (
+    alerts_open,
+    alerts_resolve,
+    expiry_alert,
+    reconciliation_alerts_open,
+)
 from leaseboard.core.services.audit import audit_act
 from leaseboard.core.services.leases.base import (
     executor_id_of,
@@ -113,9 +118,10 @@ def leases_expire_locked(
     Alert.objects.filter(
         lease_id__in=ids, kind=Alert.Kind.JEOPARDY, resolved_at_ms__isnull=True
     ).update(resolved_at_ms=now_ms)
-    return alerts_open(
+    opened = alerts_open(
         [expiry_alert(lease, now_ms, outage_of(lease) if outage_of else None) for lease in leases]
     )
+    return opened + reconciliation_alerts_open(leases, now_ms)
 
 
 def lease_expire_if_due_locked(lease: Lease, now_ms: int) -> bool:
@@ -156,13 +162,15 @@ def lease_release(*, lease_id: Any, executor: Executor, epoch: int) -> Lease:
     )
     if lease.state == Lease.State.RELEASED:
         return lease  # a retried release
-    return lease_end_locked(
+    lease_end_locked(
         lease=lease,
         state=Lease.State.RELEASED,
         now_ms=now,
         reason="released by holder",
         actor_id=executor.id,
     )
+    reconciliation_alerts_open([lease], now)
+    return lease
 
 
 def lease_revoke_locked(
@@ -230,6 +238,8 @@ def lease_revoke_audited_locked(
     structured = {"reason_category": reason_category, "reason_text": reason_text, **(detail or {})}
     recorded = reason or revoke_reason(reason_category, reason_text)
     lease_revoke_locked(lease=lease, actor=actor, now_ms=now, reason=recorded, detail=structured)
+    # The operator's revoke leaves the item to the pool: blocked if effects have no outcome.
+    reconciliation_alerts_open([lease], now)
     audit_act(
         act=Act.REVOKE,
         actor=actor,

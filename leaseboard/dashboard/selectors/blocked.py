@@ -1,0 +1,143 @@
+"""Blocked work: open work items with effects of no known outcome and nobody holding them
+(docs/design.md §6). No agent may acquire them (by default) and nobody may complete them
+until a person takes them over and reconciles; the live page counts them, this page lists
+them, each with its effects, its last holder and any takeover already waiting.
+
+The takeover workflow's table is found by app label, as the live page's counters find it,
+so the dashboard imports nothing from that app.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.apps import apps
+from django.db.models import Exists, F, Min, OuterRef, Q
+
+from leaseboard.core.clock import db_now_ms
+from leaseboard.core.models import Effect, Lease, WorkItem
+from leaseboard.core.models.leases import LIVE_STATES
+from leaseboard.domain import reconciliation as rc
+from leaseboard.domain.text import storable_or_replaced
+
+BLOCKED_PAGE = 100
+
+# An effect nobody knows the outcome of: the reconciliation gate's question.
+OPEN_EFFECT = Q(
+    decision=rc.Decision.AUTHORIZED.value,
+    resolution="",
+    outcome__in=["", rc.Outcome.UNKNOWN.value],
+)
+
+
+def _live_lease(now_ms: int) -> Exists:
+    return Exists(
+        Lease.objects.filter(
+            work_item_id=OuterRef("work_item_id"),
+            state__in=LIVE_STATES,
+            expires_at_ms__gt=now_ms,
+        )
+    )
+
+
+@dataclass(frozen=True)
+class BlockedFilters:
+    queue: str = ""
+    q: str = ""
+
+    @classmethod
+    def from_query(cls, params: Any) -> BlockedFilters:
+        return cls(
+            queue=storable_or_replaced(params.get("queue", "").strip()[:100]),
+            q=storable_or_replaced(params.get("q", "").strip()[:200]),
+        )
+
+    def query(self) -> dict[str, str]:
+        return {k: v for k, v in {"queue": self.queue, "q": self.q}.items() if v}
+
+
+@dataclass
+class BlockedItem:
+    key: str
+    queue: str
+    epoch: int
+    held: bool
+    blocked_since_ms: int  # the oldest effect with no known outcome was proposed then
+    effects: list[Effect] = field(default_factory=list)
+    last_lease: Lease | None = None
+    pending_takeover_id: int | None = None
+    pending_takeover_by: str = ""
+
+
+@dataclass
+class BlockedPage:
+    filters: BlockedFilters
+    items: list[BlockedItem]
+    more: bool
+    now_ms: int
+
+
+def blocked_items(filters: BlockedFilters, *, limit: int = BLOCKED_PAGE) -> BlockedPage:
+    """The blocked items, longest blocked first: 4 queries (items, their effects, their
+    current leases, pending takeovers), whatever the page holds."""
+    now = db_now_ms()
+    effects = Effect.objects.filter(OPEN_EFFECT).filter(~_live_lease(now))
+    if filters.queue:
+        effects = effects.filter(work_item__queue__name=filters.queue)
+    if filters.q:
+        effects = effects.filter(work_item__key__icontains=filters.q)
+    rows = list(
+        effects.values("work_item_id")
+        .annotate(since=Min("proposed_at_ms"))
+        .order_by("since", "work_item_id")[: limit + 1]
+    )
+    more = len(rows) > limit
+    rows = rows[:limit]
+    ids = [r["work_item_id"] for r in rows]
+    items = {
+        w.id: w
+        for w in WorkItem.objects.filter(id__in=ids)
+        .select_related("queue")
+        .only("id", "key", "epoch", "held_at_ms", "queue__name")
+    }
+    out: dict[int, BlockedItem] = {}
+    for r in rows:
+        w = items[r["work_item_id"]]
+        out[w.id] = BlockedItem(
+            key=w.key,
+            queue=w.queue.name,
+            epoch=w.epoch,
+            held=w.held_at_ms is not None,
+            blocked_since_ms=r["since"],
+        )
+    for e in (
+        Effect.objects.filter(OPEN_EFFECT, work_item_id__in=ids)
+        .select_related("executor")
+        .only(
+            "id",
+            "work_item_id",
+            "kind",
+            "target",
+            "epoch",
+            "outcome",
+            "proposed_at_ms",
+            "payload",
+            "executor__name",
+        )
+        .order_by("proposed_at_ms")
+    ):
+        out[e.work_item_id].effects.append(e)
+    for lease in Lease.objects.filter(
+        work_item_id__in=ids, epoch=F("work_item__epoch")
+    ).select_related("holder"):
+        out[lease.work_item_id].last_lease = lease
+    if apps.is_installed("leaseboard.takeovers") and ids:
+        requests = apps.get_model("takeovers", "TakeoverRequest")
+        for req in requests.objects.filter(work_item_id__in=ids, status="pending").select_related(
+            "requested_by"
+        ):
+            blocked = out[req.work_item_id]
+            blocked.pending_takeover_id = req.id
+            blocked.pending_takeover_by = req.requested_by.get_username()
+    return BlockedPage(filters, list(out.values()), more, now)
