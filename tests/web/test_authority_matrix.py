@@ -55,7 +55,14 @@ from leaseboard.core.services.leases import (
 )
 from leaseboard.core.services.recipients import recipient_create
 from leaseboard.core.services.supervision import agent_quarantine
-from leaseboard.domain.authority import CONFIGURATION_ACTS, RULES, Act, Party, decide
+from leaseboard.domain.authority import (
+    CONFIGURATION_ACTS,
+    READING_ACTS,
+    RULES,
+    Act,
+    Party,
+    decide,
+)
 from leaseboard.domain.certainty import Certainty
 from leaseboard.policy.models import FourEyes, PolicyChange
 from leaseboard.takeovers.models import Intervention, InterventionEvent, TakeoverRequest
@@ -377,14 +384,18 @@ def _api(w: World, path: str, body: dict[str, Any] | None) -> Answer:
     return Answer(response.status_code, None if response.status_code < 300 else payload["code"])
 
 
-def _web(w: World, path: str, data: dict[str, Any]) -> Answer:
+def _web(w: World, path: str, data: dict[str, Any] | None) -> Answer:
+    """POST `data` with the CSRF token, or GET `path` when `data` is None (a reading act)."""
     client = Client(enforce_csrf_checks=True)
     user = w.users.get(w.actor)
     if user is not None:
         client.force_login(user)
-    client.get("/login/")  # the CSRF cookie, as a browser would have it from any form
-    token = client.cookies["csrftoken"].value
-    response = client.post(path, {**data, "csrfmiddlewaretoken": token})
+    if data is None:
+        response = client.get(path)
+    else:
+        client.get("/login/")  # the CSRF cookie, as a browser would have it from any form
+        token = client.cookies["csrftoken"].value
+        response = client.post(path, {**data, "csrfmiddlewaretoken": token})
     if response.status_code == 302 and response["Location"].startswith("/login/"):
         return Answer(302, "unauthenticated")
     if response.status_code == 403:
@@ -481,9 +492,13 @@ def perform(w: World) -> Answer:
         return _web(w, f"/takeovers/interventions/{w.review.id}/review", {"note": "fine"})
     if act in CONFIGURATION_ACTS:
         return _configure(w)
+    if act in READ_PAGES:
+        return _web(w, READ_PAGES[act], None)
     raise AssertionError(f"no entry point for {act}")
 
 
+# The reading acts' pages.
+READ_PAGES = {Act.WATCH: "/", Act.READ_AUDIT: "/audit/", Act.EXPLAIN_POLICY: "/settings/explain"}
 QUEUE_FORM = {"overflow": "wait", "capacity": "7", "windows_tz": "UTC", "reconciliation_gate": ""}
 
 
@@ -576,7 +591,7 @@ def without_refusal_records(
 
 
 # A configuration act (and admission) is about no lease: one lease state is enough.
-ONE_STATE = CONFIGURATION_ACTS | {Act.ADMIT}
+ONE_STATE = CONFIGURATION_ACTS | READING_ACTS | {Act.ADMIT}
 SCOPED = {act for act, rule in RULES.items() if rule.scoped}
 HELD = {act for act, rule in RULES.items() if not rule.held}
 SELF_ACTS = {act for act, rule in RULES.items() if Party.SELF in rule.deny}

@@ -1,4 +1,4 @@
-"""The live page's rows (`{% load live_rows %}{% live_rows page.rows can_pick roles %}`),
+"""The live page's rows (`{% load live_rows %}{% live_rows page.rows can_pick can %}`),
 written here rather than by a template loop: the page lists up to 200 rows and polls every
 2 s, and the template engine spent about 9 ms of a 50-row search on them (per row: two
 includes, three URL reversals, some 40 variable lookups). The markup is the one the
@@ -8,8 +8,9 @@ them."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from html import escape
+from typing import Any
 from urllib.parse import quote
 
 from django import template
@@ -31,12 +32,12 @@ def _prefix(name: str, placeholder: str) -> str:
 
 
 @register.simple_tag
-def live_rows(
-    rows: Sequence[LeaseRow[LiveLease]], can_pick: bool, roles: Collection[str]
-) -> SafeString:
+def live_rows(rows: Sequence[LeaseRow[LiveLease]], can_pick: bool, can: Any) -> SafeString:
+    """`can`: what the person may do (leaseboard.web.roles.Can, or a mapping of act names
+    to booleans)."""
     work_url = _prefix("dashboard:work_item", "k")
     executor_url = _prefix("dashboard:executor", "0")
-    takeover_url = _prefix("takeovers:request", "k") if "operator" in roles else ""
+    takeover_url = _prefix("takeovers:request", "k") if can["request_takeover"] else ""
     out: list[str] = []
     for row in rows:
         out.append(_row(row, can_pick, work_url, executor_url, takeover_url))

@@ -6,14 +6,15 @@ from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
 from leaseboard.dashboard.selectors import fleet as fleet_reads
+from leaseboard.domain.authority import Act
 from leaseboard.web import charts
 from leaseboard.web.htmx import page_or_fragment
 from leaseboard.web.pages import render_page
-from leaseboard.web.roles import VIEWER_ROLES, role_required
+from leaseboard.web.roles import act_required
 
 
 @require_GET
-@role_required(*VIEWER_ROLES)
+@act_required(Act.WATCH)
 def fleet(request: HttpRequest) -> HttpResponse:
     h = fleet_reads.fleet_health(request.GET.get("range", "1h"))
     labels = [charts.ago_label(h.now_ms - start) for start in h.starts]

@@ -1,5 +1,7 @@
-"""People who sign in: create one, set their roles, the break-glass permission and whether
-they may sign in, reset a password. All audited before -> after.
+"""People who sign in, in one module: create one, set their roles (each for every queue or
+for named queues), the break-glass permission and whether they may sign in, reset a
+password. All audited before -> after. The roles are `Role` (leaseboard.domain.authority),
+each the auth group of its name; ROLE_NAMES is the one list of their names.
 
 Separation of duties (docs/design.md §9): nobody changes their own roles, break-glass, sign-in or
 password (the authority's MANAGE_USERS never has SELF). No admin is ever shown another
@@ -7,7 +9,9 @@ person's password: a new person, or a reset one, gets a one-time set-password li
 over, and an unusable password until they use it. With four-eyes on, whatever gives power
 (a role, break-glass, sign-in, a new person, a reset) is a proposal a second admin decides;
 whatever takes it away applies at once (containment), as long as enough admins remain to
-decide: one, or two under four-eyes.
+decide: one, or two under four-eyes. Every write of a person goes through `_write_locked`,
+which holds that guard (the last-admin guard on every path: the settings page, the shell,
+`config apply`, a second admin's approval).
 """
 
 from __future__ import annotations
@@ -16,18 +20,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
+from django.contrib.auth import get_user_model, password_validation
 from django.contrib.auth.models import Group, Permission
 from django.contrib.auth.tokens import default_token_generator
+from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.urls import reverse
 from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_encode
 
 from leaseboard.core.authority import BREAK_GLASS_PERMISSION, Actor, authorize
-from leaseboard.core.services.users import password_problems, user_locked
 from leaseboard.domain.authority import Act, Role
-from leaseboard.domain.errors import ValidationFailed
+from leaseboard.domain.errors import NotFound, ValidationFailed
 from leaseboard.policy.models import PolicyChange
 from leaseboard.policy.services.common import SettingsInvalid, audited
 from leaseboard.policy.services.four_eyes import active_admin_count, four_eyes_on_locked
@@ -37,6 +41,24 @@ if TYPE_CHECKING:
 
 ROLE_NAMES = tuple(role.value for role in Role)
 _APP, _CODENAME = BREAK_GLASS_PERMISSION.split(".")
+
+
+def user_locked(username: str) -> User:
+    """Lock the user row (no key update) of `username`; NotFound if there is none."""
+    user = get_user_model().objects.select_for_update(no_key=True).filter(username=username).first()
+    if user is None:
+        raise NotFound(f"no user {username!r}")
+    return user
+
+
+def password_problems(password: str, *, username: str, email: str = "") -> list[str]:
+    """Django's password validators' messages for this password (empty: acceptable)."""
+    candidate = get_user_model()(username=username, email=email)
+    try:
+        password_validation.validate_password(password, user=candidate)
+    except ValidationError as exc:
+        return list(exc.messages)
+    return []
 
 
 def _break_glass_perm() -> Permission:
@@ -274,7 +296,9 @@ class PersonChange:
     proposal: PolicyChange | None = None  # what gives power, waiting for a second admin
 
 
-def _write_locked(user: User, state: dict[str, Any]) -> None:
+def _write_locked(user: User, state: dict[str, Any], *, before: dict[str, Any]) -> None:
+    """Write the person's roles, break-glass and sign-in as `state` says, then refuse (the
+    transaction rolls back) if that took away an admin who had to remain."""
     groups = _roles_checked(state["roles"])
     user.groups.remove(*Group.objects.filter(name__in=ROLE_NAMES).exclude(name__in=state["roles"]))
     user.groups.add(*groups)
@@ -286,6 +310,7 @@ def _write_locked(user: User, state: dict[str, Any]) -> None:
     if user.is_active != state["active"]:
         user.is_active = state["active"]
         user.save(update_fields=["is_active"])
+    _admins_kept(four_eyes_on_locked(), user, before, state)
 
 
 def _is_admin(state: dict[str, Any], user: User) -> bool:
@@ -351,8 +376,7 @@ def person_update_locked(
             "active": target["active"] and before["active"],
         }
     if now != before:
-        _write_locked(user, now)
-        _admins_kept(four_eyes, user, before, now)
+        _write_locked(user, now, before=before)
         _person_audited(
             actor, "user.update", user, before, person_snapshot(user), request_id, reason=reason
         )
@@ -387,7 +411,7 @@ def person_grants_apply_locked(change: PolicyChange, actor: Actor) -> None:
         "break_glass": before["break_glass"] or bool(grants.get("break_glass")),
         "active": before["active"] or bool(grants.get("active")),
     }
-    _write_locked(user, after)
+    _write_locked(user, after, before=before)
     _person_audited(
         actor,
         "user.update",

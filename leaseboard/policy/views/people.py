@@ -10,6 +10,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_http_methods, require_POST
 
+from leaseboard.domain.authority import Act
 from leaseboard.domain.errors import LeaseboardError, NotFound
 from leaseboard.policy import selectors
 from leaseboard.policy.forms import PersonForm, PersonRolesForm, errors_to_form
@@ -18,7 +19,7 @@ from leaseboard.policy.services import people
 from leaseboard.policy.services.common import SettingsInvalid
 from leaseboard.web.pages import render_page
 from leaseboard.web.refusals import refuse, refused_for_form
-from leaseboard.web.roles import ADMIN, acting, role_required
+from leaseboard.web.roles import act_required, acting
 
 
 def _people_page(request: HttpRequest, form: PersonForm, shown: dict | None = None) -> HttpResponse:
@@ -34,7 +35,7 @@ def _people_page(request: HttpRequest, form: PersonForm, shown: dict | None = No
 
 
 @require_http_methods(["GET", "POST"])
-@role_required(ADMIN)
+@act_required(Act.MANAGE_USERS)
 def people_page(request: HttpRequest) -> HttpResponse:
     form = PersonForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
@@ -67,7 +68,7 @@ def _waiting(proposal: PolicyChange) -> str:
 
 
 @require_POST
-@role_required(ADMIN)
+@act_required(Act.MANAGE_USERS)
 def person_update(request: HttpRequest, username: str) -> HttpResponse:
     form = PersonRolesForm(request.POST)
     if not form.is_valid():
@@ -99,7 +100,7 @@ def person_update(request: HttpRequest, username: str) -> HttpResponse:
 
 
 @require_POST
-@role_required(ADMIN)
+@act_required(Act.MANAGE_USERS)
 def person_password(request: HttpRequest, username: str) -> HttpResponse:
     try:
         reset = people.person_password_reset(username=username, **acting(request))

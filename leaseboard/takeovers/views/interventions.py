@@ -8,6 +8,7 @@ from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpRespons
 from django.shortcuts import redirect
 from django.views.decorators.http import require_GET, require_POST
 
+from leaseboard.domain.authority import Act
 from leaseboard.domain.errors import LeaseboardError
 from leaseboard.takeovers import services
 from leaseboard.takeovers.models import Intervention, ReasonCategory
@@ -16,12 +17,12 @@ from leaseboard.web import charts
 from leaseboard.web.csv_export import csv_download
 from leaseboard.web.pages import render_page
 from leaseboard.web.refusals import refuse
-from leaseboard.web.roles import MANAGER, acting, role_required
+from leaseboard.web.roles import act_required, acting
 from leaseboard.web.templatetags.web import ms_iso, reason_label
 
 
 @require_GET
-@role_required(MANAGER)
+@act_required(Act.REVIEW_INTERVENTION)
 def interventions(request: HttpRequest) -> HttpResponse:
     filters = records.InterventionFilters.from_query(request.GET)
     return render_page(
@@ -37,7 +38,7 @@ def interventions(request: HttpRequest) -> HttpResponse:
 
 
 @require_GET
-@role_required(MANAGER)
+@act_required(Act.REVIEW_INTERVENTION)
 def interventions_summary(request: HttpRequest) -> HttpResponse:
     filters = records.InterventionFilters.from_query(request.GET)
     pics = summary.pictures(filters, request.GET.get("range", "30d"))
@@ -105,7 +106,7 @@ CSV_HEADER = [
 
 
 @require_GET
-@role_required(MANAGER)
+@act_required(Act.REVIEW_INTERVENTION)
 def interventions_csv(request: HttpRequest) -> StreamingHttpResponse:
     filters = records.InterventionFilters.from_query(request.GET)
     rows = (
@@ -135,7 +136,7 @@ def interventions_csv(request: HttpRequest) -> StreamingHttpResponse:
 
 
 @require_GET
-@role_required(MANAGER)
+@act_required(Act.REVIEW_INTERVENTION)
 def intervention_detail(request: HttpRequest, pk: int) -> HttpResponse:
     detail = timeline.intervention_detail(pk)
     if detail is None:
@@ -144,7 +145,7 @@ def intervention_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @require_POST
-@role_required(MANAGER)
+@act_required(Act.REVIEW_INTERVENTION)
 def intervention_review(request: HttpRequest, pk: int) -> HttpResponse:
     try:
         services.intervention_review(
