@@ -62,6 +62,9 @@ CSRF_TRUSTED_ORIGINS = [o for o in env_str("CSRF_TRUSTED_ORIGINS", "").split(","
 # LEASEBOARD_HTTPS=true: the site is served over HTTPS only. Redirect plain HTTP, send HSTS,
 # and keep session and CSRF cookies off plain HTTP.
 LEASEBOARD_HTTPS = env_bool("LEASEBOARD_HTTPS", False)
+# A person whose roles are all held for named queues sees only those queues' work on the
+# live page (off: everyone sees every queue, and may act only in their own).
+LEASEBOARD_HIDE_OTHER_QUEUES = env_bool("LEASEBOARD_HIDE_OTHER_QUEUES", False)
 SECURE_SSL_REDIRECT = LEASEBOARD_HTTPS
 # Load balancers probe the backends over plain HTTP; a redirect would fail their checks.
 SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]

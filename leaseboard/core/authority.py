@@ -237,6 +237,11 @@ class About(TypedDict, total=False):
     hold_reason: str
 
 
+def agent_queues_of(executor: Executor) -> frozenset[str] | None:
+    """The queues an agent may use (None: every queue), for an act about the agent."""
+    return None if executor.all_queues else frozenset(executor.queues or ())
+
+
 def _queue_of(about: About) -> str | None:
     """The queue of the work an act is about, read from the database (one query)."""
     item_id = about.get("work_item_id")

@@ -40,6 +40,18 @@ def gate_actor(request: HttpRequest) -> Actor:
     return cached
 
 
+def visible_queues(request: HttpRequest) -> frozenset[str] | None:
+    """The queues whose work this person is shown: every queue (None) unless
+    LEASEBOARD_HIDE_OTHER_QUEUES is on and all their roles are held for named queues
+    only, then those queues."""
+    actor = gate_actor(request)
+    if not settings.LEASEBOARD_HIDE_OTHER_QUEUES or not actor.scoped:
+        return None
+    if any(role not in actor.role_queues for role in actor.roles):
+        return None  # a role held for every queue sees every queue
+    return frozenset().union(*actor.role_queues.values())
+
+
 def user_roles(request: HttpRequest) -> frozenset[str]:
     """The names of the request user's roles, to show them (the header, the 403 page);
     never to decide anything."""

@@ -41,6 +41,7 @@ from leaseboard.core.models import (
     LeaseEvent,
     Quarantine,
     Queue,
+    RoleScope,
     WorkItem,
 )
 from leaseboard.core.services import holds
@@ -76,6 +77,14 @@ from tests.builders import admit, age_fence, age_lease, effect_rules, grant_brea
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
 
+# The team column's worlds: whose roles are scoped, and to which queues.
+SCOPED_HUMANS = {
+    "operator_standing": "operator",
+    "operator_no_standing": "operator",
+    "approver": "approver",
+    "manager": "manager",
+}
+TEAMS = {"other_team": ["payments"], "own_team": ["matrix", "payments"]}
 ACTORS = (
     "holder_agent",
     "other_agent",
@@ -142,7 +151,7 @@ class World:
     request: TakeoverRequest | None = None
     review: Intervention | None = None
     change: PolicyChange | None = None  # a rule change another admin proposed (four-eyes)
-    variant: str = ""  # "" | "out_of_scope" | "held" | "self" (see VARIANTS)
+    variant: str = ""  # "" | "out_of_scope" | "held" | "self" | "other_team" | "own_team"
 
     @property
     def human_path(self) -> bool:
@@ -192,6 +201,16 @@ def _end(lease: Lease, state: str, holder_token_owner: Any = None) -> None:
 
 
 def build(state: str, actor: str, act: Act, variant: str = "") -> World:
+    w = _build(state, actor, act, variant)
+    if variant in TEAMS:
+        # Once the world stands, each supervising person's role is held for named queues
+        # only: another team's (the work is in "matrix"), or their own and another.
+        for name, role in SCOPED_HUMANS.items():
+            RoleScope.objects.create(user=w.users[name], role=role, queues=TEAMS[variant])
+    return w
+
+
+def _build(state: str, actor: str, act: Act, variant: str = "") -> World:
     n = next(_seq)
     w = World(state=state, actor=actor, act=act, key=f"mx-{n}", variant=variant)
     queue, _ = Queue.objects.get_or_create(
@@ -329,13 +348,19 @@ def parties(w: World) -> frozenset[Party]:
         "admin": {Party.ADMIN},
     }
     p |= roles.get(w.actor, set())
+    # Roles held for another team's queues count for nothing here (reading a page is
+    # asked of any queue); with them goes standing, acted on in the operator role.
+    other_team = w.variant == "other_team" and w.actor in SCOPED_HUMANS
+    if other_team and w.act not in READING_ACTS:
+        p -= {Party.OPERATOR, Party.APPROVER, Party.MANAGER, Party.BREAK_GLASS}
     on_standing = w.act in STANDING_ACTS or (w.human_path and w.act is not Act.RECONCILE)
     if w.actor == "holder_agent" and not on_standing:
         p.add(Party.HOLDER)
         if w.act in {Act.REPORT_OUTCOME, Act.APPROVE_EFFECT, Act.REJECT_EFFECT, Act.RECONCILE}:
             p.add(Party.PROPOSER)
     if w.actor == "operator_standing" and (on_standing or w.standing is not None):
-        p.add(Party.STANDING)
+        if not (other_team and w.act not in READING_ACTS):
+            p.add(Party.STANDING)
     if w.actor == "successor_agent" and w.successor is not None and w.act is Act.RECONCILE:
         p.add(Party.SUCCESSOR)
     if w.actor == "operator_no_standing" and w.request is not None:
@@ -615,6 +640,22 @@ CASES += [
     for act in sorted(HELD)
     for actor in ACTORS
     for state in (STATES if act is Act.ACQUIRE else STATES[:1])
+]
+# The team column: the supervising people's roles held for named queues only — another
+# team's ("operator of payments x item in deploys"), or their own team's among others —
+# for every act a role or standing decides, through the same entry points.
+TEAM_ACTS = sorted(
+    act
+    for act, rule in RULES.items()
+    if act not in CONFIGURATION_ACTS
+    and rule.allow
+    & {Party.OPERATOR, Party.APPROVER, Party.MANAGER, Party.STANDING, Party.BREAK_GLASS}
+)
+CASES += [
+    (act, actor, "expired" if act is Act.RECONCILE else "active", variant)
+    for variant in sorted(TEAMS)
+    for act in TEAM_ACTS
+    for actor in sorted(SCOPED_HUMANS)
 ]
 # SELF: an admin changing their own person, or deciding a change about themselves.
 CASES += [(act, actor, STATES[0], "self") for act in sorted(SELF_ACTS) for actor in ACTORS]

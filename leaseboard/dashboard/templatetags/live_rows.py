@@ -37,15 +37,38 @@ def live_rows(rows: Sequence[LeaseRow[LiveLease]], can_pick: bool, can: Any) -> 
     to booleans)."""
     work_url = _prefix("dashboard:work_item", "k")
     executor_url = _prefix("dashboard:executor", "0")
-    takeover_url = _prefix("takeovers:request", "k") if can["request_takeover"] else ""
+    takeover_url = _prefix("takeovers:request", "k")
+    scoped = bool(getattr(can, "scoped", False))
     out: list[str] = []
     for row in rows:
-        out.append(_row(row, can_pick, work_url, executor_url, takeover_url))
+        # What the person may do with this row's work: in its queue, for a scoped person.
+        acts = can.in_queue(row.lease.work_item.queue.name) if scoped else can
+        takeover = acts["request_takeover"]
+        mine = not scoped or takeover or acts["revoke"]
+        out.append(
+            _row(
+                row,
+                can_pick,
+                work_url,
+                executor_url,
+                takeover_url if takeover else "",
+                "" if mine else _VIEW_ONLY,
+            )
+        )
     return mark_safe("".join(out))  # every value in it is escaped
 
 
+# Marks a row whose work is in a queue the person's roles do not cover.
+_VIEW_ONLY = ' <small class="view-only" data-view-only>another team\'s: view only</small>'
+
+
 def _row(
-    row: LeaseRow[LiveLease], can_pick: bool, work_url: str, executor_url: str, takeover_url: str
+    row: LeaseRow[LiveLease],
+    can_pick: bool,
+    work_url: str,
+    executor_url: str,
+    takeover_url: str,
+    mark: str = "",
 ) -> str:
     lease = row.lease
     item = lease.work_item
@@ -61,7 +84,7 @@ def _row(
     ]
     if can_pick:
         parts.append('<td data-label="Select">')
-        if live:
+        if live and not mark:
             parts.append(
                 f'<input type="checkbox" name="key" value="{key}" form="bulk-pick" class="pick"'
                 f' id="pick-{lid}"><label for="pick-{lid}" class="visually-hidden">'
@@ -124,5 +147,6 @@ def _row(
             f'<a class="takeover-link" href="{takeover_url}{key_path}">Request takeover'
             f'<span class="visually-hidden"> of {key}</span></a>'
         )
+    parts.append(mark)
     parts.append("</td>\n      </tr>")
     return "".join(parts)

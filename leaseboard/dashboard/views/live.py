@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
@@ -9,7 +11,7 @@ from leaseboard.dashboard.selectors import live as live_reads
 from leaseboard.domain.authority import Act
 from leaseboard.web.htmx import page_or_fragment, polled_fragment, wants_fragment
 from leaseboard.web.pages import render_page
-from leaseboard.web.roles import act_required, may
+from leaseboard.web.roles import act_required, may, visible_queues
 
 # The bulk acts rows are picked for.
 BULK_ACTS = (Act.REVOKE, Act.REQUEST_TAKEOVER)
@@ -18,7 +20,9 @@ BULK_ACTS = (Act.REVOKE, Act.REQUEST_TAKEOVER)
 @require_GET
 @act_required(Act.WATCH)
 def live_leases(request: HttpRequest) -> HttpResponse:
-    filters = live_reads.LiveFilters.from_query(request.GET)
+    filters = replace(
+        live_reads.LiveFilters.from_query(request.GET), queues=visible_queues(request)
+    )
     page = live_reads.live_leases(filters)
     if wants_fragment(request, "live"):
         # The rows' actions (takeover link, bulk pick) are the table's answers, here as

@@ -45,7 +45,7 @@ QUEUE_KEYS = (
     "rules",
 )
 ENVELOPE_KEYS = ("scopes", "leases_per_agent", "windows")
-BREAK_GLASS = "break_glass"  # in a person's list beside the roles
+BREAK_GLASS = people.BREAK_GLASS  # in a person's list beside the roles
 
 
 # -- export ------------------------------------------------------------------------------
@@ -93,10 +93,9 @@ def config_export() -> dict[str, Any]:
     people_doc: dict[str, list[str]] = {}
     users = get_user_model().objects.order_by("username").prefetch_related("groups")
     for user in users:
-        snap = people.person_snapshot(user)
-        held = snap["roles"] + ([BREAK_GLASS] if snap["break_glass"] else [])
+        held = people.grants_listed(people.person_snapshot(user))
         if held:
-            people_doc[snap["username"]] = held
+            people_doc[user.get_username()] = held
     return {
         "version": FORMAT_VERSION,
         "four_eyes": four_eyes_stored(),
@@ -165,7 +164,7 @@ class QueuePlan:
 @dataclass
 class Plan:
     queues: list[QueuePlan] = field(default_factory=list)
-    people: dict[str, tuple[list[str], bool]] = field(default_factory=dict)
+    people: dict[str, tuple[list[str], dict[str, list[str]], bool]] = field(default_factory=dict)
     changes: list[Change] = field(default_factory=list)
     untouched: list[str] = field(default_factory=list)
     global_rules: tuple[list[Any], str] | None = None  # ([RuleSpec], default) if in the file
@@ -375,20 +374,21 @@ def _plan_people(people_doc: Any, plan: Plan, errors: dict[str, str]) -> None:
             )
             continue
         if not isinstance(held, list) or not all(isinstance(r, str) for r in held):
-            errors[path] = "a list of roles"
+            errors[path] = "a list of roles (`role`, or `role:queue` for one queue)"
             continue
-        unknown = sorted(set(held) - set(people.ROLE_NAMES) - {BREAK_GLASS})
-        if unknown:
-            errors[path] = (
-                f"{unknown[0]!r} is not a role ({', '.join(people.ROLE_NAMES)}, {BREAK_GLASS})"
-            )
+        try:
+            roles, scopes, break_glass = people.grants_parsed(held)
+            scopes = people.scopes_checked(roles, scopes)
+        except SettingsInvalid as exc:
+            errors[path] = exc.errors.get("roles", exc.detail)
             continue
-        roles = sorted(set(held) - {BREAK_GLASS})
-        break_glass = BREAK_GLASS in held
         before = people.person_snapshot(users[username])
         after = {**before, "roles": roles, "break_glass": break_glass}
+        after.pop("scopes", None)
+        if scopes:
+            after["scopes"] = scopes
         if before != after:  # only people whose roles change are touched at all
-            plan.people[username] = (roles, break_glass)
+            plan.people[username] = (roles, scopes, break_glass)
             plan.changes.append(Change(f"person {username}", "update", before, after))
 
 
@@ -434,11 +434,12 @@ def config_apply(
             queue_name=q.name, rules=q.rules, default=q.default, actor=actor, summary="config apply"
         )
         waiting(change.proposal)
-    for username, (roles, break_glass) in plan.people.items():
+    for username, (roles, scopes, break_glass) in plan.people.items():
         user = get_user_model().objects.get(username=username)
         person = people.person_update_locked(
             username=username,
             roles=roles,
+            scopes=scopes,
             break_glass=break_glass,
             active=user.is_active,
             actor=actor,

@@ -42,7 +42,11 @@ def people_page(request: HttpRequest) -> HttpResponse:
         d = form.cleaned_data
         try:
             new = people.person_create(
-                username=d["username"], roles=d["roles"], email=d["email"], **acting(request)
+                username=d["username"],
+                roles=d["roles"],
+                scopes=d["scopes"],
+                email=d["email"],
+                **acting(request),
             )
         except SettingsInvalid as exc:
             errors_to_form(form, exc.errors)
@@ -79,6 +83,7 @@ def person_update(request: HttpRequest, username: str) -> HttpResponse:
         changed = people.person_update(
             username=username,
             roles=d["roles"],
+            scopes=d["scopes"],
             break_glass=d["break_glass"],
             active=d["active"],
             **acting(request),
