@@ -32,7 +32,7 @@ OPEN_VIEWS = {
     "leaseboard.web.signin",
     "leaseboard.dashboard.views.auth",
     "leaseboard.dashboard.views.password",
-    "leaseboard.web.sso",
+    "leaseboard.policy.views.sso",
 }
 BANNED_NAMES = {"role_required", "has_role", "has_perm", "VIEWER_ROLES"}
 

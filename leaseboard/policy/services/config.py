@@ -29,7 +29,7 @@ from leaseboard.core.dbfaults import long_bounds
 from leaseboard.core.models import Queue
 from leaseboard.domain.authority import Act
 from leaseboard.policy.models import PolicyChange
-from leaseboard.policy.services import four_eyes, people, queues, rules
+from leaseboard.policy.services import four_eyes, people, queues, rules, sso_config
 from leaseboard.policy.services.common import SettingsInvalid, audited
 from leaseboard.policy.services.four_eyes import four_eyes_stored
 
@@ -102,6 +102,7 @@ def config_export() -> dict[str, Any]:
         "global": _global_doc(),
         "queues": {q.name: _queue_doc(q) for q in Queue.objects.order_by("name")},
         "people": people_doc,
+        "sso": sso_config.sso_snapshot(),
     }
 
 
@@ -169,6 +170,7 @@ class Plan:
     untouched: list[str] = field(default_factory=list)
     global_rules: tuple[list[Any], str] | None = None  # ([RuleSpec], default) if in the file
     four_eyes: bool | None = None  # None: not in the file
+    sso: dict[str, Any] | None = None  # the `[sso]` table, checked; None: not in the file
 
     def text(self) -> str:
         if not self.changes:
@@ -183,7 +185,7 @@ def _prefixed(errors: dict[str, str], prefix: str) -> dict[str, str]:
 def config_plan(doc: dict[str, Any]) -> Plan:
     """Validate the whole document and list its changes; writes nothing."""
     errors: dict[str, str] = {}
-    known = ("version", "four_eyes", "global", "queues", "people")
+    known = ("version", "four_eyes", "global", "queues", "people", "sso")
     for key in sorted(set(doc) - set(known)):
         errors[key] = f"unknown field; a configuration has {', '.join(known)}"
     if doc.get("version", FORMAT_VERSION) != FORMAT_VERSION:
@@ -293,6 +295,12 @@ def config_plan(doc: dict[str, Any]) -> Plan:
                 Change(f"notify of {name}", "create", None, queues.notify_shown(notify))
             )
     _plan_people(doc.get("people") or {}, plan, errors)
+    if "sso" in doc:
+        plan.sso = sso_config.sso_planned(doc["sso"], errors)
+        if plan.sso is not None:
+            before = sso_config.sso_snapshot()
+            if before != plan.sso:
+                plan.changes.append(Change("sso", "update", before, plan.sso))
     if errors:
         raise SettingsInvalid(errors)
     return plan
@@ -434,6 +442,9 @@ def config_apply(
             queue_name=q.name, rules=q.rules, default=q.default, actor=actor, summary="config apply"
         )
         waiting(change.proposal)
+    if plan.sso is not None and plan.sso != sso_config.sso_snapshot():
+        # Before the people: a fresh database needs no people, the groups say who is who.
+        sso_config.sso_apply_locked(plan.sso, actor=actor)
     for username, (roles, scopes, break_glass) in plan.people.items():
         user = get_user_model().objects.get(username=username)
         person = people.person_update_locked(

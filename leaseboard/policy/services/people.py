@@ -412,6 +412,10 @@ def _write_locked(user: User, state: dict[str, Any], *, before: dict[str, Any]) 
     _admins_kept(four_eyes_on_locked(), user, before, state)
 
 
+# The one writer of a person's roles, break-glass and sign-in (single sign-on uses it too).
+write_person_locked = _write_locked
+
+
 def _is_admin(state: dict[str, Any], user: User) -> bool:
     return bool(state["active"] and (Role.ADMIN.value in state["roles"] or user.is_superuser))
 
