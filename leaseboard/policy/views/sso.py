@@ -35,6 +35,7 @@ from mozilla_django_oidc.views import (
     OIDCLogoutView,
 )
 
+from leaseboard.domain.errors import LeaseboardError
 from leaseboard.policy.services import sso
 
 # mozilla-django-oidc's settings that name a provider endpoint, and the discovery keys.
@@ -117,12 +118,17 @@ class LeaseboardOIDCBackend(OIDCAuthenticationBackend):
         if str(claims.get("sub", "")) != self._subject:  # OIDC Core 5.3.2
             raise SuspiciousOperation("the userinfo is about someone else")
         merged = {**payload, **claims}
-        return sso.person_sso_sign_in(
-            issuer=settings.LEASEBOARD_OIDC_ISSUER,
-            subject=self._subject,
-            claims=merged,
-            ip_address=str(self.request.META.get("REMOTE_ADDR", "")),
-        )
+        try:
+            return sso.person_sso_sign_in(
+                issuer=settings.LEASEBOARD_OIDC_ISSUER,
+                subject=self._subject,
+                claims=merged,
+                ip_address=str(self.request.META.get("REMOTE_ADDR", "")),
+            )
+        except LeaseboardError as exc:
+            # The roles could not be written (the last admin's group taken away, a mapping
+            # gone bad): no sign-in, nothing changed; the library answers login failure.
+            raise SuspiciousOperation(f"sign-in refused: {exc.detail}") from exc
 
     def authenticate(self, request: HttpRequest | None, **kwargs: Any) -> Any:
         if not enabled() or request is None or "code" not in request.GET:
