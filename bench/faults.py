@@ -63,7 +63,9 @@ user = get_user_model().objects.create_user(username="ops", password=%(password)
 user.groups.add(Group.objects.get(name="operator"))
 recipient_create(name="ledger")
 recipient_webhook_set(name="ledger", url=%(hook)r + "/epochs")
-print(json.dumps([agent_create(name=f"fleet-{i}", queues=["default"], actor_name="faults")[1] for i in range(%(agents)d)]))
+tokens = [agent_create(name=f"fleet-{i}", queues=["default"], actor_name="faults")[1]
+          for i in range(%(agents)d)]
+print(json.dumps(tokens))
 """
 
 

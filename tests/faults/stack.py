@@ -84,7 +84,8 @@ class Stack:
             "LEASEBOARD_CELERY_QUEUE": self.queue,
             "DB_CONN_MAX_AGE": "60",
             "LOG_LEVEL": "WARNING",
-            # The recipients' webhooks listen on loopback (docs/design.md §14: a test harness's own).
+            # The recipients' webhooks listen on loopback (docs/design.md §14: a test
+            # harness's own).
             "LEASEBOARD_WEBHOOK_ALLOW_NETWORKS": "127.0.0.0/8,::1/128",
             **BOUNDS,
             **self.extra_env,
