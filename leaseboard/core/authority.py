@@ -409,8 +409,12 @@ def may_ever(act: Act, actor: Actor, *, queue: str | None = None) -> bool:
     """Whether the actor may do `act` on some object, in some queue or in `queue`: what a
     page offers (and a page gate admits). The act itself is decided again by its service,
     on its object."""
-    about: About = {"queue": queue} if queue is not None else {"anywhere": True}
-    return verdict(act, actor, possible=True, **about).code not in IDENTITY_CODES
+    about: About = {"possible": True}
+    if queue is not None:
+        about["queue"] = queue
+    else:
+        about["anywhere"] = True
+    return verdict(act, actor, **about).code not in IDENTITY_CODES
 
 
 def authorize_who(act: Act, actor: Actor) -> None:

@@ -203,7 +203,7 @@ def _acknowledge_authorized(
     actor: Actor,
     *,
     work_item_id: int | None = None,
-    lease_id: object = None,
+    lease_id: Any = None,
     agent_id: int | None = None,
 ) -> None:
     """Decide ACKNOWLEDGE_ALERT in the queue of what the alert is about: its work item's,

@@ -85,10 +85,16 @@ def oidc_setting(attr: str, *default: Any) -> Any:
 class LocalPasswordBackend(ModelBackend):
     """Django's password sign-in, unless `[sso] local_passwords = false`."""
 
-    def authenticate(self, request: HttpRequest | None, **credentials: Any) -> Any:
+    def authenticate(
+        self,
+        request: HttpRequest | None,
+        username: str | None = None,
+        password: str | None = None,
+        **kwargs: Any,
+    ) -> Any:
         if not sso.local_passwords_allowed():
             return None
-        return super().authenticate(request, **credentials)
+        return super().authenticate(request, username=username, password=password, **kwargs)
 
 
 class LeaseboardOIDCBackend(OIDCAuthenticationBackend):
