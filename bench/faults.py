@@ -53,7 +53,7 @@ from django.contrib.auth.models import Group
 from leaseboard.core.models import Queue
 from leaseboard.core.services.executors import agent_create
 from leaseboard.core.services.recipients import recipient_create, recipient_webhook_set
-from leaseboard.web.roles import ROLES
+from leaseboard.policy.services.people import ROLE_NAMES as ROLES
 q, _ = Queue.objects.get_or_create(name="default")
 q.notify = {"webhooks": [{"url": %(hook)r + "/alerts", "secret": "faults-alert-secret-123"}]}
 q.save()

@@ -62,6 +62,9 @@ CSRF_TRUSTED_ORIGINS = [o for o in env_str("CSRF_TRUSTED_ORIGINS", "").split(","
 # LEASEBOARD_HTTPS=true: the site is served over HTTPS only. Redirect plain HTTP, send HSTS,
 # and keep session and CSRF cookies off plain HTTP.
 LEASEBOARD_HTTPS = env_bool("LEASEBOARD_HTTPS", False)
+# A person whose roles are all held for named queues sees only those queues' work on the
+# live page (off: everyone sees every queue, and may act only in their own).
+LEASEBOARD_HIDE_OTHER_QUEUES = env_bool("LEASEBOARD_HIDE_OTHER_QUEUES", False)
 SECURE_SSL_REDIRECT = LEASEBOARD_HTTPS
 # Load balancers probe the backends over plain HTTP; a redirect would fail their checks.
 SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]
@@ -193,6 +196,8 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "leaseboard.web.roles.can_context",
+                "leaseboard.policy.views.sso.sign_in_context",
             ],
         },
     },
@@ -218,10 +223,43 @@ LOGIN_REDIRECT_URL = "/"
 # The throttle first: a locked-out account or address is refused before its password is
 # checked (django-axes). Non-web callers (shell, commands) pass no request and are not
 # throttled.
+# Single sign-on with OpenID Connect (leaseboard.policy.views.sso, mozilla-django-oidc): on when an
+# issuer is set. The endpoints come from the issuer's discovery document; the group ->
+# role mappings and whether local passwords still work, from config as code (`[sso]`).
+LEASEBOARD_OIDC_ISSUER = env_str("LEASEBOARD_OIDC_ISSUER", "")
+
+
+def sso_origins(issuer: str) -> list[str]:
+    """The identity provider's origin, for CSP's form-action ([] without single sign-on)."""
+    if not issuer:
+        return []
+    parts = issuer.split("/")
+    return ["/".join(parts[:3])]
+
+
+LEASEBOARD_OIDC_CLIENT_ID = env_str("LEASEBOARD_OIDC_CLIENT_ID", "")
+LEASEBOARD_OIDC_CLIENT_SECRET = env_str("LEASEBOARD_OIDC_CLIENT_SECRET", "")
+LEASEBOARD_OIDC_PROVIDER_NAME = env_str("LEASEBOARD_OIDC_PROVIDER_NAME", "your identity provider")
+LEASEBOARD_OIDC_TIMEOUT_S = env_int("LEASEBOARD_OIDC_TIMEOUT_S", 10, minimum=1)
+if LEASEBOARD_OIDC_ISSUER and not (LEASEBOARD_OIDC_CLIENT_ID and LEASEBOARD_OIDC_CLIENT_SECRET):
+    raise ImproperlyConfigured("LEASEBOARD_OIDC_ISSUER needs _CLIENT_ID and _CLIENT_SECRET")
+OIDC_RP_CLIENT_ID = LEASEBOARD_OIDC_CLIENT_ID
+OIDC_RP_CLIENT_SECRET = LEASEBOARD_OIDC_CLIENT_SECRET
+OIDC_RP_SCOPES = env_str("LEASEBOARD_OIDC_SCOPES", "openid email profile groups")
+OIDC_RP_SIGN_ALGO = env_str("LEASEBOARD_OIDC_SIGN_ALGO", "RS256")
+OIDC_USE_NONCE = True
+OIDC_USE_PKCE = True
+OIDC_PKCE_CODE_CHALLENGE_METHOD = "S256"
+OIDC_STORE_ID_TOKEN = True  # the hint for the provider's logout
+OIDC_OP_LOGOUT_URL_METHOD = "leaseboard.policy.views.sso.provider_logout_url"
+OIDC_TIMEOUT = LEASEBOARD_OIDC_TIMEOUT_S
+OIDC_CREATE_USER = True
+LOGIN_REDIRECT_URL_FAILURE = "/login/?sso=failed"
+
 AUTHENTICATION_BACKENDS = [
     "leaseboard.web.signin.SignInThrottleBackend",
-    "django.contrib.auth.backends.ModelBackend",
-]
+    "leaseboard.policy.views.sso.LocalPasswordBackend",  # off with `[sso] local_passwords = false`
+] + (["leaseboard.policy.views.sso.LeaseboardOIDCBackend"] if LEASEBOARD_OIDC_ISSUER else [])
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -316,7 +354,8 @@ CONTENT_SECURITY_POLICY = (
             "font-src": [SELF],
             "object-src": [NONE],
             "base-uri": [NONE],
-            "form-action": [SELF],
+            # Signing out at the identity provider is a form's redirect to its origin.
+            "form-action": [SELF, *sso_origins(LEASEBOARD_OIDC_ISSUER)],
             "frame-ancestors": [NONE],
         }
     }

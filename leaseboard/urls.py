@@ -5,6 +5,7 @@ from django.conf import settings
 from django.urls import include, path
 
 from leaseboard.api.v1 import api
+from leaseboard.policy.views import sso
 from leaseboard.sweeps.health import healthz
 from leaseboard.sweeps.metrics import metrics
 
@@ -14,6 +15,10 @@ urlpatterns = [
     path("metrics", metrics, name="metrics"),
     path("takeovers/", include("leaseboard.takeovers.urls")),
     path("settings/", include("leaseboard.policy.urls")),
+    # OpenID Connect sign-in (leaseboard.web.sso): 404 unless an issuer is configured.
+    path("oidc/authenticate/", sso.SignInStart.as_view(), name="oidc_authentication_init"),
+    path("oidc/callback/", sso.SignInCallback.as_view(), name="oidc_authentication_callback"),
+    path("oidc/logout/", sso.SignOut.as_view(), name="oidc_logout"),
 ]
 if settings.LEASEBOARD_DEMO:
     # The sandbox takes anonymous payments and shows its ledger to anyone: demo only.

@@ -34,7 +34,7 @@ def ensure_role_groups() -> None:
     # Transactional tests truncate tables, so the migration's groups may be gone.
     from django.contrib.auth.models import Group
 
-    from leaseboard.web.roles import ROLES
+    from leaseboard.policy.services.people import ROLE_NAMES as ROLES
 
     # One read when they are all there (the usual case): make_user runs this for every user.
     have = set(Group.objects.filter(name__in=ROLES).values_list("name", flat=True))

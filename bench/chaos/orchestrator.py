@@ -89,7 +89,7 @@ class Chaos:
         from leaseboard.core.services.executors import agent_create
         from leaseboard.core.services.fencing import fencing_public_keys
         from leaseboard.core.services.work import work_admit
-        from leaseboard.web.roles import ROLES
+        from leaseboard.policy.services.people import ROLE_NAMES as ROLES
 
         # Unknown outcomes (killed agents) must not park items for a human: this run is
         # about fencing, and reconciliation has its own tests.

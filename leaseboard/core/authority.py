@@ -8,10 +8,12 @@ module only gathers the facts the table is asked about. Nothing here writes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypedDict, Unpack
 
-from leaseboard.core.models import Effect, Executor, Lease, Recipient
+from django.db.models import OuterRef, Subquery
+
+from leaseboard.core.models import Effect, Executor, Lease, Recipient, RoleScope, WorkItem
 from leaseboard.domain.authority import (
     IDENTITY_CODES,
     RULES,
@@ -21,6 +23,7 @@ from leaseboard.domain.authority import (
     Role,
     Verdict,
     decide,
+    roles_for_queue,
 )
 from leaseboard.domain.certainty import LIVE, Certainty, LeaseTimes, state_at
 from leaseboard.domain.errors import ERRORS_BY_CODE, Forbidden, LeaseboardError
@@ -37,15 +40,32 @@ BREAK_GLASS_PERMISSION = "takeovers.break_glass"
 RECIPIENT_KIND = "recipient"  # an Actor's kind when a recipient credential speaks
 
 
-def user_roles(user: User) -> frozenset[Role]:
+def user_role_scopes(user: User) -> tuple[frozenset[Role], dict[Role, frozenset[str]]]:
     """A signed-in, active user's roles (auth groups of the roles' names; a superuser has
-    every role). One query."""
+    every role, for every queue) and, for the roles held for named queues only, those
+    queues (RoleScope). One query."""
     if not user.is_authenticated or not user.is_active:
-        return frozenset()
+        return frozenset(), {}
     if getattr(user, "is_superuser", False):
-        return frozenset(Role)
-    names = user.groups.filter(name__in=list(Role)).values_list("name", flat=True)
-    return frozenset(Role(name) for name in names)
+        return frozenset(Role), {}
+    scope = RoleScope.objects.filter(user_id=user.pk, role=OuterRef("name")).values("queues")
+    rows = (
+        user.groups.filter(name__in=list(Role))
+        .annotate(scope=Subquery(scope[:1]))
+        .values_list("name", "scope")
+    )
+    roles: set[Role] = set()
+    scopes: dict[Role, frozenset[str]] = {}
+    for name, queues in rows:
+        roles.add(Role(name))
+        if queues is not None:
+            scopes[Role(name)] = frozenset(queues)
+    return frozenset(roles), scopes
+
+
+def user_roles(user: User) -> frozenset[Role]:
+    """The roles a user holds, for every queue or for some."""
+    return user_role_scopes(user)[0]
 
 
 @dataclass(frozen=True)
@@ -57,11 +77,14 @@ class Actor:
     name: str
     executor_id: int | None = None
     user_id: int | None = None
-    roles: frozenset[Role] = frozenset()
+    roles: frozenset[Role] = frozenset()  # held for every queue or for some
     break_glass: bool = False
     # The queues this credential may use (an agent's queue scope); None: every queue. The
     # acts the table marks `scoped` are refused queue_not_allowed anywhere else.
     queues: frozenset[str] | None = None
+    # A person's roles held for named queues only: role -> those queues. A role in `roles`
+    # and not here is held for every queue. Never compared (a dict is not hashable).
+    role_queues: dict[Role, frozenset[str]] = field(default_factory=dict, compare=False)
 
     @classmethod
     def agent(cls, executor: Executor) -> Actor:
@@ -92,14 +115,42 @@ class Actor:
             if user.is_authenticated
             else None
         )
+        roles, scopes = user_role_scopes(user)
         return cls(
             kind=Executor.Kind.HUMAN,
             name=user.get_username(),
             executor_id=executor_id,
             user_id=user.pk,
-            roles=user_roles(user),
+            roles=roles,
+            role_queues=scopes,
             break_glass=bool(user.is_active and user.has_perm(BREAK_GLASS_PERMISSION)),
         )
+
+    @classmethod
+    def gate(cls, user: User, *, break_glass: bool = False) -> Actor:
+        """A person as a page sees them, to ask what they may do (the `can` helper and
+        `act_required`): roles and scopes in one query; the services decide each act again
+        with `Actor.human`."""
+        roles, scopes = user_role_scopes(user)
+        return cls(
+            kind=Executor.Kind.HUMAN,
+            name=user.get_username() if user.is_authenticated else "",
+            user_id=user.pk,
+            roles=roles,
+            role_queues=scopes,
+            break_glass=break_glass,
+        )
+
+    def roles_in(self, queue: str | None) -> frozenset[Role]:
+        """The roles that count for an act on work in `queue` (None: only those held for
+        every queue)."""
+        if not self.role_queues:
+            return self.roles
+        return roles_for_queue(self.roles, self.role_queues, queue)
+
+    @property
+    def scoped(self) -> bool:
+        return bool(self.role_queues)
 
     @property
     def human_user_id(self) -> int:
@@ -159,7 +210,15 @@ class About(TypedDict, total=False):
     item's epoch read under its lock; `now_ms` the database clock read after the locks.
     `queue`: the queue of the work the act is about (the `scoped` acts need it); `held`:
     whether the work item is on hold (default: the lease's copy of its hold), and why;
-    `subject_user_id`: the person the act is about (their roles, a change granting them)."""
+    `subject_user_id`: the person the act is about (their roles, a change granting them).
+
+    A person's roles held for named queues count only for work in those queues: the queue
+    is `queue`, else the queue of `work_item_id`, of the effect, or of the lease (read
+    here, for a scoped person only). An act about an agent (quarantine) names
+    `agent_queues`, the queues it may use (None: all): the role must cover each. `anywhere`
+    asks whether the person may do the act in some queue (what a page offers); the
+    service then decides the act itself with its queue. `possible`: asked of no object
+    (a page's offer), so an operator counts as one who may come to hold standing."""
 
     now_ms: int | None
     lease: Lease | None
@@ -170,8 +229,44 @@ class About(TypedDict, total=False):
     requester_user_id: int | None
     subject_user_id: int | None
     queue: str | None
+    work_item_id: int | None
+    agent_queues: frozenset[str] | None
+    anywhere: bool
+    possible: bool
     held: bool
     hold_reason: str
+
+
+def agent_queues_of(executor: Executor) -> frozenset[str] | None:
+    """The queues an agent may use (None: every queue), for an act about the agent."""
+    return None if executor.all_queues else frozenset(executor.queues or ())
+
+
+def _queue_of(about: About) -> str | None:
+    """The queue of the work an act is about, read from the database (one query)."""
+    item_id = about.get("work_item_id")
+    for obj in (about.get("effect"), about.get("lease"), about.get("successor")):
+        if item_id is None and obj is not None:
+            item_id = obj.work_item_id
+    if item_id is None:
+        return None
+    return WorkItem.objects.filter(pk=item_id).values_list("queue__name", flat=True).first()
+
+
+def roles_counting(actor: Actor, about: About) -> frozenset[Role]:
+    """The actor's roles that count for the act `about` describes (docs/design.md §9:
+    roles may be scoped to queues). Someone whose roles all hold for every queue reads
+    nothing; a scoped person's act is decided with the work's queue, or with only the
+    roles held everywhere when the act names none."""
+    if not actor.scoped or about.get("anywhere"):
+        return actor.roles
+    if "agent_queues" in about:
+        queues = about["agent_queues"]
+        if not queues:
+            return actor.roles_in(None)
+        return frozenset.intersection(*(actor.roles_in(q) for q in queues))
+    queue = about.get("queue")
+    return actor.roles_in(queue if queue is not None else _queue_of(about))
 
 
 def _parties(actor: Actor, act: Act, about: About) -> frozenset[Party]:
@@ -182,10 +277,13 @@ def _parties(actor: Actor, act: Act, about: About) -> frozenset[Party]:
     if actor.is_recipient:
         return frozenset({Party.RECIPIENT})  # never a holder, a role or a proposer
     parties: set[Party] = {Party.AGENT if actor.is_agent else Party.HUMAN}
-    parties.update(Party(role.value) for role in actor.roles)
-    if actor.break_glass:
-        parties.add(Party.BREAK_GLASS)
-    operator = Role.OPERATOR in actor.roles
+    roles = roles_counting(actor, about)
+    parties.update(Party(role.value) for role in roles)
+    if actor.break_glass and (roles or not actor.scoped):
+        parties.add(Party.BREAK_GLASS)  # a scoped person breaks the glass in their queues
+    operator = Role.OPERATOR in roles
+    if about.get("possible") and operator and not actor.is_agent:
+        parties.add(Party.STANDING)  # standing is the operator's to take over and act under
     if act is Act.RECONCILE:
         # Standing over an effect comes from holding the work item's live lease now,
         # at its current epoch and later than the effect's.
@@ -307,10 +405,22 @@ def authorize(act: Act, actor: Actor, **about: Unpack[About]) -> None:
         )
 
 
+def may_ever(act: Act, actor: Actor, *, queue: str | None = None) -> bool:
+    """Whether the actor may do `act` on some object, in some queue or in `queue`: what a
+    page offers (and a page gate admits). The act itself is decided again by its service,
+    on its object."""
+    about: About = {"possible": True}
+    if queue is not None:
+        about["queue"] = queue
+    else:
+        about["anywhere"] = True
+    return verdict(act, actor, **about).code not in IDENTITY_CODES
+
+
 def authorize_who(act: Act, actor: Actor) -> None:
     """Raise the refusal if the actor may never do `act` whatever its object (a role
     missing): for a bulk act, asked once before anything is written; each item is then
     decided by `authorize` with its own lease."""
-    v = verdict(act, actor)
+    v = verdict(act, actor, anywhere=True, possible=True)
     if v.code in IDENTITY_CODES:
         raise refusal(v)

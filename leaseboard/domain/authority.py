@@ -53,6 +53,11 @@ class Act(StrEnum):
     MANAGE_CREDENTIALS = "manage_credentials"
     MANAGE_WEBHOOKS = "manage_webhooks"
     CHANGE_FOUR_EYES = "change_four_eyes"
+    # Reading: the pages that show what the acts above are about. Gated like any act, so
+    # no page names a role (docs/design.md §9).
+    WATCH = "watch"
+    READ_AUDIT = "read_audit"
+    EXPLAIN_POLICY = "explain_policy"
 
 
 # Acts about configuration, not about a lease: the lease's state never enters them.
@@ -68,6 +73,9 @@ CONFIGURATION_ACTS = frozenset(
     }
 )
 
+# Acts that only read: about no lease, and writing nothing.
+READING_ACTS = frozenset({Act.WATCH, Act.READ_AUDIT, Act.EXPLAIN_POLICY})
+
 
 class Role(StrEnum):
     """Human roles (auth groups of the same names). An admin configures (queues, rules,
@@ -77,6 +85,25 @@ class Role(StrEnum):
     APPROVER = "approver"
     MANAGER = "manager"
     ADMIN = "admin"
+
+
+# Roles that may be held for named queues only (a team's operators, its approver of
+# refunds...). The admin configures the whole installation and is never queue-scoped.
+SCOPABLE_ROLES = frozenset({Role.OPERATOR, Role.APPROVER, Role.MANAGER})
+
+
+def roles_for_queue(
+    roles: frozenset[Role], scopes: dict[Role, frozenset[str]], queue: str | None
+) -> frozenset[Role]:
+    """The roles that count for an act on work in `queue`: a role held for every queue
+    (absent from `scopes`) always; a role held for named queues only where `queue` is one
+    of them. `queue` None (the act's queue unknown) counts only the roles held everywhere:
+    a scoped role never decides an act whose queue nobody named."""
+    return frozenset(
+        role
+        for role in roles
+        if role not in scopes or (queue is not None and queue in scopes[role])
+    )
 
 
 class Party(StrEnum):
@@ -241,6 +268,14 @@ RULES: dict[Act, Rule] = {
     ),
     Act.MANAGE_WEBHOOKS: _rule({P.ADMIN}, why="only an admin changes notification targets"),
     Act.CHANGE_FOUR_EYES: _rule({P.ADMIN}, why="only an admin changes four-eyes"),
+    # Reading. Whoever supervises, audits or configures watches the fleet (a scoped role
+    # sees every queue and acts in its own); the audit log is the managers'; the rule
+    # explainer is for those who decide effects and those who write the rules.
+    Act.WATCH: _rule(
+        {P.OPERATOR, P.APPROVER, P.MANAGER, P.ADMIN}, why="any role may watch the fleet"
+    ),
+    Act.READ_AUDIT: _rule({P.MANAGER}, why="only a manager reads the audit log"),
+    Act.EXPLAIN_POLICY: _rule({P.ADMIN, P.APPROVER}, why="an admin or an approver"),
 }
 
 # Refusals about who the actor is, as opposed to the state of what they act on.

@@ -5,6 +5,7 @@ services take; the services validate everything (and name the field that is wron
 from __future__ import annotations
 
 import json
+import re
 import tomllib
 from typing import Any
 
@@ -262,16 +263,40 @@ class ExplainForm(forms.Form):
         return value
 
 
+class RoleScopesField(forms.CharField):
+    """Roles held for named queues only, as `role:queue` entries separated by spaces or
+    commas ("operator:payments approver:refunds"); blank: every role for every queue."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("required", False)
+        kwargs.setdefault("max_length", 2000)
+        kwargs.setdefault("label", "Only in queues")
+        kwargs.setdefault("help_text", "role:queue, … — blank: every queue")
+        super().__init__(**kwargs)
+
+    def clean(self, value: Any) -> dict[str, list[str]]:
+        text = super().clean(value)
+        scopes: dict[str, list[str]] = {}
+        for entry in re.split(r"[\s,]+", text.strip()) if text.strip() else []:
+            role, sep, queue = entry.partition(":")
+            if not sep or not queue:
+                raise forms.ValidationError(f"{entry!r}: write role:queue")
+            scopes.setdefault(role, []).append(queue)
+        return scopes
+
+
 class PersonForm(forms.Form):
     username = forms.CharField(max_length=150)
     email = forms.EmailField(required=False)
     roles = forms.MultipleChoiceField(choices=ROLE_CHOICES, widget=forms.CheckboxSelectMultiple)
+    scopes = RoleScopesField()
 
 
 class PersonRolesForm(forms.Form):
     roles = forms.MultipleChoiceField(
         required=False, choices=ROLE_CHOICES, widget=forms.CheckboxSelectMultiple
     )
+    scopes = RoleScopesField()
     break_glass = forms.BooleanField(required=False, label="break glass")
     active = forms.BooleanField(required=False, label="may sign in")
 

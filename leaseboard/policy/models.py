@@ -124,3 +124,52 @@ class FourEyes(models.Model):
 
     def __str__(self) -> str:
         return f"four-eyes {'on' if self.on else 'off'}"
+
+
+class SignInPolicy(models.Model):
+    """The one row (id 1) saying how people sign in (config as code's `[sso]`): which
+    claim of the identity provider lists a person's groups, and whether local passwords
+    still sign anyone in. The provider itself (issuer, client) comes from the
+    environment, since its secret must not be in a file or the database."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1)
+    groups_claim = models.CharField(max_length=100, default="groups")
+    local_passwords = models.BooleanField(default=True)
+
+    class Meta:
+        constraints = [models.CheckConstraint(condition=Q(id=1), name="sign_in_policy_one_row")]
+
+    def __str__(self) -> str:
+        return f"groups from {self.groups_claim!r}, local passwords {self.local_passwords}"
+
+
+class SsoGroup(models.Model):
+    """A group of the identity provider and what it gives its members, as `role` and
+    `role:queue` entries (leaseboard.policy.services.people.grants_parsed). Re-evaluated at
+    each sign-in: a person's roles are those their groups give, nothing kept."""
+
+    name = models.CharField(max_length=200, unique=True)
+    grants = models.JSONField(default=list)
+
+    def __str__(self) -> str:
+        return f"{self.name} -> {', '.join(self.grants)}"
+
+
+class SsoIdentity(models.Model):
+    """Who a person is at the identity provider: the issuer and the subject (`sub`), the
+    only stable identifier (an email or a username may be reused). Never matched by name."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+"
+    )
+    issuer = models.CharField(max_length=500)
+    subject = models.CharField(max_length=255)
+    last_sign_in_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["issuer", "subject"], name="sso_identity_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.issuer} {self.subject}"

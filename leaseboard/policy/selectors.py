@@ -9,7 +9,7 @@ from django.contrib.auth import get_user_model
 from django.db.models import Count, Q
 
 from leaseboard.core.authority import BREAK_GLASS_PERMISSION
-from leaseboard.core.models import AuditEntry, EffectRule, Executor, Queue, Recipient
+from leaseboard.core.models import AuditEntry, EffectRule, Executor, Queue, Recipient, RoleScope
 from leaseboard.core.models.leases import LIVE_STATES
 from leaseboard.domain.authority import Role
 from leaseboard.policy.models import PolicyChange
@@ -101,6 +101,7 @@ class Person:
     break_glass: bool
     active: bool
     superuser: bool
+    scopes: str = ""  # "operator:payments approver:refunds": roles held for named queues
 
 
 def people_list() -> list[Person]:
@@ -111,6 +112,9 @@ def people_list() -> list[Person]:
         .objects.order_by("username")
         .prefetch_related("groups", "user_permissions__content_type")
     )
+    scoped: dict[int, list[str]] = {}
+    for s in RoleScope.objects.order_by("role"):
+        scoped.setdefault(s.user_id, []).extend(f"{s.role}:{q}" for q in sorted(s.queues))
     out = []
     for user in users:
         out.append(
@@ -124,6 +128,7 @@ def people_list() -> list[Person]:
                 ),
                 active=user.is_active,
                 superuser=user.is_superuser,
+                scopes=" ".join(scoped.get(user.pk, [])),
             )
         )
     return out

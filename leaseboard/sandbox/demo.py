@@ -11,6 +11,8 @@ from pathlib import Path
 
 from django.conf import settings
 
+from leaseboard.domain.authority import Role
+
 AGENT_PREFIX = "demo-agent-"
 SANDBOX_RECIPIENT = "payments-sandbox"  # a recipient, not an agent
 DEFAULT_AGENTS = 6
@@ -34,7 +36,7 @@ QUEUES: dict[str, dict] = {
     },
     "ledger-sync": {"timing": {"ttl_ms": 6000}, "rules": [], "default": "allow"},
 }
-ROLES = ("operator", "approver", "manager", "admin")
+ROLES = tuple(role.value for role in Role)  # the demo user holds every role
 
 
 def agent_queues(index: int) -> list[str]:

@@ -17,7 +17,7 @@ class TakeoverRequestForm(forms.Form):
         max_length=1000, widget=forms.Textarea(attrs={"rows": 3}), label="Why"
     )
     standing_minutes = forms.IntegerField(label="Standing (minutes)")
-    operator = forms.CharField(
+    grantee_operator = forms.CharField(
         max_length=150,
         required=False,
         label="Standing to another operator (username; blank: you)",

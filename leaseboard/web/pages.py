@@ -15,8 +15,9 @@ from leaseboard.core import badges
 from leaseboard.core.clock import now_ms_sql
 from leaseboard.core.models import Alert
 from leaseboard.core.selectors import alerts_unsnoozed
+from leaseboard.domain.authority import Act
 from leaseboard.domain.sweeps import SweepAge, sweep_age_from
-from leaseboard.web.roles import APPROVER, OPERATOR, has_role, user_roles
+from leaseboard.web.roles import may, user_roles
 
 # Badges count up to this many and then show "99+": a bounded scan.
 BADGE_CAP = 99
@@ -80,12 +81,12 @@ def render_page(
     request: HttpRequest, template: str, context: dict[str, Any], status: int = 200
 ) -> HttpResponse:
     """A full page with the header's badges, roles and the stale-sweeps banner (the roles
-    are already read by `role_required`, so this adds the alert badge's query, which also
+    are already read by `act_required`, so this adds the alert badge's query, which also
     reads the sweep's age, and the pending badge's for an approver)."""
     if "alert_badge" not in context:
         context["alert_badge"], context["sweeps"] = badge_and_sweeps()
-    if has_role(request, APPROVER):
+    if may(request, Act.APPROVE_TAKEOVER) or may(request, Act.APPROVE_EFFECT):
         context.setdefault("pending_badge", pending_badge_count())
     context["roles"] = user_roles(request)
-    context["can_acknowledge"] = has_role(request, OPERATOR)
+    context["can_acknowledge"] = may(request, Act.ACKNOWLEDGE_ALERT)
     return no_store(render(request, template, context, status=status))

@@ -38,7 +38,6 @@ KINDS = {
 # Module -> why it has no direct test module yet. Only shrinks (see the module docstring).
 ALLOWED = {
     # Replaced by another branch of issue 31 (people and roles in one module).
-    "leaseboard.core.services.users": "being folded into one people module (#31, teams)",
     # Run by `dev.py demo`; tests/e2e/test_demo.py runs that end to end.
     "leaseboard.sandbox.management.commands.demo_setup": "run by dev.py demo (test_demo.py)",
     "leaseboard.sandbox.management.commands.simulate_agents": "run by dev.py demo (test_demo)",
@@ -58,7 +57,6 @@ ALLOWED = {
     "leaseboard.core.services.rule_sets": "through the policy tests (compiled rule sets)",
     "leaseboard.core.signals": "connected in apps.py; the audit tests see what it writes",
     "leaseboard.dashboard.forms": "through the dashboard pages' form tests (tests/web)",
-    "leaseboard.dashboard.selectors.alerts": "through tests/web alerts pages",
     "leaseboard.dashboard.selectors.audit": "through tests/web audit pages",
     "leaseboard.dashboard.selectors.charts": "through tests/web charts",
     "leaseboard.dashboard.selectors.executor": "through tests/web executor pages",

@@ -41,7 +41,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from leaseboard.core.models import Queue
 from leaseboard.core.services.executors import agent_create
-from leaseboard.web.roles import ROLES
+from leaseboard.policy.services.people import ROLE_NAMES as ROLES
 Queue.objects.get_or_create(name="default")
 for role in ROLES:
     Group.objects.get_or_create(name=role)

@@ -175,6 +175,50 @@ def test_export_then_apply_on_a_fresh_database_decides_the_same(configured, tmp_
     assert _manage(db, "config", "export").stdout == text
 
 
+SSO_ONLY = """
+version = 1
+
+[sso]
+groups_claim = "roles"
+local_passwords = false
+
+[sso.groups]
+payments-oncall = ["operator:payments", "operator:refunds"]
+sre = ["operator", "approver:deploys", "break_glass"]
+"""
+
+
+def test_group_mappings_apply_on_a_fresh_database_with_no_people(tmp_path):
+    """Promoting a file needs no people to exist: they arrive with their groups."""
+    path = tmp_path / "sso.toml"
+    path.write_text(SSO_ONLY)
+    db = tmp_path / "fresh.sqlite3"
+    assert _manage(db, "migrate", "--noinput", "-v", "0").returncode == 0
+    applied = _manage(db, "config", "apply", str(path))
+    assert applied.returncode == 0, applied.stderr
+    exported = config_loads(_manage(db, "config", "export").stdout)
+    assert exported["sso"] == {
+        "groups_claim": "roles",
+        "local_passwords": False,
+        "groups": {
+            "payments-oncall": ["operator:payments", "operator:refunds"],
+            "sre": ["approver:deploys", "operator", "break_glass"],
+        },
+    }
+    assert exported["people"] == {}
+    again = _manage(db, "config", "apply", str(path))
+    assert again.stdout.strip().startswith("no changes"), again.stdout
+
+
+def test_a_bad_group_mapping_is_refused_under_its_path(configured):
+    doc = config_export()
+    doc["sso"] = {"groups": {"ops": ["admin:payments"], "x": "operator"}}
+    with pytest.raises(SettingsInvalid) as exc:
+        config_apply(doc, actor=configured)
+    assert "held for every queue" in exc.value.errors["sso.groups.ops"]
+    assert "a list of roles" in exc.value.errors["sso.groups.x"]
+
+
 def test_a_dry_run_changes_nothing_and_a_second_apply_records_nothing(configured):
     doc = config_export()
     doc["queues"]["payments"]["capacity"] = 5

@@ -42,6 +42,7 @@ from leaseboard.core.models import (
     LeaseEvent,
     Quarantine,
     Queue,
+    RoleScope,
     WorkItem,
 )
 from leaseboard.core.services import holds
@@ -56,7 +57,14 @@ from leaseboard.core.services.leases import (
 )
 from leaseboard.core.services.recipients import recipient_create
 from leaseboard.core.services.supervision import agent_quarantine
-from leaseboard.domain.authority import CONFIGURATION_ACTS, RULES, Act, Party, decide
+from leaseboard.domain.authority import (
+    CONFIGURATION_ACTS,
+    READING_ACTS,
+    RULES,
+    Act,
+    Party,
+    decide,
+)
 from leaseboard.domain.certainty import Certainty
 from leaseboard.policy.models import FourEyes, PolicyChange
 from leaseboard.takeovers.models import Intervention, InterventionEvent, TakeoverRequest
@@ -70,6 +78,14 @@ from tests.builders import admit, age_fence, age_lease, effect_rules, grant_brea
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
 
+# The team column's worlds: whose roles are scoped, and to which queues.
+SCOPED_HUMANS = {
+    "operator_standing": "operator",
+    "operator_no_standing": "operator",
+    "approver": "approver",
+    "manager": "manager",
+}
+TEAMS = {"other_team": ["payments"], "own_team": ["matrix", "payments"]}
 ACTORS = (
     "holder_agent",
     "other_agent",
@@ -136,7 +152,7 @@ class World:
     request: TakeoverRequest | None = None
     review: Intervention | None = None
     change: PolicyChange | None = None  # a rule change another admin proposed (four-eyes)
-    variant: str = ""  # "" | "out_of_scope" | "held" | "self" (see VARIANTS)
+    variant: str = ""  # "" | "out_of_scope" | "held" | "self" | "other_team" | "own_team"
 
     @property
     def human_path(self) -> bool:
@@ -186,6 +202,16 @@ def _end(lease: Lease, state: str, holder_token_owner: Any = None) -> None:
 
 
 def build(state: str, actor: str, act: Act, variant: str = "") -> World:
+    w = _build(state, actor, act, variant)
+    if variant in TEAMS:
+        # Once the world stands, each supervising person's role is held for named queues
+        # only: another team's (the work is in "matrix"), or their own and another.
+        for name, role in SCOPED_HUMANS.items():
+            RoleScope.objects.create(user=w.users[name], role=role, queues=TEAMS[variant])
+    return w
+
+
+def _build(state: str, actor: str, act: Act, variant: str = "") -> World:
     n = next(_seq)
     w = World(state=state, actor=actor, act=act, key=f"mx-{n}", variant=variant)
     queue, _ = Queue.objects.get_or_create(
@@ -323,13 +349,19 @@ def parties(w: World) -> frozenset[Party]:
         "admin": {Party.ADMIN},
     }
     p |= roles.get(w.actor, set())
+    # Roles held for another team's queues count for nothing here (reading a page is
+    # asked of any queue); with them goes standing, acted on in the operator role.
+    other_team = w.variant == "other_team" and w.actor in SCOPED_HUMANS
+    if other_team and w.act not in READING_ACTS:
+        p -= {Party.OPERATOR, Party.APPROVER, Party.MANAGER, Party.BREAK_GLASS}
     on_standing = w.act in STANDING_ACTS or (w.human_path and w.act is not Act.RECONCILE)
     if w.actor == "holder_agent" and not on_standing:
         p.add(Party.HOLDER)
         if w.act in {Act.REPORT_OUTCOME, Act.APPROVE_EFFECT, Act.REJECT_EFFECT, Act.RECONCILE}:
             p.add(Party.PROPOSER)
     if w.actor == "operator_standing" and (on_standing or w.standing is not None):
-        p.add(Party.STANDING)
+        if not (other_team and w.act not in READING_ACTS):
+            p.add(Party.STANDING)
     if w.actor == "successor_agent" and w.successor is not None and w.act is Act.RECONCILE:
         p.add(Party.SUCCESSOR)
     if w.actor == "operator_no_standing" and w.request is not None:
@@ -378,14 +410,18 @@ def _api(w: World, path: str, body: dict[str, Any] | None) -> Answer:
     return Answer(response.status_code, None if response.status_code < 300 else payload["code"])
 
 
-def _web(w: World, path: str, data: dict[str, Any]) -> Answer:
+def _web(w: World, path: str, data: dict[str, Any] | None) -> Answer:
+    """POST `data` with the CSRF token, or GET `path` when `data` is None (a reading act)."""
     client = Client(enforce_csrf_checks=True)
     user = w.users.get(w.actor)
     if user is not None:
         client.force_login(user)
-    client.get("/login/")  # the CSRF cookie, as a browser would have it from any form
-    token = client.cookies["csrftoken"].value
-    response = client.post(path, {**data, "csrfmiddlewaretoken": token})
+    if data is None:
+        response = client.get(path)
+    else:
+        client.get("/login/")  # the CSRF cookie, as a browser would have it from any form
+        token = client.cookies["csrftoken"].value
+        response = client.post(path, {**data, "csrfmiddlewaretoken": token})
     if response.status_code == 302 and response["Location"].startswith("/login/"):
         return Answer(302, "unauthenticated")
     if response.status_code == 403:
@@ -484,9 +520,13 @@ def perform(w: World) -> Answer:
         return _web(w, f"/takeovers/interventions/{w.review.id}/review", {"note": "fine"})
     if act in CONFIGURATION_ACTS:
         return _configure(w)
+    if act in READ_PAGES:
+        return _web(w, READ_PAGES[act], None)
     raise AssertionError(f"no entry point for {act}")
 
 
+# The reading acts' pages.
+READ_PAGES = {Act.WATCH: "/", Act.READ_AUDIT: "/audit/", Act.EXPLAIN_POLICY: "/settings/explain"}
 QUEUE_FORM = {"overflow": "wait", "capacity": "7", "windows_tz": "UTC", "reconciliation_gate": ""}
 
 
@@ -579,7 +619,7 @@ def without_refusal_records(
 
 
 # A configuration act (and admission) is about no lease: one lease state is enough.
-ONE_STATE = CONFIGURATION_ACTS | {Act.ADMIT}
+ONE_STATE = CONFIGURATION_ACTS | READING_ACTS | {Act.ADMIT}
 SCOPED = {act for act, rule in RULES.items() if rule.scoped}
 HELD = {act for act, rule in RULES.items() if not rule.held}
 SELF_ACTS = {act for act, rule in RULES.items() if Party.SELF in rule.deny}
@@ -603,6 +643,22 @@ CASES += [
     for act in sorted(HELD)
     for actor in ACTORS
     for state in (STATES if act is Act.ACQUIRE else STATES[:1])
+]
+# The team column: the supervising people's roles held for named queues only — another
+# team's ("operator of payments x item in deploys"), or their own team's among others —
+# for every act a role or standing decides, through the same entry points.
+TEAM_ACTS = sorted(
+    act
+    for act, rule in RULES.items()
+    if act not in CONFIGURATION_ACTS
+    and rule.allow
+    & {Party.OPERATOR, Party.APPROVER, Party.MANAGER, Party.STANDING, Party.BREAK_GLASS}
+)
+CASES += [
+    (act, actor, "expired" if act is Act.RECONCILE else "active", variant)
+    for variant in sorted(TEAMS)
+    for act in TEAM_ACTS
+    for actor in sorted(SCOPED_HUMANS)
 ]
 # SELF: an admin changing their own person, or deciding a change about themselves.
 CASES += [(act, actor, STATES[0], "self") for act in sorted(SELF_ACTS) for actor in ACTORS]

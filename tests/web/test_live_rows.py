@@ -20,7 +20,7 @@ from leaseboard.dashboard.selectors.rows import LeaseRow
 # The loop templates/dashboard/_live.html ran before the tag, kept as the reference.
 TEMPLATE_LOOP = (Path(__file__).parent / "live_rows_template_loop.html").read_text()
 
-TAG = "{% load live_rows %}{% live_rows rows can_pick roles %}"
+TAG = "{% load live_rows %}{% live_rows rows can_pick can %}"
 
 KEYS = ["job-1", "a b/<c>&\"d'", "zürich?x=1#frag", "100%/~:@!$&'()*+,;=", "//lead"]
 
@@ -88,13 +88,12 @@ def _rows() -> list[LeaseRow]:
 
 
 @pytest.mark.parametrize(
-    ("can_pick", "roles"),
-    [(True, {"operator"}), (True, {"approver"}), (False, {"manager"}), (False, set())],
+    ("can_pick", "takeover"), [(True, True), (True, False), (False, False), (False, True)]
 )
-def test_the_rows_tag_writes_the_markup_the_template_loop_wrote(can_pick, roles):
+def test_the_rows_tag_writes_the_markup_the_template_loop_wrote(can_pick, takeover):
     django = engines["django"]
     rows = _rows()
-    context = {"rows": rows, "can_pick": can_pick, "roles": roles}
+    context = {"rows": rows, "can_pick": can_pick, "can": {"request_takeover": takeover}}
     expected = _normal(django.from_string(TEMPLATE_LOOP).render(context))
     got = _normal(django.from_string(TAG).render(context))
     assert got.count("<tr ") == len(rows) == 160
@@ -107,7 +106,7 @@ def test_row_links_are_the_reversed_urls_of_keys_that_need_quoting():
     html = (
         engines["django"]
         .from_string(TAG)
-        .render({"rows": rows, "can_pick": False, "roles": {"operator"}})
+        .render({"rows": rows, "can_pick": False, "can": {"request_takeover": True}})
     )
     for key in KEYS:
         url = reverse("dashboard:work_item", args=[key]).replace("&", "&amp;")

@@ -5,6 +5,7 @@ from leaseboard.core.models.audit import AuditEntry, AuditHead
 from leaseboard.core.models.effects import Effect
 from leaseboard.core.models.executors import Executor
 from leaseboard.core.models.leases import Checkpoint, FencingKey, Lease, LeaseEvent
+from leaseboard.core.models.people import RoleScope
 from leaseboard.core.models.policy import EffectRule, GlobalPolicy
 from leaseboard.core.models.recipients import EpochNotice, Recipient
 from leaseboard.core.models.supervision import BulkRevoke, Quarantine, ReasonCategory
@@ -29,5 +30,6 @@ __all__ = [
     "Queue",
     "ReasonCategory",
     "Recipient",
+    "RoleScope",
     "WorkItem",
 ]

@@ -18,7 +18,7 @@ from django.db.models import F, Field
 from django.db.models.functions import Coalesce
 
 from leaseboard.core import sql
-from leaseboard.core.authority import Actor, authorize
+from leaseboard.core.authority import Actor, agent_queues_of, authorize, authorize_who
 from leaseboard.core.clock import db_now_ms
 from leaseboard.core.models import Alert, AlertSnooze, Effect, Executor, Lease
 from leaseboard.core.services.audit import audit_act
@@ -298,7 +298,7 @@ def alert_acknowledge(
 ) -> Acknowledgement:
     """Record who acknowledged an alert, when (database clock) and why. Idempotent: a second
     acknowledgement changes nothing and writes no audit entry."""
-    authorize(Act.ACKNOWLEDGE_ALERT, actor)
+    authorize_who(Act.ACKNOWLEDGE_ALERT, actor)
     note = (note or "").strip()
     if not note:
         raise ValidationFailed("say what you are doing about it", param="note")
@@ -312,6 +312,7 @@ def alert_acknowledge(
     )
     if alert is None:
         raise NotFound(f"no alert {alert_id}")
+    _acknowledge_authorized(actor, work_item_id=alert.work_item_id, lease_id=alert.lease_id)
     if alert.acknowledged_at_ms is not None:
         return Acknowledgement(alert, changed=False)
     now = db_now_ms()
@@ -359,6 +360,31 @@ def parse_alert_groups(raw: list[str]) -> list[tuple[int | None, str]]:
     if len(groups) > GROUPS_MAX:
         raise ValidationFailed(f"at most {GROUPS_MAX} groups at once", param="group")
     return groups
+
+
+def _acknowledge_authorized(
+    actor: Actor,
+    *,
+    work_item_id: int | None = None,
+    lease_id: Any = None,
+    agent_id: int | None = None,
+) -> None:
+    """Decide ACKNOWLEDGE_ALERT in the queue of what the alert is about: its work item's,
+    else the agent's queues (a group of one agent's alerts); a person scoped to queues
+    acknowledges nothing whose queue is unknown (docs/design.md §9)."""
+    if not actor.scoped:
+        authorize(Act.ACKNOWLEDGE_ALERT, actor)
+        return
+    if work_item_id is None and lease_id is not None:
+        work_item_id = Lease.objects.filter(id=lease_id).values_list("work_item_id", flat=True)[0]
+    if work_item_id is not None:
+        authorize(Act.ACKNOWLEDGE_ALERT, actor, work_item_id=work_item_id)
+        return
+    agent = Executor.objects.filter(id=agent_id).first() if agent_id else None
+    if agent is None:
+        authorize(Act.ACKNOWLEDGE_ALERT, actor)  # about no queue: roles held everywhere
+        return
+    authorize(Act.ACKNOWLEDGE_ALERT, actor, agent_queues=agent_queues_of(agent))
 
 
 def _group_filter(agent_id: int | None, kind: str):  # type: ignore[no-untyped-def]
@@ -420,9 +446,11 @@ def alerts_acknowledge_groups(
     """Acknowledge, with one note, every open unacknowledged alert of the chosen groups up
     to `upto_id` (the newest the person saw: one opened after it is not acknowledged
     unseen). One audit entry per group. Returns how many alerts were acknowledged."""
-    authorize(Act.ACKNOWLEDGE_ALERT, actor)
+    authorize_who(Act.ACKNOWLEDGE_ALERT, actor)
     note = _note_checked(note)
     parsed = parse_alert_groups(groups)
+    for agent_id, _kind in parsed:  # a group is one agent's: decided in its queues
+        _acknowledge_authorized(actor, agent_id=agent_id)
     now = db_now_ms()
     total = 0
     for agent_id, kind in parsed:
@@ -467,9 +495,11 @@ def alerts_snooze_groups(
     """Hide the chosen groups from the badge and the default view for `minutes`, new alerts
     of those groups included; they come back by themselves. Snoozing is an acknowledgement
     with a deadline, so it is the same act (ACKNOWLEDGE_ALERT) in the authority table."""
-    authorize(Act.ACKNOWLEDGE_ALERT, actor)
+    authorize_who(Act.ACKNOWLEDGE_ALERT, actor)
     note = _note_checked(note)
     parsed = parse_alert_groups(groups)
+    for agent_id, _kind in parsed:
+        _acknowledge_authorized(actor, agent_id=agent_id)
     if not isinstance(minutes, int) or not 1 <= minutes <= SNOOZE_MAX_MINUTES:
         raise ValidationFailed(f"snooze for 1 to {SNOOZE_MAX_MINUTES} minutes", param="minutes")
     now = db_now_ms()

@@ -18,7 +18,7 @@ from typing import Any
 
 from django.db import IntegrityError, OperationalError, transaction
 
-from leaseboard.core.authority import Actor, authorize, authorize_who
+from leaseboard.core.authority import Actor, agent_queues_of, authorize, authorize_who
 from leaseboard.core.clock import db_now_ms
 from leaseboard.core.models import BulkRevoke, Executor, Lease, Quarantine
 from leaseboard.core.models.leases import LIVE_STATES
@@ -231,11 +231,14 @@ def agent_quarantine(
 def _quarantine_once(
     *, executor_id: int, actor: Actor, reason_category: str, reason_text: str, request_id: str
 ) -> QuarantineResult:
-    authorize(Act.QUARANTINE, actor)
+    authorize_who(Act.QUARANTINE, actor)
     text = reason_checked(reason_category, reason_text, what="a quarantine")
     # The agent's row first: from this lock on no grant to it can pass its share lock, and
     # grants already past it have committed, so the list below has every live lease.
     executor = _agent_locked(executor_id)
+    # An agent works in its queues: a person scoped to some queues quarantines only an
+    # agent confined to them.
+    authorize(Act.QUARANTINE, actor, agent_queues=agent_queues_of(executor))
     current = Quarantine.objects.filter(executor=executor, lifted_at_ms__isnull=True).first()
     if current is not None:
         return QuarantineResult(current, changed=False)
@@ -302,11 +305,12 @@ def agent_quarantine_lift(
 ) -> Quarantine:
     """Lift an agent's quarantine: its credential works again. Its revoked leases stay
     revoked; it acquires work again like any agent, at new epochs."""
-    authorize(Act.LIFT_QUARANTINE, actor)
+    authorize_who(Act.LIFT_QUARANTINE, actor)
     note = (note or "").strip()
     if not note or len(note) > NOTE_MAX:
         raise ValidationFailed(f"say why, in 1 to {NOTE_MAX} characters", param="note")
     executor = _agent_locked(executor_id)
+    authorize(Act.LIFT_QUARANTINE, actor, agent_queues=agent_queues_of(executor))
     quarantine = (
         Quarantine.objects.select_for_update(no_key=True)
         .filter(executor=executor, lifted_at_ms__isnull=True)

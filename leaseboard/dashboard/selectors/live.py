@@ -85,6 +85,9 @@ class LiveFilters:
     cursor: str = ""
     first_row: int = 1  # the number of the page's first row, for "rows 51–100 of 1000+"
     size: int = DEFAULT_PAGE_SIZE
+    # Only these queues (a person scoped to queues, where other teams' work is hidden:
+    # LEASEBOARD_HIDE_OTHER_QUEUES); None: every queue. Set by the view, never the query.
+    queues: frozenset[str] | None = None
 
     @classmethod
     def from_query(cls, params: Any) -> LiveFilters:
@@ -186,6 +189,8 @@ def _filtered(filters: LiveFilters) -> tuple[QuerySet[Lease], bool]:
     qs = Lease.objects.all()
     if filters.queue:
         qs = qs.filter(work_item__queue__name=filters.queue)
+    if filters.queues is not None:
+        qs = qs.filter(work_item__queue__name__in=sorted(filters.queues))
     if filters.holder:
         qs = qs.filter(holder__name=filters.holder)
     if filters.q:

@@ -1,4 +1,4 @@
-"""The live page's rows (`{% load live_rows %}{% live_rows page.rows can_pick roles %}`),
+"""The live page's rows (`{% load live_rows %}{% live_rows page.rows can_pick can %}`),
 written here rather than by a template loop: the page lists up to 200 rows and polls every
 2 s, and the template engine spent about 9 ms of a 50-row search on them (per row: two
 includes, three URL reversals, some 40 variable lookups). The markup is the one the
@@ -8,8 +8,9 @@ them."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from html import escape
+from typing import Any
 from urllib.parse import quote
 
 from django import template
@@ -31,20 +32,43 @@ def _prefix(name: str, placeholder: str) -> str:
 
 
 @register.simple_tag
-def live_rows(
-    rows: Sequence[LeaseRow[LiveLease]], can_pick: bool, roles: Collection[str]
-) -> SafeString:
+def live_rows(rows: Sequence[LeaseRow[LiveLease]], can_pick: bool, can: Any) -> SafeString:
+    """`can`: what the person may do (leaseboard.web.roles.Can, or a mapping of act names
+    to booleans)."""
     work_url = _prefix("dashboard:work_item", "k")
     executor_url = _prefix("dashboard:executor", "0")
-    takeover_url = _prefix("takeovers:request", "k") if "operator" in roles else ""
+    takeover_url = _prefix("takeovers:request", "k")
+    scoped = bool(getattr(can, "scoped", False))
     out: list[str] = []
     for row in rows:
-        out.append(_row(row, can_pick, work_url, executor_url, takeover_url))
+        # What the person may do with this row's work: in its queue, for a scoped person.
+        acts = can.in_queue(row.lease.work_item.queue.name) if scoped else can
+        takeover = acts["request_takeover"]
+        mine = not scoped or takeover or acts["revoke"]
+        out.append(
+            _row(
+                row,
+                can_pick,
+                work_url,
+                executor_url,
+                takeover_url if takeover else "",
+                "" if mine else _VIEW_ONLY,
+            )
+        )
     return mark_safe("".join(out))  # every value in it is escaped
 
 
+# Marks a row whose work is in a queue the person's roles do not cover.
+_VIEW_ONLY = ' <small class="view-only" data-view-only>another team\'s: view only</small>'
+
+
 def _row(
-    row: LeaseRow[LiveLease], can_pick: bool, work_url: str, executor_url: str, takeover_url: str
+    row: LeaseRow[LiveLease],
+    can_pick: bool,
+    work_url: str,
+    executor_url: str,
+    takeover_url: str,
+    mark: str = "",
 ) -> str:
     lease = row.lease
     item = lease.work_item
@@ -60,7 +84,7 @@ def _row(
     ]
     if can_pick:
         parts.append('<td data-label="Select">')
-        if live:
+        if live and not mark:
             parts.append(
                 f'<input type="checkbox" name="key" value="{key}" form="bulk-pick" class="pick"'
                 f' id="pick-{lid}"><label for="pick-{lid}" class="visually-hidden">'
@@ -123,5 +147,6 @@ def _row(
             f'<a class="takeover-link" href="{takeover_url}{key_path}">Request takeover'
             f'<span class="visually-hidden"> of {key}</span></a>'
         )
+    parts.append(mark)
     parts.append("</td>\n      </tr>")
     return "".join(parts)

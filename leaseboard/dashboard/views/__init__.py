@@ -1,7 +1,7 @@
 """Thin htmx views, one module per page or subject: one view serves the full page and its
-fragment; roles are checked on the server by `role_required`; reads come from `selectors`,
-writes from core services, and what the views of several apps share (roles, page
-rendering, redirects, refusals) from `leaseboard.web`."""
+fragment; each is gated on the server by the act it performs (`act_required`); reads come
+from `selectors`, writes from core services, and what the views of several apps share
+(gates, page rendering, redirects, refusals) from `leaseboard.web`."""
 
 from leaseboard.dashboard.views.alerts import (
     alert_acknowledge,

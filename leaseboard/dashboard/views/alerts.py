@@ -15,26 +15,20 @@ from leaseboard.core.models import Alert
 from leaseboard.core.replicas import reads_from_replica
 from leaseboard.core.services import alerts as alert_services
 from leaseboard.dashboard.selectors import alerts as alert_reads
+from leaseboard.domain.authority import Act
 from leaseboard.domain.errors import LeaseboardError, NotFound
 from leaseboard.web.htmx import page_or_fragment, polled_fragment, wants_fragment
 from leaseboard.web.pages import badge_and_sweeps, pending_badge_count, render_page
 from leaseboard.web.params import int_param
 from leaseboard.web.redirects import redirect_next
 from leaseboard.web.refusals import WHO_YOU_ARE, refuse
-from leaseboard.web.roles import (
-    APPROVER,
-    OPERATOR,
-    VIEWER_ROLES,
-    acting,
-    has_role,
-    role_required,
-)
+from leaseboard.web.roles import act_required, acting, may
 
 SNOOZE_CHOICES = ((15, "15 minutes"), (60, "1 hour"), (240, "4 hours"), (1440, "1 day"))
 
 
 @require_GET
-@role_required(*VIEWER_ROLES)
+@act_required(Act.WATCH)
 def alert_badge(request: HttpRequest) -> HttpResponse:
     """The polled badge; and, when the page shows the sweeps banner otherwise than they now
     are (`sweeps_shown`), the banner out of band, so it comes and goes without a reload."""
@@ -49,14 +43,14 @@ def alert_badge(request: HttpRequest) -> HttpResponse:
 
 
 @require_GET
-@role_required(APPROVER)
+@act_required(Act.APPROVE_TAKEOVER, Act.APPROVE_EFFECT)
 def pending_badge(request: HttpRequest) -> HttpResponse:
     context = {"pending_badge": pending_badge_count()}
     return page_or_fragment(render(request, "dashboard/_pending_badge.html", context))
 
 
 @require_GET
-@role_required(*VIEWER_ROLES)
+@act_required(Act.WATCH)
 @reads_from_replica
 def alerts(request: HttpRequest) -> HttpResponse:
     filters = alert_reads.AlertFilters.from_query(request.GET)
@@ -74,7 +68,7 @@ def alerts(request: HttpRequest) -> HttpResponse:
     # The poll counts what is new since the page was opened: the newest alert shown then.
     context.update(page=page, since=filters.since or page.max_id)
     if wants_fragment(request, "alert-groups"):
-        context["can_acknowledge"] = has_role(request, OPERATOR)
+        context["can_acknowledge"] = may(request, Act.ACKNOWLEDGE_ALERT)
         return polled_fragment(
             request,
             "dashboard/_alert_groups.html",
@@ -86,7 +80,7 @@ def alerts(request: HttpRequest) -> HttpResponse:
 
 
 @require_POST
-@role_required(OPERATOR)
+@act_required(Act.ACKNOWLEDGE_ALERT)
 def alert_acknowledge(request: HttpRequest, pk: int) -> HttpResponse:
     note = request.POST.get("note", "")
     error = ""
@@ -117,7 +111,7 @@ def alert_acknowledge(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @require_POST
-@role_required(OPERATOR)
+@act_required(Act.ACKNOWLEDGE_ALERT)
 def alerts_acknowledge_groups(request: HttpRequest) -> HttpResponse:
     try:
         n = alert_services.alerts_acknowledge_groups(
@@ -134,7 +128,7 @@ def alerts_acknowledge_groups(request: HttpRequest) -> HttpResponse:
 
 
 @require_POST
-@role_required(OPERATOR)
+@act_required(Act.ACKNOWLEDGE_ALERT)
 def alerts_snooze_groups(request: HttpRequest) -> HttpResponse:
     minutes = int_param(request.POST.get("minutes"), 0)
     try:

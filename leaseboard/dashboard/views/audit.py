@@ -7,13 +7,14 @@ from django.views.decorators.http import require_GET
 
 from leaseboard.core.replicas import reads_from_replica
 from leaseboard.dashboard.selectors import audit as audit_reads
+from leaseboard.domain.authority import Act
 from leaseboard.web.htmx import page_or_fragment
 from leaseboard.web.pages import render_page
-from leaseboard.web.roles import MANAGER, role_required
+from leaseboard.web.roles import act_required
 
 
 @require_GET
-@role_required(MANAGER)
+@act_required(Act.READ_AUDIT)
 @reads_from_replica
 def audit(request: HttpRequest) -> HttpResponse:
     page = audit_reads.audit_log(audit_reads.AuditFilters.from_query(request.GET))

@@ -6,12 +6,13 @@ from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
 from leaseboard.dashboard.selectors import blocked as blocked_reads
+from leaseboard.domain.authority import Act
 from leaseboard.web.pages import render_page
-from leaseboard.web.roles import VIEWER_ROLES, role_required
+from leaseboard.web.roles import act_required
 
 
 @require_GET
-@role_required(*VIEWER_ROLES)
+@act_required(Act.WATCH)
 def blocked(request: HttpRequest) -> HttpResponse:
     filters = blocked_reads.BlockedFilters.from_query(request.GET)
     page = blocked_reads.blocked_items(filters)

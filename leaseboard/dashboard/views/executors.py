@@ -12,16 +12,17 @@ from leaseboard.core.replicas import reads_from_replica
 from leaseboard.core.services import supervision
 from leaseboard.dashboard.forms import LiftForm, ReasonForm
 from leaseboard.dashboard.selectors import executor as executor_reads
+from leaseboard.domain.authority import Act
 from leaseboard.domain.errors import LeaseboardError, NotFound
 from leaseboard.web.htmx import page_or_fragment
 from leaseboard.web.pages import render_page
 from leaseboard.web.params import reason_posted
 from leaseboard.web.refusals import refuse
-from leaseboard.web.roles import APPROVER, OPERATOR, VIEWER_ROLES, acting, role_required
+from leaseboard.web.roles import act_required, acting
 
 
 @require_GET
-@role_required(*VIEWER_ROLES)
+@act_required(Act.WATCH)
 @reads_from_replica
 def executor(request: HttpRequest, pk: int) -> HttpResponse:
     page = executor_reads.executor_page(executor_id=pk)
@@ -36,7 +37,7 @@ def executor(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @require_POST
-@role_required(OPERATOR, APPROVER)
+@act_required(Act.QUARANTINE)
 def agent_quarantine(request: HttpRequest, pk: int) -> HttpResponse:
     try:
         result = supervision.agent_quarantine(
@@ -62,7 +63,7 @@ def agent_quarantine(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @require_POST
-@role_required(APPROVER)
+@act_required(Act.LIFT_QUARANTINE)
 def agent_quarantine_lift(request: HttpRequest, pk: int) -> HttpResponse:
     try:
         quarantine = supervision.agent_quarantine_lift(

@@ -7,14 +7,15 @@ from django.views.decorators.http import require_GET
 
 from leaseboard.core.replicas import reads_from_replica
 from leaseboard.dashboard.selectors import fleet as fleet_reads
+from leaseboard.domain.authority import Act
 from leaseboard.web import charts
 from leaseboard.web.htmx import page_or_fragment
 from leaseboard.web.pages import render_page
-from leaseboard.web.roles import VIEWER_ROLES, role_required
+from leaseboard.web.roles import act_required
 
 
 @require_GET
-@role_required(*VIEWER_ROLES)
+@act_required(Act.WATCH)
 @reads_from_replica
 def fleet(request: HttpRequest) -> HttpResponse:
     h = fleet_reads.fleet_health(request.GET.get("range", "1h"))

@@ -12,14 +12,15 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from leaseboard.core.services import holds
+from leaseboard.domain.authority import Act
 from leaseboard.domain.errors import LeaseboardError, NotFound
 from leaseboard.web.redirects import redirect_next
 from leaseboard.web.refusals import refuse
-from leaseboard.web.roles import APPROVER, OPERATOR, acting, role_required
+from leaseboard.web.roles import act_required, acting
 
 
 @require_POST
-@role_required(OPERATOR, APPROVER)
+@act_required(Act.HOLD)
 def lease_hold(request: HttpRequest, lease_id: uuid.UUID) -> HttpResponse:
     """Hold: renewals go on, new effects are refused on_hold."""
     try:
@@ -43,7 +44,7 @@ def lease_hold(request: HttpRequest, lease_id: uuid.UUID) -> HttpResponse:
 
 
 @require_POST
-@role_required(OPERATOR, APPROVER)
+@act_required(Act.RELEASE_HOLD)
 def lease_hold_release(request: HttpRequest, lease_id: uuid.UUID) -> HttpResponse:
     try:
         lease = holds.lease_hold_release(

@@ -15,16 +15,17 @@ from leaseboard.core.services import leases as lease_services
 from leaseboard.core.services import supervision
 from leaseboard.dashboard.forms import BulkRevokeForm
 from leaseboard.dashboard.selectors import revocations as revoke_reads
+from leaseboard.domain.authority import Act
 from leaseboard.domain.errors import LeaseboardError, NotFound
 from leaseboard.web.pages import render_page
 from leaseboard.web.params import reason_posted
 from leaseboard.web.redirects import redirect_next
 from leaseboard.web.refusals import refuse, refused_for_form
-from leaseboard.web.roles import APPROVER, OPERATOR, acting, role_required
+from leaseboard.web.roles import act_required, acting
 
 
 @require_POST
-@role_required(OPERATOR, APPROVER)
+@act_required(Act.REVOKE)
 def lease_revoke(request: HttpRequest, lease_id: uuid.UUID) -> HttpResponse:
     """Revoke one agent's lease; the work item returns to the pool."""
     try:
@@ -47,7 +48,7 @@ def lease_revoke(request: HttpRequest, lease_id: uuid.UUID) -> HttpResponse:
 
 
 @require_http_methods(["GET", "POST"])
-@role_required(OPERATOR, APPROVER)
+@act_required(Act.REVOKE)
 def leases_revoke_bulk(request: HttpRequest) -> HttpResponse:
     """GET ?key=…: the live leases of the picked work items, to confirm; GET ?match=1&…:
     every agent's live lease the live page's filters match, counted first. POST: revoke

@@ -8,13 +8,14 @@ from django.views.decorators.http import require_GET
 from leaseboard.core.replicas import reads_from_replica
 from leaseboard.dashboard.forms import ReasonForm
 from leaseboard.dashboard.selectors import work_item as work_item_reads
+from leaseboard.domain.authority import Act
 from leaseboard.web.htmx import page_or_fragment
 from leaseboard.web.pages import render_page
-from leaseboard.web.roles import VIEWER_ROLES, role_required
+from leaseboard.web.roles import act_required
 
 
 @require_GET
-@role_required(*VIEWER_ROLES)
+@act_required(Act.WATCH)
 @reads_from_replica
 def work_item(request: HttpRequest, key: str) -> HttpResponse:
     page = work_item_reads.work_item_page(key=key, lease_id=request.GET.get("lease", ""))

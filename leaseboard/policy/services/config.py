@@ -29,7 +29,7 @@ from leaseboard.core.dbfaults import long_bounds
 from leaseboard.core.models import Queue
 from leaseboard.domain.authority import Act
 from leaseboard.policy.models import PolicyChange
-from leaseboard.policy.services import four_eyes, people, queues, rules
+from leaseboard.policy.services import four_eyes, people, queues, rules, sso_config
 from leaseboard.policy.services.common import SettingsInvalid, audited
 from leaseboard.policy.services.config_tables import (
     ENVELOPE_KEYS,
@@ -41,7 +41,7 @@ from leaseboard.policy.services.config_tables import (
 from leaseboard.policy.services.four_eyes import four_eyes_stored
 
 FORMAT_VERSION = 1
-BREAK_GLASS = "break_glass"  # in a person's list beside the roles
+BREAK_GLASS = people.BREAK_GLASS  # in a person's list beside the roles
 
 
 # -- export ------------------------------------------------------------------------------
@@ -89,16 +89,16 @@ def config_export() -> dict[str, Any]:
     people_doc: dict[str, list[str]] = {}
     users = get_user_model().objects.order_by("username").prefetch_related("groups")
     for user in users:
-        snap = people.person_snapshot(user)
-        held = snap["roles"] + ([BREAK_GLASS] if snap["break_glass"] else [])
+        held = people.grants_listed(people.person_snapshot(user))
         if held:
-            people_doc[snap["username"]] = held
+            people_doc[user.get_username()] = held
     return {
         "version": FORMAT_VERSION,
         "four_eyes": four_eyes_stored(),
         "global": _global_doc(),
         "queues": {q.name: _queue_doc(q) for q in Queue.objects.order_by("name")},
         "people": people_doc,
+        "sso": sso_config.sso_snapshot(),
     }
 
 
@@ -128,7 +128,7 @@ def config_loads(text: str) -> dict[str, Any]:
 def config_plan(doc: dict[str, Any]) -> Plan:
     """Validate the whole document and list its changes; writes nothing."""
     errors: dict[str, str] = {}
-    known = ("version", "four_eyes", "global", "queues", "people")
+    known = ("version", "four_eyes", "global", "queues", "people", "sso")
     for key in sorted(set(doc) - set(known)):
         errors[key] = f"unknown field; a configuration has {', '.join(known)}"
     if doc.get("version", FORMAT_VERSION) != FORMAT_VERSION:
@@ -145,6 +145,12 @@ def config_plan(doc: dict[str, Any]) -> Plan:
     for name, qdoc in queue_docs.items():
         plan_queue(name, qdoc, existing.get(name), plan, errors)
     _plan_people(doc.get("people") or {}, plan, errors)
+    if "sso" in doc:
+        plan.sso = sso_config.sso_planned(doc["sso"], errors)
+        if plan.sso is not None:
+            before = sso_config.sso_snapshot()
+            if before != plan.sso:
+                plan.changes.append(Change("sso", "update", before, plan.sso))
     if errors:
         raise SettingsInvalid(errors)
     return plan
@@ -179,20 +185,21 @@ def _plan_people(people_doc: Any, plan: Plan, errors: dict[str, str]) -> None:
             )
             continue
         if not isinstance(held, list) or not all(isinstance(r, str) for r in held):
-            errors[path] = "a list of roles"
+            errors[path] = "a list of roles (`role`, or `role:queue` for one queue)"
             continue
-        unknown = sorted(set(held) - set(people.ROLE_NAMES) - {BREAK_GLASS})
-        if unknown:
-            errors[path] = (
-                f"{unknown[0]!r} is not a role ({', '.join(people.ROLE_NAMES)}, {BREAK_GLASS})"
-            )
+        try:
+            roles, scopes, break_glass = people.grants_parsed(held)
+            scopes = people.scopes_checked(roles, scopes)
+        except SettingsInvalid as exc:
+            errors[path] = exc.errors.get("roles", exc.detail)
             continue
-        roles = sorted(set(held) - {BREAK_GLASS})
-        break_glass = BREAK_GLASS in held
         before = people.person_snapshot(users[username])
         after = {**before, "roles": roles, "break_glass": break_glass}
+        after.pop("scopes", None)
+        if scopes:
+            after["scopes"] = scopes
         if before != after:  # only people whose roles change are touched at all
-            plan.people[username] = (roles, break_glass)
+            plan.people[username] = (roles, scopes, break_glass)
             plan.changes.append(Change(f"person {username}", "update", before, after))
 
 
@@ -238,11 +245,15 @@ def config_apply(
             queue_name=q.name, rules=q.rules, default=q.default, actor=actor, summary="config apply"
         )
         waiting(change.proposal)
-    for username, (roles, break_glass) in plan.people.items():
+    if plan.sso is not None and plan.sso != sso_config.sso_snapshot():
+        # Before the people: a fresh database needs no people, the groups say who is who.
+        sso_config.sso_apply_locked(plan.sso, actor=actor)
+    for username, (roles, scopes, break_glass) in plan.people.items():
         user = get_user_model().objects.get(username=username)
         person = people.person_update_locked(
             username=username,
             roles=roles,
+            scopes=scopes,
             break_glass=break_glass,
             active=user.is_active,
             actor=actor,

@@ -61,11 +61,12 @@ class QueuePlan:
 @dataclass
 class Plan:
     queues: list[QueuePlan] = field(default_factory=list)
-    people: dict[str, tuple[list[str], bool]] = field(default_factory=dict)
+    people: dict[str, tuple[list[str], dict[str, list[str]], bool]] = field(default_factory=dict)
     changes: list[Change] = field(default_factory=list)
     untouched: list[str] = field(default_factory=list)
     global_rules: tuple[list[Any], str] | None = None  # ([RuleSpec], default) if in the file
     four_eyes: bool | None = None  # None: not in the file
+    sso: dict[str, Any] | None = None  # the `[sso]` table, checked; None: not in the file
 
     def text(self) -> str:
         if not self.changes:

@@ -1,5 +1,7 @@
-"""People who sign in: create one, set their roles, the break-glass permission and whether
-they may sign in, reset a password. All audited before -> after.
+"""People who sign in, in one module: create one, set their roles (each for every queue or
+for named queues), the break-glass permission and whether they may sign in, reset a
+password. All audited before -> after. The roles are `Role` (leaseboard.domain.authority),
+each the auth group of its name; ROLE_NAMES is the one list of their names.
 
 Separation of duties (docs/design.md §9): nobody changes their own roles, break-glass, sign-in or
 password (the authority's MANAGE_USERS never has SELF). No admin is ever shown another
@@ -7,27 +9,31 @@ person's password: a new person, or a reset one, gets a one-time set-password li
 over, and an unusable password until they use it. With four-eyes on, whatever gives power
 (a role, break-glass, sign-in, a new person, a reset) is a proposal a second admin decides;
 whatever takes it away applies at once (containment), as long as enough admins remain to
-decide: one, or two under four-eyes.
+decide: one, or two under four-eyes. Every write of a person goes through `_write_locked`,
+which holds that guard (the last-admin guard on every path: the settings page, the shell,
+`config apply`, a second admin's approval).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
+from django.contrib.auth import get_user_model, password_validation
 from django.contrib.auth.models import Group, Permission
 from django.contrib.auth.tokens import default_token_generator
+from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.urls import reverse
 from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_encode
 
 from leaseboard.core.authority import BREAK_GLASS_PERMISSION, Actor, authorize
-from leaseboard.core.services.users import password_problems, user_locked
-from leaseboard.domain.authority import Act, Role
-from leaseboard.domain.errors import ValidationFailed
+from leaseboard.core.models import RoleScope
+from leaseboard.domain.authority import SCOPABLE_ROLES, Act, Role
+from leaseboard.domain.errors import NotFound, ValidationFailed
 from leaseboard.policy.models import PolicyChange
 from leaseboard.policy.services.common import SettingsInvalid, audited
 from leaseboard.policy.services.four_eyes import active_admin_count, four_eyes_on_locked
@@ -36,7 +42,26 @@ if TYPE_CHECKING:
     from django.contrib.auth.models import User  # the project's user model (Django's own)
 
 ROLE_NAMES = tuple(role.value for role in Role)
+BREAK_GLASS = "break_glass"  # in a list of grants beside the roles (config as code, SSO)
 _APP, _CODENAME = BREAK_GLASS_PERMISSION.split(".")
+
+
+def user_locked(username: str) -> User:
+    """Lock the user row (no key update) of `username`; NotFound if there is none."""
+    user = get_user_model().objects.select_for_update(no_key=True).filter(username=username).first()
+    if user is None:
+        raise NotFound(f"no user {username!r}")
+    return user
+
+
+def password_problems(password: str, *, username: str, email: str = "") -> list[str]:
+    """Django's password validators' messages for this password (empty: acceptable)."""
+    candidate = get_user_model()(username=username, email=email)
+    try:
+        password_validation.validate_password(password, user=candidate)
+    except ValidationError as exc:
+        return list(exc.messages)
+    return []
 
 
 def _break_glass_perm() -> Permission:
@@ -44,7 +69,9 @@ def _break_glass_perm() -> Permission:
 
 
 def person_snapshot(user: User) -> dict[str, Any]:
-    return {
+    """What a person may do, as audited and compared: `scopes` (role -> its queues) only
+    when some role is held for named queues only."""
+    snap: dict[str, Any] = {
         "username": user.get_username(),
         "roles": sorted(user.groups.filter(name__in=ROLE_NAMES).values_list("name", flat=True)),
         "break_glass": user.user_permissions.filter(
@@ -52,6 +79,77 @@ def person_snapshot(user: User) -> dict[str, Any]:
         ).exists(),
         "active": user.is_active,
     }
+    scopes = {
+        s.role: sorted(s.queues) for s in RoleScope.objects.filter(user_id=user.pk).order_by("role")
+    }
+    if scopes:
+        snap["scopes"] = scopes
+    return snap
+
+
+# -- roles held for named queues ("operator:payments") ------------------------------------
+
+QUEUE_NAME = re.compile(r"^[-a-zA-Z0-9_]{1,100}$")  # a queue name is a slug
+
+
+def grants_parsed(items: list[str]) -> tuple[list[str], dict[str, list[str]], bool]:
+    """`role` (every queue), `role:queue` (that queue; repeat for several) and
+    `break_glass`, as config as code and single sign-on mappings write them: the roles, the
+    scopes (role -> queues) and break-glass. A role named both ways is held everywhere."""
+    roles: set[str] = set()
+    everywhere: set[str] = set()
+    scopes: dict[str, set[str]] = {}
+    break_glass = False
+    for item in items:
+        name, _, queue = item.strip().partition(":")
+        if name == BREAK_GLASS and not queue:
+            break_glass = True
+            continue
+        if name not in ROLE_NAMES:
+            raise SettingsInvalid(
+                {"roles": f"{name!r} is not a role ({', '.join(ROLE_NAMES)}, {BREAK_GLASS})"}
+            )
+        roles.add(name)
+        if queue:
+            scopes.setdefault(name, set()).add(queue)
+        else:
+            everywhere.add(name)
+    listed = {role: sorted(q) for role, q in scopes.items() if role not in everywhere}
+    return sorted(roles), listed, break_glass
+
+
+def grants_listed(snapshot: dict[str, Any]) -> list[str]:
+    """The inverse of `grants_parsed`, for export: `role` or `role:queue` entries."""
+    scopes = snapshot.get("scopes", {})
+    out: list[str] = []
+    for role in snapshot["roles"]:
+        out += [f"{role}:{q}" for q in scopes[role]] if role in scopes else [role]
+    return out + ([BREAK_GLASS] if snapshot["break_glass"] else [])
+
+
+def scopes_checked(roles: list[str], scopes: dict[str, list[str]]) -> dict[str, list[str]]:
+    """A role is held for named queues only if it is held, may be scoped (never admin) and
+    names at least one well-formed queue."""
+    out: dict[str, list[str]] = {}
+    for role, queues in scopes.items():
+        if role not in roles:
+            raise SettingsInvalid({"roles": f"{role!r} is scoped to queues but not held"})
+        if Role(role) not in SCOPABLE_ROLES:
+            raise SettingsInvalid(
+                {"roles": f"{role!r} is held for every queue (it configures the installation)"}
+            )
+        if not queues or not all(isinstance(q, str) and QUEUE_NAME.match(q) for q in queues):
+            raise SettingsInvalid({"roles": f"{role!r}: queue names are slugs, at least one"})
+        out[role] = sorted(set(queues))
+    return out
+
+
+def _widened(role: str, before: dict[str, Any], target: dict[str, Any]) -> bool:
+    """The target holds `role` in a queue the person could not act in before."""
+    if role not in before["roles"]:
+        return True
+    was, will = before.get("scopes", {}).get(role), target.get("scopes", {}).get(role)
+    return was is not None and (will is None or bool(set(will) - set(was)))
 
 
 def _roles_checked(roles: list[str]) -> list[Group]:
@@ -186,7 +284,13 @@ def _create_checked(
     return username, _roles_checked(roles)
 
 
-def _create_locked(username: str, email: str, groups: list[Group], password: str | None) -> User:
+def _create_locked(
+    username: str,
+    email: str,
+    groups: list[Group],
+    password: str | None,
+    scopes: dict[str, list[str]] | None = None,
+) -> User:
     try:
         with transaction.atomic():
             user = get_user_model().objects.create_user(
@@ -196,7 +300,14 @@ def _create_locked(username: str, email: str, groups: list[Group], password: str
         raise SettingsInvalid({"username": f"{username!r} exists"}) from None
     # Without a password, an unusable one (Django's create_user): until set through the link.
     user.groups.add(*groups)
+    _scopes_written(user, scopes or {})
     return user
+
+
+def _scopes_written(user: User, scopes: dict[str, list[str]]) -> None:
+    RoleScope.objects.filter(user_id=user.pk).exclude(role__in=list(scopes)).delete()
+    for role, queues in scopes.items():
+        RoleScope.objects.update_or_create(user_id=user.pk, role=role, defaults={"queues": queues})
 
 
 @transaction.atomic(durable=True)
@@ -207,12 +318,15 @@ def person_create(
     email: str = "",
     actor: Actor,
     password: str | None = None,
+    scopes: dict[str, list[str]] | None = None,
     request_id: str = "",
 ) -> NewPerson:
-    """A new person in `roles`, who sets their own password through a one-time link (or,
-    from the shell only, with `password`). Under four-eyes, a proposal."""
+    """A new person in `roles` (each for every queue, or for the queues `scopes` names),
+    who sets their own password through a one-time link (or, from the shell only, with
+    `password`). Under four-eyes, a proposal."""
     authorize(Act.MANAGE_USERS, actor)
     username, groups = _create_checked(username, roles)
+    scopes = scopes_checked(roles, scopes or {})
     if password is not None:
         problems = password_problems(password, username=username, email=email)
         if problems:
@@ -223,7 +337,12 @@ def person_create(
             raise SettingsInvalid(
                 {"password": "a proposal holds no password: the person sets theirs by link"}
             )
-        payload = {"username": username, "email": email, "roles": sorted(set(roles))}
+        payload = {
+            "username": username,
+            "email": email,
+            "roles": sorted(set(roles)),
+            "scopes": scopes,
+        }
         proposal = _propose(
             PolicyChange.Kind.PERSON_CREATE,
             actor,
@@ -233,7 +352,7 @@ def person_create(
             request_id=request_id,
         )
         return NewPerson(None, proposal=proposal)
-    user = _create_locked(username, email, groups, password)
+    user = _create_locked(username, email, groups, password, scopes)
     _person_audited(
         actor,
         "user.create",
@@ -252,7 +371,8 @@ def person_create_apply_locked(change: PolicyChange, actor: Actor) -> NewPerson:
     username, groups = _create_checked(
         str(payload.get("username", "")), payload.get("roles", []), deciding=change
     )
-    user = _create_locked(username, str(payload.get("email", "")), groups, None)
+    scopes = scopes_checked(payload.get("roles", []), payload.get("scopes", {}))
+    user = _create_locked(username, str(payload.get("email", "")), groups, None, scopes)
     _person_audited(
         actor,
         "user.create",
@@ -274,10 +394,13 @@ class PersonChange:
     proposal: PolicyChange | None = None  # what gives power, waiting for a second admin
 
 
-def _write_locked(user: User, state: dict[str, Any]) -> None:
+def _write_locked(user: User, state: dict[str, Any], *, before: dict[str, Any]) -> None:
+    """Write the person's roles, break-glass and sign-in as `state` says, then refuse (the
+    transaction rolls back) if that took away an admin who had to remain."""
     groups = _roles_checked(state["roles"])
     user.groups.remove(*Group.objects.filter(name__in=ROLE_NAMES).exclude(name__in=state["roles"]))
     user.groups.add(*groups)
+    _scopes_written(user, state.get("scopes", {}))
     perm = _break_glass_perm()
     if state["break_glass"]:
         user.user_permissions.add(perm)
@@ -286,6 +409,11 @@ def _write_locked(user: User, state: dict[str, Any]) -> None:
     if user.is_active != state["active"]:
         user.is_active = state["active"]
         user.save(update_fields=["is_active"])
+    _admins_kept(four_eyes_on_locked(), user, before, state)
+
+
+# The one writer of a person's roles, break-glass and sign-in (single sign-on uses it too).
+write_person_locked = _write_locked
 
 
 def _is_admin(state: dict[str, Any], user: User) -> bool:
@@ -318,21 +446,31 @@ def person_update_locked(
     roles: list[str],
     break_glass: bool,
     active: bool = True,
+    scopes: dict[str, list[str]] | None = None,
     actor: Actor,
     reason: str = "",
     request_id: str = "",
 ) -> PersonChange:
-    """Set exactly these roles, break-glass and sign-in; never one's own. Under four-eyes
-    what takes power away applies now and what gives it is proposed."""
+    """Set exactly these roles (each for every queue, or for the queues `scopes` names;
+    None: the scopes they have), break-glass and sign-in; never one's own. Under four-eyes
+    what takes power away applies now and what gives it (a role, a queue) is proposed."""
     authorize(Act.MANAGE_USERS, actor)
     user = user_locked(username)
     authorize(Act.MANAGE_USERS, actor, subject_user_id=user.pk)
     _roles_checked(roles)
     before = person_snapshot(user)
+    if scopes is None:
+        scopes = {r: q for r, q in before.get("scopes", {}).items() if r in roles}
+    scopes = scopes_checked(roles, scopes)
     target = {**before, "roles": sorted(set(roles)), "break_glass": break_glass, "active": active}
+    target.pop("scopes", None)
+    if scopes:
+        target["scopes"] = scopes
     if target == before:
         return PersonChange(False)
     add_roles: list[str] = sorted(set(target["roles"]) - set(before["roles"]))
+    # A role given, or held in more queues than before: both give power.
+    widened = {r: scopes.get(r) for r in target["roles"] if _widened(r, before, target)}
     grant_break_glass = bool(target["break_glass"] and not before["break_glass"])
     grant_sign_in = bool(target["active"] and not before["active"])
     grants: dict[str, Any] = {
@@ -340,25 +478,39 @@ def person_update_locked(
         "break_glass": grant_break_glass,
         "active": grant_sign_in,
     }
+    # Queues given: a role added for named queues, or a role held in more queues.
+    scope_grants = {r: q for r, q in widened.items() if q is not None or r not in add_roles}
+    if scope_grants:
+        grants["scopes"] = scope_grants
     four_eyes = four_eyes_on_locked()
     proposing = four_eyes and any(grants.values()) and not bootstrapping(actor)
     now = target
     if proposing:  # only what takes power away, now
+        kept = sorted(set(target["roles"]) & set(before["roles"]))
+        was = before.get("scopes", {})
+        # A role kept: its narrower scope now; a widened one keeps its old scope for now.
+        now_scopes = {
+            r: was[r] if r in widened else scopes[r]
+            for r in kept
+            if (r in widened and r in was) or (r not in widened and r in scopes)
+        }
         now = {
             **target,
-            "roles": sorted(set(target["roles"]) & set(before["roles"])),
+            "roles": kept,
             "break_glass": target["break_glass"] and before["break_glass"],
             "active": target["active"] and before["active"],
         }
+        now.pop("scopes", None)
+        if now_scopes:
+            now["scopes"] = now_scopes
     if now != before:
-        _write_locked(user, now)
-        _admins_kept(four_eyes, user, before, now)
+        _write_locked(user, now, before=before)
         _person_audited(
             actor, "user.update", user, before, person_snapshot(user), request_id, reason=reason
         )
     if not proposing:
         return PersonChange(True)
-    wanted = [f"+{r}" for r in add_roles]
+    wanted = [f"+{r}" + (f":{','.join(q)}" if q else "") for r, q in widened.items()]
     wanted += ["+break_glass"] * grant_break_glass + ["+sign-in"] * grant_sign_in
     proposal = _propose(
         PolicyChange.Kind.PERSON,
@@ -381,13 +533,23 @@ def person_grants_apply_locked(change: PolicyChange, actor: Actor) -> None:
     user = user_locked(change.subject.get_username())
     before = person_snapshot(user)
     grants = change.payload
+    roles = sorted(set(before["roles"]) | set(grants.get("add_roles", [])))
+    scopes = dict(before.get("scopes", {}))
+    for role, queues in grants.get("scopes", {}).items():  # None: every queue
+        if role not in roles:
+            continue  # taken away since it was proposed
+        if queues is None:
+            scopes.pop(role, None)
+        else:
+            scopes[role] = queues
     after = {
         **before,
-        "roles": sorted(set(before["roles"]) | set(grants.get("add_roles", []))),
+        "roles": roles,
         "break_glass": before["break_glass"] or bool(grants.get("break_glass")),
         "active": before["active"] or bool(grants.get("active")),
+        "scopes": scopes_checked(roles, scopes),
     }
-    _write_locked(user, after)
+    _write_locked(user, after, before=before)
     _person_audited(
         actor,
         "user.update",

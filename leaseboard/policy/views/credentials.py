@@ -12,13 +12,14 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_http_methods, require_POST
 
+from leaseboard.domain.authority import Act
 from leaseboard.domain.errors import LeaseboardError, NotFound, ValidationFailed
 from leaseboard.policy import selectors
 from leaseboard.policy.forms import CredentialForm, QueueScopeForm, RecipientForm
 from leaseboard.policy.services import credentials
 from leaseboard.web.pages import render_page
 from leaseboard.web.refusals import refusal_text, refuse, refused_for_form
-from leaseboard.web.roles import ADMIN, acting, role_required
+from leaseboard.web.roles import act_required, acting
 
 RECIPIENT_ACTIONS = ("rotate", "revoke", "webhook", "webhook-clear")
 
@@ -53,7 +54,7 @@ def _form_error(form: Any, field: str, exc: LeaseboardError) -> None:
 
 
 @require_http_methods(["GET", "POST"])
-@role_required(ADMIN)
+@act_required(Act.MANAGE_CREDENTIALS)
 def credentials_page(request: HttpRequest) -> HttpResponse:
     form = CredentialForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
@@ -71,7 +72,7 @@ def credentials_page(request: HttpRequest) -> HttpResponse:
 
 
 @require_POST
-@role_required(ADMIN)
+@act_required(Act.MANAGE_CREDENTIALS)
 def credential_act(request: HttpRequest, name: str, action: str) -> HttpResponse:
     if action not in ("rotate", "revoke", "scope"):
         raise Http404("no such action")
@@ -104,7 +105,7 @@ def credential_act(request: HttpRequest, name: str, action: str) -> HttpResponse
 
 
 @require_POST
-@role_required(ADMIN)
+@act_required(Act.MANAGE_CREDENTIALS)
 def recipient_new(request: HttpRequest) -> HttpResponse:
     form = RecipientForm(request.POST, prefix="recipient")
     if form.is_valid():
@@ -121,7 +122,7 @@ def recipient_new(request: HttpRequest) -> HttpResponse:
 
 
 @require_POST
-@role_required(ADMIN)
+@act_required(Act.MANAGE_CREDENTIALS)
 def recipient_act(request: HttpRequest, pk: int, action: str) -> HttpResponse:
     if action not in RECIPIENT_ACTIONS:
         raise Http404("no such action")

@@ -10,6 +10,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_http_methods, require_POST
 
+from leaseboard.domain.authority import Act
 from leaseboard.domain.errors import LeaseboardError, NotFound
 from leaseboard.policy import selectors
 from leaseboard.policy.forms import PersonForm, PersonRolesForm, errors_to_form
@@ -18,7 +19,7 @@ from leaseboard.policy.services import people
 from leaseboard.policy.services.common import SettingsInvalid
 from leaseboard.web.pages import render_page
 from leaseboard.web.refusals import refuse, refused_for_form, with_code
-from leaseboard.web.roles import ADMIN, acting, role_required
+from leaseboard.web.roles import act_required, acting
 
 
 def _people_page(request: HttpRequest, form: PersonForm, shown: dict | None = None) -> HttpResponse:
@@ -34,14 +35,18 @@ def _people_page(request: HttpRequest, form: PersonForm, shown: dict | None = No
 
 
 @require_http_methods(["GET", "POST"])
-@role_required(ADMIN)
+@act_required(Act.MANAGE_USERS)
 def people_page(request: HttpRequest) -> HttpResponse:
     form = PersonForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         d = form.cleaned_data
         try:
             new = people.person_create(
-                username=d["username"], roles=d["roles"], email=d["email"], **acting(request)
+                username=d["username"],
+                roles=d["roles"],
+                scopes=d["scopes"],
+                email=d["email"],
+                **acting(request),
             )
         except SettingsInvalid as exc:
             errors_to_form(form, exc.errors)
@@ -67,7 +72,7 @@ def _waiting(proposal: PolicyChange) -> str:
 
 
 @require_POST
-@role_required(ADMIN)
+@act_required(Act.MANAGE_USERS)
 def person_update(request: HttpRequest, username: str) -> HttpResponse:
     form = PersonRolesForm(request.POST)
     if not form.is_valid():
@@ -78,6 +83,7 @@ def person_update(request: HttpRequest, username: str) -> HttpResponse:
         changed = people.person_update(
             username=username,
             roles=d["roles"],
+            scopes=d["scopes"],
             break_glass=d["break_glass"],
             active=d["active"],
             **acting(request),
@@ -99,7 +105,7 @@ def person_update(request: HttpRequest, username: str) -> HttpResponse:
 
 
 @require_POST
-@role_required(ADMIN)
+@act_required(Act.MANAGE_USERS)
 def person_password(request: HttpRequest, username: str) -> HttpResponse:
     try:
         reset = people.person_password_reset(username=username, **acting(request))

@@ -13,6 +13,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from leaseboard.core.models import Queue
 from leaseboard.core.services.policy import policy_explain
+from leaseboard.domain.authority import Act
 from leaseboard.domain.errors import LeaseboardError, NotFound
 from leaseboard.policy import selectors
 from leaseboard.policy.forms import ExplainForm
@@ -20,11 +21,11 @@ from leaseboard.policy.services import changes as changes_service
 from leaseboard.policy.services import four_eyes
 from leaseboard.web.pages import render_page
 from leaseboard.web.refusals import refuse
-from leaseboard.web.roles import ADMIN, APPROVER, acting, role_required
+from leaseboard.web.roles import act_required, acting
 
 
 @require_http_methods(["GET", "POST"])
-@role_required(ADMIN, APPROVER)
+@act_required(Act.EXPLAIN_POLICY)
 def explain(request: HttpRequest) -> HttpResponse:
     """Read-only (a POST only because a payload is long): nothing is recorded."""
     form = ExplainForm(request.POST or None, initial={"queue": request.GET.get("queue", "")})
@@ -50,14 +51,14 @@ def explain(request: HttpRequest) -> HttpResponse:
 
 
 @require_GET
-@role_required(ADMIN)
+@act_required(Act.APPROVE_POLICY_CHANGE)
 def changes(request: HttpRequest) -> HttpResponse:
     context = {"changes": selectors.changes_list(), "four_eyes": four_eyes.four_eyes_on()}
     return render_page(request, "policy/changes.html", context)
 
 
 @require_POST
-@role_required(ADMIN)
+@act_required(Act.APPROVE_POLICY_CHANGE)
 def change_decide(request: HttpRequest, pk: int, decision: str) -> HttpResponse:
     if decision not in ("approve", "reject"):
         raise Http404("no such decision")
@@ -86,7 +87,7 @@ def change_decide(request: HttpRequest, pk: int, decision: str) -> HttpResponse:
 
 
 @require_POST
-@role_required(ADMIN)
+@act_required(Act.CHANGE_FOUR_EYES)
 def four_eyes_change(request: HttpRequest) -> HttpResponse:
     """Turn four-eyes on (at once), or propose turning it off (a second admin decides)."""
     on = request.POST.get("on") == "on"
@@ -110,7 +111,7 @@ def four_eyes_change(request: HttpRequest) -> HttpResponse:
 
 
 @require_GET
-@role_required(ADMIN)
+@act_required(Act.CHANGE_RULE)
 def history(request: HttpRequest) -> HttpResponse:
     page = selectors.config_history(request.GET.get("cursor", ""))
     return render_page(request, "policy/history.html", {"page": page})

@@ -10,6 +10,7 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
+from leaseboard.domain.authority import Act
 from leaseboard.domain.errors import LeaseboardError, NotFound
 from leaseboard.domain.policy import RuleSpec
 from leaseboard.policy import selectors
@@ -26,11 +27,11 @@ from leaseboard.policy.services.common import SettingsInvalid
 from leaseboard.policy.services.four_eyes import four_eyes_forced, four_eyes_on
 from leaseboard.web.pages import render_page
 from leaseboard.web.refusals import refuse, refused_for_form, with_code
-from leaseboard.web.roles import ADMIN, acting, role_required
+from leaseboard.web.roles import act_required, acting
 
 
 @require_http_methods(["GET"])
-@role_required(ADMIN)
+@act_required(Act.CONFIGURE_QUEUE)
 def home(request: HttpRequest) -> HttpResponse:
     return render_page(
         request,
@@ -45,7 +46,7 @@ def home(request: HttpRequest) -> HttpResponse:
 
 
 @require_http_methods(["GET"])
-@role_required(ADMIN)
+@act_required(Act.CHANGE_RULE)
 def global_rules(request: HttpRequest) -> HttpResponse:
     """The rules for every queue: tried before each queue's own, which only tighten them."""
     page = selectors.global_page()
@@ -58,7 +59,7 @@ def _queue_url(name: str | None) -> str:
 
 
 @require_http_methods(["GET", "POST"])
-@role_required(ADMIN)
+@act_required(Act.CONFIGURE_QUEUE)
 def queue_new(request: HttpRequest) -> HttpResponse:
     form = QueueForm(
         request.POST or None, initial={"overflow": "wait", "reconciliation_gate": True}
@@ -78,7 +79,7 @@ def queue_new(request: HttpRequest) -> HttpResponse:
 
 
 @require_http_methods(["GET", "POST"])
-@role_required(ADMIN)
+@act_required(Act.CONFIGURE_QUEUE)
 def queue(request: HttpRequest, name: str) -> HttpResponse:
     page = selectors.queue_page(name)
     if page is None:
@@ -150,7 +151,7 @@ def _rule_errors(form: RuleForm, errors: dict[str, str], index: int, specs: list
 
 
 @require_http_methods(["GET", "POST"])
-@role_required(ADMIN)
+@act_required(Act.CHANGE_RULE)
 def rule_edit(request: HttpRequest, name: str | None = None, rule: str = "") -> HttpResponse:
     specs, default = _current(name)
     names = [s.name for s in specs]
@@ -187,7 +188,7 @@ def rule_edit(request: HttpRequest, name: str | None = None, rule: str = "") -> 
 
 
 @require_POST
-@role_required(ADMIN)
+@act_required(Act.CHANGE_RULE)
 def rule_delete(request: HttpRequest, rule: str, name: str | None = None) -> HttpResponse:
     specs, default = _current(name)
     new = [s for s in specs if s.name != rule]
@@ -198,7 +199,7 @@ def rule_delete(request: HttpRequest, rule: str, name: str | None = None) -> Htt
 
 
 @require_POST
-@role_required(ADMIN)
+@act_required(Act.CHANGE_RULE)
 def rule_move(request: HttpRequest, rule: str, name: str | None = None) -> HttpResponse:
     specs, default = _current(name)
     names = [s.name for s in specs]
@@ -213,7 +214,7 @@ def rule_move(request: HttpRequest, rule: str, name: str | None = None) -> HttpR
 
 
 @require_POST
-@role_required(ADMIN)
+@act_required(Act.CHANGE_RULE)
 def rule_default(request: HttpRequest, name: str | None = None) -> HttpResponse:
     specs, _ = _current(name)
     form = DefaultForm(request.POST)
@@ -245,7 +246,7 @@ def _try(
 
 
 @require_http_methods(["GET", "POST"])
-@role_required(ADMIN)
+@act_required(Act.MANAGE_WEBHOOKS)
 def notify(request: HttpRequest, name: str) -> HttpResponse:
     page = selectors.queue_page(name)
     if page is None:

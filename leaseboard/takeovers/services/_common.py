@@ -75,7 +75,7 @@ def operator_named(username: str) -> Executor:
 
     user = get_user_model().objects.filter(username=username, is_active=True).first()
     if user is None or Role.OPERATOR not in user_roles(user):
-        raise ValidationFailed(f"no active operator named {username!r}", param="operator")
+        raise ValidationFailed(f"no active operator named {username!r}", param="grantee_operator")
     return human_executor_for_user_id(user.id)
 
 

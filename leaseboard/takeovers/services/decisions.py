@@ -231,7 +231,9 @@ def _approve_or_refuse(
 ) -> tuple[Intervention | None, LeaseboardError | None]:
     req, item = _pending_locked(request_pk)
     now = db_now_ms()
-    authorize(Act.APPROVE_TAKEOVER, actor, requester_user_id=req.requested_by_id)
+    authorize(
+        Act.APPROVE_TAKEOVER, actor, requester_user_id=req.requested_by_id, work_item_id=item.pk
+    )
     refusal = _freshness(req, item, now)
     if refusal is None:
         return (
@@ -281,7 +283,9 @@ def takeover_reject(
         raise ValidationFailed("a rejection needs a note", param="note")
     req, item = _pending_locked(request_pk)
     now = db_now_ms()
-    authorize(Act.REJECT_TAKEOVER, actor, requester_user_id=req.requested_by_id)
+    authorize(
+        Act.REJECT_TAKEOVER, actor, requester_user_id=req.requested_by_id, work_item_id=item.pk
+    )
     req.status = TakeoverRequest.Status.REJECTED
     _decided(req, now=now, by=actor.user_id, note=note)
     audited(
@@ -325,7 +329,9 @@ def intervention_review(
         raise ValidationFailed("a review needs a note", param="note")
     iv, item = locked(Intervention, intervention_pk, what="intervention")
     now = db_now_ms()
-    authorize(Act.REVIEW_INTERVENTION, actor, requester_user_id=iv.approved_by_id)
+    authorize(
+        Act.REVIEW_INTERVENTION, actor, requester_user_id=iv.approved_by_id, work_item_id=item.pk
+    )
     if not iv.break_glass:
         raise ValidationFailed("only break-glass interventions need a review")
     if iv.reviewed_at_ms is not None:

@@ -7,7 +7,7 @@ from typing import Any, NotRequired, TypedDict, Unpack
 
 from django.db import IntegrityError, transaction
 
-from leaseboard.core.authority import Actor, audit_role, authorize
+from leaseboard.core.authority import Actor, audit_role, authorize, authorize_who
 from leaseboard.core.clock import db_now_ms
 from leaseboard.core.locking import work_item_locked_by
 from leaseboard.core.models import WorkItem
@@ -76,10 +76,11 @@ def request_locked(
     grantee_operator, hold = ask.get("grantee_operator"), ask.get("hold_while_waiting", False)
     request_id = ask.get("request_id", "")
     act = Act.BREAK_GLASS if break_glass else Act.REQUEST_TAKEOVER
-    authorize(act, actor)
+    authorize_who(act, actor)
     text = reason_checked(reason_category, reason_text)
     standing = standing_checked(standing_ms)
     item = work_item_locked_by(key=work_key)
+    authorize(act, actor, work_item_id=item.pk)  # in the work item's queue
     if item.status != WorkItem.Status.OPEN:
         raise ValidationFailed(f"work item {work_key!r} is {item.status}")
     live = live_lease_locked(item)
@@ -168,7 +169,7 @@ def takeover_bulk_request(
 ) -> BulkTakeover:
     """One reason for many work items; per-item outcomes. A repeated idempotency key
     answers with the first bulk's outcomes and requests nothing new."""
-    authorize(Act.REQUEST_TAKEOVER, actor)
+    authorize_who(Act.REQUEST_TAKEOVER, actor)  # each item is then decided in its queue
     key = (idempotency_key or "").strip()
     if not key or len(key) > 200:
         raise ValidationFailed("an idempotency key of 1 to 200 characters is required")

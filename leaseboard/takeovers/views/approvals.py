@@ -11,19 +11,20 @@ from django.shortcuts import redirect
 from django.views.decorators.http import require_GET, require_POST
 
 from leaseboard.core.services import approvals
+from leaseboard.domain.authority import Act
 from leaseboard.domain.errors import LeaseboardError
 from leaseboard.takeovers import services
 from leaseboard.takeovers.selectors.approvals import effect_decision_page, inbox
 from leaseboard.web.htmx import page_or_fragment, polled_fragment, wants_fragment
 from leaseboard.web.pages import render_page
 from leaseboard.web.refusals import WHO_YOU_ARE, refuse, with_code
-from leaseboard.web.roles import APPROVER, acting, role_required
+from leaseboard.web.roles import act_required, acting
 
 BULK_MAX = 100
 
 
 @require_GET
-@role_required(APPROVER)
+@act_required(Act.APPROVE_TAKEOVER, Act.APPROVE_EFFECT)
 def pending(request: HttpRequest) -> HttpResponse:
     page = inbox()
     context = {"page": page}
@@ -53,7 +54,7 @@ def _decide_effect(
 
 
 @require_GET
-@role_required(APPROVER)
+@act_required(Act.APPROVE_EFFECT, Act.REJECT_EFFECT)
 def effect_page(request: HttpRequest, effect_id: uuid.UUID) -> HttpResponse:
     """The decision page a notification links to: exactly the content to be decided on."""
     page = effect_decision_page(effect_id)
@@ -63,7 +64,7 @@ def effect_page(request: HttpRequest, effect_id: uuid.UUID) -> HttpResponse:
 
 
 @require_POST
-@role_required(APPROVER)
+@act_required(Act.APPROVE_TAKEOVER, Act.REJECT_TAKEOVER)
 def request_decide(request: HttpRequest, pk: int, decision: str) -> HttpResponse:
     if decision not in ("approve", "reject"):
         raise Http404("no such decision")
@@ -75,7 +76,7 @@ def request_decide(request: HttpRequest, pk: int, decision: str) -> HttpResponse
 
 
 @require_POST
-@role_required(APPROVER)
+@act_required(Act.APPROVE_EFFECT, Act.REJECT_EFFECT)
 def effect_decide(request: HttpRequest, effect_id: uuid.UUID, decision: str) -> HttpResponse:
     if decision not in ("approve", "reject"):
         raise Http404("no such decision")
@@ -92,7 +93,7 @@ def effect_decide(request: HttpRequest, effect_id: uuid.UUID, decision: str) -> 
 
 
 @require_POST
-@role_required(APPROVER)
+@act_required(Act.APPROVE_TAKEOVER, Act.APPROVE_EFFECT)
 def decide_many(request: HttpRequest) -> HttpResponse:
     """Several requests or effects, one decision and one note; an outcome per item. Each
     decision is its own transaction, decided by the same services as one at a time."""

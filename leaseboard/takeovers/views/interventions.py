@@ -9,6 +9,7 @@ from django.shortcuts import redirect
 from django.views.decorators.http import require_GET, require_POST
 
 from leaseboard.core.replicas import reads_from_replica
+from leaseboard.domain.authority import Act
 from leaseboard.domain.errors import LeaseboardError
 from leaseboard.takeovers import services
 from leaseboard.takeovers.models import Intervention, ReasonCategory
@@ -17,12 +18,12 @@ from leaseboard.web import charts
 from leaseboard.web.csv_export import csv_download
 from leaseboard.web.pages import render_page
 from leaseboard.web.refusals import refuse
-from leaseboard.web.roles import MANAGER, acting, role_required
+from leaseboard.web.roles import act_required, acting
 from leaseboard.web.templatetags.web import ms_iso, reason_label
 
 
 @require_GET
-@role_required(MANAGER)
+@act_required(Act.REVIEW_INTERVENTION)
 @reads_from_replica
 def interventions(request: HttpRequest) -> HttpResponse:
     filters = records.InterventionFilters.from_query(request.GET)
@@ -39,7 +40,7 @@ def interventions(request: HttpRequest) -> HttpResponse:
 
 
 @require_GET
-@role_required(MANAGER)
+@act_required(Act.REVIEW_INTERVENTION)
 @reads_from_replica
 def interventions_summary(request: HttpRequest) -> HttpResponse:
     filters = records.InterventionFilters.from_query(request.GET)
@@ -108,7 +109,7 @@ CSV_HEADER = [
 
 
 @require_GET
-@role_required(MANAGER)
+@act_required(Act.REVIEW_INTERVENTION)
 @reads_from_replica
 def interventions_csv(request: HttpRequest) -> StreamingHttpResponse:
     filters = records.InterventionFilters.from_query(request.GET)
@@ -139,7 +140,7 @@ def interventions_csv(request: HttpRequest) -> StreamingHttpResponse:
 
 
 @require_GET
-@role_required(MANAGER)
+@act_required(Act.REVIEW_INTERVENTION)
 @reads_from_replica
 def intervention_detail(request: HttpRequest, pk: int) -> HttpResponse:
     detail = timeline.intervention_detail(pk)
@@ -149,7 +150,7 @@ def intervention_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @require_POST
-@role_required(MANAGER)
+@act_required(Act.REVIEW_INTERVENTION)
 def intervention_review(request: HttpRequest, pk: int) -> HttpResponse:
     try:
         services.intervention_review(

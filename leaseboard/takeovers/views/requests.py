@@ -11,6 +11,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_http_methods
 
+from leaseboard.domain.authority import Act
 from leaseboard.domain.errors import LeaseboardError
 from leaseboard.domain.text import storable
 from leaseboard.domain.vocabulary import ReasonCategory
@@ -19,18 +20,18 @@ from leaseboard.takeovers.forms import BulkRequestForm, TakeoverRequestForm
 from leaseboard.takeovers.selectors.requests import request_context
 from leaseboard.web.pages import render_page
 from leaseboard.web.refusals import refused_for_form
-from leaseboard.web.roles import OPERATOR, acting, role_required
+from leaseboard.web.roles import act_required, acting, may
 
 
 @require_http_methods(["GET", "POST"])
-@role_required(OPERATOR)
+@act_required(Act.REQUEST_TAKEOVER)
 def request_takeover(request: HttpRequest, key: str) -> HttpResponse:
     if not storable(key):  # a NUL names no stored key, and PostgreSQL refuses the lookup
         raise Http404("no such work item")
     context = request_context(key=key)
     if context is None:
         raise Http404("no such work item")
-    can_break_glass = request.user.has_perm("takeovers.break_glass")
+    can_break_glass = may(request, Act.BREAK_GLASS)
     initial = {**_asked_for(request), **_escalated_hold(context.item)}
     form = TakeoverRequestForm(request.POST or None, initial=initial)
     if request.method == "POST" and form.is_valid():
@@ -41,7 +42,7 @@ def request_takeover(request: HttpRequest, key: str) -> HttpResponse:
             "reason_text": d["reason_text"],
             "standing_ms": d["standing_minutes"] * 60_000,
             "grantee_agent": d["agent"].strip() or None,
-            "grantee_operator": d["operator"].strip() or None,
+            "grantee_operator": d["grantee_operator"].strip() or None,
             **acting(request),
         }
         try:
@@ -70,7 +71,7 @@ def request_takeover(request: HttpRequest, key: str) -> HttpResponse:
 
 
 @require_http_methods(["GET", "POST"])
-@role_required(OPERATOR)
+@act_required(Act.REQUEST_TAKEOVER)
 def bulk_request(request: HttpRequest) -> HttpResponse:
     initial = {
         "idempotency_key": uuid.uuid4().hex,

@@ -12,6 +12,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from leaseboard.core.services import reconciliation
+from leaseboard.domain.authority import Act
 from leaseboard.domain.errors import LeaseboardError
 from leaseboard.takeovers import services
 from leaseboard.takeovers.selectors.standing import my_standing
@@ -20,7 +21,7 @@ from leaseboard.web.pages import render_page
 from leaseboard.web.params import int_param
 from leaseboard.web.redirects import redirect_next
 from leaseboard.web.refusals import refuse
-from leaseboard.web.roles import OPERATOR, acting, role_required, signed_in_user
+from leaseboard.web.roles import act_required, acting, signed_in_user
 
 RESOLUTIONS = [
     ("confirmed", "confirmed: it happened"),
@@ -30,7 +31,7 @@ RESOLUTIONS = [
 
 
 @require_GET
-@role_required(OPERATOR)
+@act_required(Act.EXTEND_STANDING, Act.HAND_BACK)
 def standing(request: HttpRequest) -> HttpResponse:
     """The operator's standing, polled: a warning once less than a fifth is left, lapsed
     items kept listed with a way to take the work over again."""
@@ -86,37 +87,37 @@ def _standing_action(request: HttpRequest, pk: int, action: str) -> HttpResponse
 
 
 @require_POST
-@role_required(OPERATOR)
+@act_required(Act.EXTEND_STANDING)
 def standing_extend(request: HttpRequest, pk: int) -> HttpResponse:
     return _standing_action(request, pk, "extend")
 
 
 @require_POST
-@role_required(OPERATOR)
+@act_required(Act.COMPLETE)
 def standing_complete(request: HttpRequest, pk: int) -> HttpResponse:
     return _standing_action(request, pk, "complete")
 
 
 @require_POST
-@role_required(OPERATOR)
+@act_required(Act.HAND_BACK)
 def standing_hand_back(request: HttpRequest, pk: int) -> HttpResponse:
     return _standing_action(request, pk, "hand_back")
 
 
 @require_POST
-@role_required(OPERATOR)
+@act_required(Act.ASSIGN)
 def standing_assign(request: HttpRequest, pk: int) -> HttpResponse:
     return _standing_action(request, pk, "assign")
 
 
 @require_POST
-@role_required(OPERATOR)
+@act_required(Act.PROPOSE_EFFECT)
 def effect_record(request: HttpRequest, pk: int) -> HttpResponse:
     return _standing_action(request, pk, "record")
 
 
 @require_POST
-@role_required(OPERATOR)
+@act_required(Act.RECONCILE)
 def effect_reconcile(request: HttpRequest, effect_id: uuid.UUID) -> HttpResponse:
     try:
         reconciliation.effect_reconcile(

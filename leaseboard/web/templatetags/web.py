@@ -133,3 +133,10 @@ def trace_id(value: str) -> dict[str, str]:
         "trace_id": value,
         "url": template.replace("{trace_id}", value) if template and value else "",
     }
+
+
+@register.filter
+def in_queue(can: Any, queue: str) -> Any:
+    """`{% with c=can|in_queue:item.queue.name %}{% if c.revoke %}`: what the person may
+    do with work in this queue (leaseboard.web.roles.Can)."""
+    return can.in_queue(queue)

@@ -18,8 +18,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from leaseboard.core.services.audit import cli_actor_name
 from leaseboard.domain.errors import LeaseboardError
 from leaseboard.policy.services.common import SettingsInvalid, cli_actor
-from leaseboard.policy.services.people import person_create
-from leaseboard.web.roles import ROLES
+from leaseboard.policy.services.people import ROLE_NAMES, person_create
 
 
 class Command(BaseCommand):
@@ -28,7 +27,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("username")
         parser.add_argument(
-            "--role", action="append", required=True, choices=ROLES, help="repeat for several"
+            "--role", action="append", required=True, choices=ROLE_NAMES, help="repeat for several"
         )
         parser.add_argument(
             "--password", help="your own account's; default: print a one-time set-password link"
