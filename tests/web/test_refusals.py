@@ -1,5 +1,6 @@
 """Refusals in the browser (leaseboard/web/refusals.py): who-you-are refusals are the 403
-page, every other refusal a message (or a form error) with its stable code."""
+page, every other refusal a message (or a form error) with its stable code on a details
+line of its own, not in the sentence; both escaped."""
 
 from __future__ import annotations
 
@@ -22,8 +23,14 @@ def _request():  # type: ignore[no-untyped-def]
 
 def test_a_refusal_reads_as_its_detail_with_its_code() -> None:
     assert refusal_text(StaleEpoch("epoch 3 is not 4"), "Not sent: ") == (
-        "Not sent: epoch 3 is not 4 (stale_epoch)"
+        "Not sent: epoch 3 is not 4"
+        '<small class="refusal-code">code: <code>stale_epoch</code></small>'
     )
+
+
+def test_the_detail_and_the_code_are_escaped() -> None:
+    text = refusal_text(StaleEpoch("<b>epoch</b> & more"))
+    assert "&lt;b&gt;epoch&lt;/b&gt; &amp; more" in text and "<b>" not in text
 
 
 @pytest.mark.parametrize("exc", [Forbidden("no role"), NotHolder("not yours")])
@@ -39,5 +46,6 @@ def test_a_refusal_of_who_you_are_is_the_403_page(exc) -> None:  # type: ignore[
 def test_any_other_refusal_is_a_message_on_the_page_or_the_forms_error() -> None:
     request = _request()
     refuse(request, StaleEpoch("the lease moved on"), "Revoke: ")
-    assert [str(m) for m in get_messages(request)] == ["Revoke: the lease moved on (stale_epoch)"]
-    assert refused_for_form(StaleEpoch("moved on")) == "moved on (stale_epoch)"
+    code = '<small class="refusal-code">code: <code>stale_epoch</code></small>'
+    assert [str(m) for m in get_messages(request)] == [f"Revoke: the lease moved on{code}"]
+    assert refused_for_form(StaleEpoch("moved on")) == f"moved on{code}"
