@@ -2,6 +2,7 @@
 """Leaseboard's two entry points, needing only Python 3.11+:
 
     python3 dev.py demo    # the whole system, embedded: web, worker + beat, simulated agents
+    python3 dev.py reset   # delete the embedded demo's data, so the next demo starts fresh
     python3 dev.py test    # lint, migration check and the full test suite
 
 Both create ./.venv and install the pinned requirements on first use (and again when the
@@ -24,6 +25,11 @@ Environment variables (all optional):
     CELERY_BROKER_URL     the worker's broker (default: the file-system broker);
     REDIS_URL             or Redis for both
     Every other setting the server reads: docs/deployment.md and leaseboard/settings.py.
+  reset
+    LEASEBOARD_DATA_DIR   the data directory whose demo data it deletes (default ./var):
+                          the SQLite database, broker files, generated keys, sign-ins, logs.
+                          It says what it deletes first, stops nothing (a running demo makes
+                          it refuse, exit status 1) and leaves files that are not the demo's.
   test
     LEASEBOARD_TEST_WORKERS  parallel pytest processes (default 2; `auto`; 0: serially)
     TEST_DATABASE_NAME    the test database's name (default test_leaseboard)
@@ -176,6 +182,69 @@ def sign_ins(users_file: Path, access_log: Path) -> None:
     say(f"these sign-ins are kept in {users_file}; the access log is {access_log}")
 
 
+# What the embedded demo keeps in its data directory (leaseboard/settings.py: DATA_DIR; dev.py
+# demo: the beat schedule, demo/); `reset` deletes these and nothing else there.
+DEMO_DATA = (
+    "leaseboard.sqlite3*",  # the database, with its -wal/-shm/-journal files
+    "broker",  # the file-system broker's messages
+    "celerybeat-schedule*",
+    "demo",  # sign-ins, tokens, logs, the running demo's pid
+    "secret_key",
+    "audit-key",
+    "fencing-kek",
+    "audit-checkpoints",
+    "staticfiles",
+    "migrations-check.sqlite3*",  # dev.py test's scratch database
+)
+
+
+def demo_pid_file(data_dir: Path) -> Path:
+    return data_dir / "demo" / "dev.pid"
+
+
+def running_demo(data_dir: Path) -> int | None:
+    """The pid of a `dev.py demo` still running on this data directory, if any."""
+    try:
+        pid = int(demo_pid_file(data_dir).read_text().strip())
+        os.kill(pid, 0)
+    except (OSError, ValueError):
+        return None
+    return pid
+
+
+def cmd_reset(extra: list[str]) -> int:
+    if extra:
+        say(f"reset takes no arguments, got {' '.join(extra)}")
+        return 2
+    data_dir = Path(os.environ.get("LEASEBOARD_DATA_DIR") or ROOT / "var")
+    pid = running_demo(data_dir)
+    if pid is not None:
+        say(f"a demo is running on {data_dir} (pid {pid}): stop it first (Ctrl-C there)")
+        say("reset stops nothing and deleted nothing")
+        return 1
+    doomed = sorted({path for pattern in DEMO_DATA for path in data_dir.glob(pattern)})
+    if os.environ.get("DATABASE_URL"):
+        say("DATABASE_URL is set: that database is not touched, only the files below")
+    if not doomed:
+        say(f"nothing to delete in {data_dir}: the next `python3 dev.py demo` starts fresh")
+        return 0
+    say(f"deleting the demo's data in {data_dir}:")
+    for path in doomed:
+        say(f"  {path.name}{'/' if path.is_dir() else ''}")
+    for path in doomed:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+    left = sorted(p.name for p in data_dir.iterdir())
+    if left:
+        say(f"kept (not the demo's): {', '.join(left)}")
+    else:
+        data_dir.rmdir()
+    say("done: the next `python3 dev.py demo` starts with a new database and new sign-ins")
+    return 0
+
+
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt  # SIGTERM and SIGHUP stop the demo like Ctrl-C does
 
@@ -227,6 +296,7 @@ def cmd_demo(extra: list[str]) -> int:
     worker = ["-m", "celery", "-A", "leaseboard", "--quiet", "worker", "-B"]
     worker += ["--loglevel", "WARNING"]
     worker += ["--concurrency", "2", "--schedule", str(data_dir / "celerybeat-schedule")]
+    demo_pid_file(data_dir).write_text(str(os.getpid()))  # `dev.py reset` refuses meanwhile
     try:
         start(py, "manage.py", "runserver", "--noreload", f"127.0.0.1:{port}")
         start(py, *worker)
@@ -251,6 +321,7 @@ def cmd_demo(extra: list[str]) -> int:
                 except subprocess.TimeoutExpired:
                     os.killpg(p.pid, signal.SIGKILL)
                     p.wait()
+        demo_pid_file(data_dir).unlink(missing_ok=True)
     return status
 
 
@@ -258,10 +329,11 @@ def main() -> int:
     if len(sys.argv) >= 2 and sys.argv[1] in {"-h", "--help", "help"}:
         print(__doc__)
         return 0
-    if len(sys.argv) < 2 or sys.argv[1] not in {"demo", "test"}:
+    commands = {"demo": cmd_demo, "reset": cmd_reset, "test": cmd_test}
+    if len(sys.argv) < 2 or sys.argv[1] not in commands:
         print(__doc__)
         return 2
-    return {"demo": cmd_demo, "test": cmd_test}[sys.argv[1]](sys.argv[2:])
+    return commands[sys.argv[1]](sys.argv[2:])
 
 
 if __name__ == "__main__":

@@ -173,6 +173,8 @@ MIDDLEWARE = [
     "leaseboard.api.lane.MessageMiddleware",
     "leaseboard.api.lane.XFrameOptionsMiddleware",
     "leaseboard.api.lane.HtmxMiddleware",
+    # DEBUG only (the demo): the product's 404, not Django's technical page of every URL.
+    "leaseboard.api.lane.DebugNotFoundMiddleware",
     # Last, as django-axes asks: it turns a sign-in flagged as locked out into the page.
     # Not wrapped: its system check looks for this path, and on the lane it reads one
     # attribute of the request.

@@ -119,3 +119,8 @@ class XFrameOptionsMiddleware(BrowserOnly):
 
 class HtmxMiddleware(BrowserOnly):
     wraps = "django_htmx.middleware.HtmxMiddleware"
+
+
+class DebugNotFoundMiddleware(BrowserOnly):
+    # DEBUG only; the lane's URL map answers its 404s as problems already.
+    wraps = "leaseboard.web.errors.DebugNotFoundMiddleware"

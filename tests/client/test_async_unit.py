@@ -79,6 +79,33 @@ def test_async_with_hold_acquires_renews_in_one_batch_and_releases_on_exit(
     assert holding.released and not holding.active
 
 
+def test_the_default_async_client_bounds_each_renewal_by_half_the_leases_interval(
+    clock: FakeClock,
+) -> None:
+    server = FakeServer(clock, ttl_ms=9_000)  # the demo's payments queue: renew every 3 s
+    renewer = hand_driven(clock)
+    timeouts: list[tuple[str, float]] = []
+
+    def recording(request: httpx.Request) -> httpx.Response:
+        timeouts.append((request.url.path, request.extensions["timeout"]["read"]))
+        return server(request)
+
+    async def scenario() -> None:
+        transport = httpx.MockTransport(recording)
+        async with AsyncClient(
+            "http://leaseboard.test", "t", transport=transport, clock=clock, renewer=renewer
+        ) as client:
+            async with client.hold("job-1") as holding:
+                assert holding.request_timeout_s == 1.5
+                clock.now += 3.0
+                await renewer.tick()
+                await holding.renew_now()
+
+    run(scenario())
+    assert [t for path, t in timeouts if "renew" in path] == [1.5, 1.5]
+    assert timeouts[0][1] == 2.0 and timeouts[-1][1] == 2.0  # acquire and release
+
+
 def test_an_awaited_hold_is_a_holding_and_the_deadline_counts_from_the_acquires_send_time(
     server: FakeServer, clock: FakeClock
 ) -> None:

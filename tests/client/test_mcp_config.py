@@ -54,7 +54,8 @@ def test_a_minimal_config_has_the_documented_defaults() -> None:
         ({"tools": {"git_commit": {"effect": ""}}}, "tools.git_commit.effect"),
         ({"tools": {"git_commit": {"kind": "git.commit"}}}, "tools.git_commit.kind"),
         ({"tools": {"git_commit": {"effect": "git.commit", "target": "{repo"}}}, "target"),
-        ({"ttl_ms": 1000}, "ttl_ms"),  # too short for the default client timing
+        # too short for a set timing: renewals every 333 ms leave no room for a 2 s request
+        ({"ttl_ms": 1000, "timing": {"request_timeout_s": 2.0}}, "ttl_ms"),
         ({"timing": {"request_timeout_s": 4.0}}, "timing.request_timeout_s"),
         ({"serve": {"transport": "websocket"}}, "serve.transport"),
         ({"approval_poll_s": 0}, "approval_poll_s"),

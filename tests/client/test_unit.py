@@ -92,6 +92,69 @@ def test_hold_releases_a_lease_whose_timing_it_cannot_honour(
     assert renewer.holdings() == []
 
 
+# What every queue may configure (docs/design.md §4): the server's own validation decides.
+SERVER_VALID_LEASES = [
+    (ttl, renew)
+    for ttl in (3, 300, 1_000, 2_000, 6_000, 9_000, 15_000, 60_000, 3_600_000, 2**31 - 1)
+    for renew in (None, 1, ttl // 10, ttl // 3)
+]
+
+
+def test_the_default_timing_keeps_every_lease_the_server_accepts() -> None:
+    from leaseboard.domain.timing import TimingPolicy, TimingPolicyError
+
+    kept = 0
+    for ttl_ms, renew_after_ms in SERVER_VALID_LEASES:
+        try:
+            policy = TimingPolicy(ttl_ms=ttl_ms, renew_after_ms=renew_after_ms).resolved()
+        except TimingPolicyError:
+            continue  # no queue can ask for it
+        assert policy.renew_after_ms is not None
+        lease = ClientTiming().validate_lease(ttl_ms=ttl_ms, renew_after_ms=policy.renew_after_ms)
+        interval = lease.interval_for(policy.renew_after_ms)
+        assert lease.timeout_s == pytest.approx(min(2.0, interval / 2))
+        assert lease.margin_s == pytest.approx(min(1.0, ttl_ms / 10_000))
+        kept += 1
+    assert kept >= 30, kept
+
+
+def test_a_timeout_set_by_hand_is_still_checked_against_each_lease() -> None:
+    with pytest.raises(TimingError, match="request_timeout_s"):
+        ClientTiming(request_timeout_s=2.0).validate_lease(ttl_ms=9_000, renew_after_ms=3_000)
+
+
+def test_the_default_client_holds_the_demos_payments_lease_renewing_within_half_its_interval(
+    clock: FakeClock, renewer: Renewer
+) -> None:
+    # The demo's payments queue: ttl 9 s, so the server asks for a renewal every 3 s; the
+    # default client once refused it (TimingError: a 2 s request timeout is over 1.5 s).
+    server = FakeServer(clock, ttl_ms=9_000)
+    timeouts: list[tuple[str, float]] = []
+
+    def recording(request: httpx.Request) -> httpx.Response:
+        timeouts.append((request.url.path, request.extensions["timeout"]["read"]))
+        return server(request)
+
+    client = Client(
+        "http://leaseboard.test",
+        "t",
+        transport=httpx.MockTransport(recording),
+        clock=clock,
+        renewer=renewer,
+    )
+    holding = client.hold("job-1")
+    assert holding.interval_s == 3.0 and holding.request_timeout_s == 1.5
+    # Local deadline: 9 s x 0.99 less a 0.9 s margin (a tenth of the ttl, under the 1 s cap).
+    assert holding.deadline == pytest.approx(clock.now + 9.0 * 0.99 - 0.9)
+    clock.now += 3.0
+    renewer.tick()
+    holding.renew_now()
+    assert timeouts[0] == ("/api/v1/work-items/job-1/lease", 2.0)  # not tied to one lease
+    renewals = [t for path, t in timeouts if "renew" in path]
+    assert renewals == [1.5, 1.5], timeouts
+    holding.release()
+
+
 # -- the local deadline ------------------------------------------------------------------
 
 

@@ -1,8 +1,9 @@
 """Takeover clarity in real Chromium (issue 28, points 4 and 5): an operator asks to take an
 agent's work over and holds the agent while the request waits (its renewals go on, its new
-effects are refused `on_hold`); the work item page shows the waiting request; asking again
-says so before any form; the approver sees who receives standing and confirms an approval
-that revokes a live agent."""
+effects are refused `on_hold`); the work item page and the live row show the waiting
+request (the approver goes from the row to decide); asking again says so before any form;
+the approver sees who receives standing and confirms an approval that revokes a live
+agent."""
 
 from __future__ import annotations
 
@@ -58,13 +59,26 @@ def test_hold_while_pending_the_request_shown_and_the_approval_confirmed(
     )
     assert status == 409 and problem["code"] == "on_hold"
 
+    # The live page's row says it too, in place of "Request takeover".
+    op.goto(f"{base}/")
+    live_row = op.locator(f"#lease-{lease.id}")
+    said = live_row.locator("[data-pending-takeover]").inner_text()
+    assert f"Takeover #{req.id} is waiting for an approver: olga asked" in said
+    assert "standing would go to human:olga (the requester)" in said
+    assert live_row.locator(".takeover-link").count() == 0
+    assert live_row.get_by_role("link", name="Decide").count() == 0  # not one's own
+
     # Asking again: the waiting request is said before any form.
     op.goto(f"{base}/takeovers/request/refund-31")
     assert "is already waiting for an approver" in op.inner_text("#pending-request")
     assert op.locator("#takeover-request").count() == 0
 
     ap = sign_in(browser, base, "abe")
-    ap.goto(f"{base}/takeovers/pending/")
+    ap.goto(f"{base}/")  # the approver goes from the live row to the request
+    ap.locator(f"#lease-{lease.id}").get_by_role(
+        "link", name=f"Decide on takeover #{req.id}"
+    ).click()
+    ap.wait_for_url(f"**/takeovers/pending/#request-{req.id}")
     row = ap.locator(f"#request-{req.id}")
     assert "Standing goes to human:olga (the requester), not you." in row.inner_text()
     row.locator("form.inline button[type=submit]").click()

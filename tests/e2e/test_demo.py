@@ -2,7 +2,8 @@
 
 `python3 dev.py demo` on a free port with a fresh data directory must show live leases,
 jeopardy alerts and late effects refused by the recipient (by epoch, or by time: a token
-dies with the standing it proves) within a minute, then stop every child on SIGINT.
+dies with the standing it proves) within a minute, then stop every child on SIGINT; and
+`python3 dev.py reset` refuses while it runs, then deletes its data once it has stopped.
 """
 
 from __future__ import annotations
@@ -108,6 +109,11 @@ def test_the_one_command_demo_shows_the_whole_story_and_stops_cleanly(tmp_path):
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as r:
             assert json.loads(r.read())["ok"] is True
         children |= descendants(demo.pid)
+        # `dev.py reset` stops nothing: while the demo runs it refuses and deletes nothing.
+        refused = reset(env)
+        assert refused.returncode == 1, refused.stdout
+        assert f"a demo is running on {tmp_path / 'data'} (pid {demo.pid})" in refused.stdout
+        assert db.exists() and (tmp_path / "data" / "broker").is_dir()
     finally:
         if demo.poll() is None:
             demo.send_signal(signal.SIGINT)
@@ -141,3 +147,20 @@ def test_the_one_command_demo_shows_the_whole_story_and_stops_cleanly(tmp_path):
     lines = [ln for ln in output.splitlines() if ln.strip() and not ln.startswith("fleet: ")]
     repeated = {ln for ln in lines if lines.count(ln) > 1}
     assert not repeated, repeated
+    # Stopped, `dev.py reset` says what it deletes, deletes it, and the next demo starts fresh.
+    done = reset(env)
+    assert done.returncode == 0, done.stdout
+    for name in ("leaseboard.sqlite3", "broker/", "demo/", "secret_key", "fencing-kek"):
+        assert f"[dev]   {name}\n" in done.stdout, (name, done.stdout)
+    assert not (tmp_path / "data").exists(), sorted((tmp_path / "data").iterdir())
+
+
+def reset(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "dev.py", "reset"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )

@@ -1,13 +1,16 @@
 """The live page's rows, written by the `live_rows` tag, are the markup the template loop
-wrote (below, as it stood), for every combination of what a row shows: live or ended,
-picking or not, operator or not, on hold, end reason, renewals, a gap past the threshold,
-and keys that need escaping and quoting."""
+wrote (below, as it stood, with the pending takeover request added beside the tag), for
+every combination of what a row shows: live or ended, picking or not, operator or not, on
+hold, end reason, renewals, a gap past the threshold, a takeover request waiting (to the
+requester or another, decidable by this person or not), and keys that need escaping and
+quoting."""
 
 from __future__ import annotations
 
 import itertools
 import re
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,12 +18,12 @@ from django.template import engines
 from django.urls import reverse
 
 from leaseboard.core.models import Executor, Lease, Queue, WorkItem
-from leaseboard.dashboard.selectors.rows import LeaseRow
+from leaseboard.dashboard.selectors.rows import LeaseRow, PendingTakeover
 
 # The loop templates/dashboard/_live.html ran before the tag, kept as the reference.
 TEMPLATE_LOOP = (Path(__file__).parent / "live_rows_template_loop.html").read_text()
 
-TAG = "{% load live_rows %}{% live_rows rows can_pick can %}"
+TAG = "{% load live_rows %}{% live_rows rows can_pick can user_id %}"
 
 KEYS = ["job-1", "a b/<c>&\"d'", "zürich?x=1#frag", "100%/~:@!$&'()*+,;=", "//lead"]
 
@@ -58,7 +61,22 @@ def _row(i: int, key: str, certainty: str, *, held: bool, reason: str, renewals:
         expires_at_ms=1_700_000_123_456,
         jeopardy_at_ms=1_700_000_100_000,
     )
-    return LeaseRow(lease=lease, certainty=certainty, expires_in_ms=61_234, jeopardy_in_ms=0)
+    # Every third row's item has a takeover request waiting: by user 5 (the signed-in
+    # person, in some cases) or 6, for the requester or for someone else.
+    pending = (
+        PendingTakeover(
+            id=40 + i,
+            requested_by=f"req<{i}>",
+            requested_by_id=5 + i % 2,
+            grantee=f"human-{i}&",
+            to_requester=i % 4 == 0,
+        )
+        if i % 3 == 0
+        else None
+    )
+    return LeaseRow(
+        lease=lease, certainty=certainty, expires_in_ms=61_234, jeopardy_in_ms=0, pending=pending
+    )
 
 
 def _rows() -> list[LeaseRow]:
@@ -88,25 +106,46 @@ def _rows() -> list[LeaseRow]:
 
 
 @pytest.mark.parametrize(
-    ("can_pick", "takeover"), [(True, True), (True, False), (False, False), (False, True)]
+    ("can_pick", "takeover", "approve", "user_id"),
+    [
+        (True, True, True, 5),
+        (True, False, True, 7),
+        (False, False, False, 5),
+        (False, True, True, None),
+        (True, True, False, 6),
+    ],
 )
-def test_the_rows_tag_writes_the_markup_the_template_loop_wrote(can_pick, takeover):
+def test_the_rows_tag_writes_the_markup_the_template_loop_wrote(
+    can_pick, takeover, approve, user_id
+):
     django = engines["django"]
     rows = _rows()
-    context = {"rows": rows, "can_pick": can_pick, "can": {"request_takeover": takeover}}
+    can = {"request_takeover": takeover, "approve_takeover": approve, "revoke": takeover}
+    context = {"rows": rows, "can_pick": can_pick, "can": can, "user_id": user_id}
     expected = _normal(django.from_string(TEMPLATE_LOOP).render(context))
     got = _normal(django.from_string(TAG).render(context))
     assert got.count("<tr ") == len(rows) == 160
     assert got == expected
+    waiting = [r for r in rows if r.live and r.pending]
+    assert waiting and got.count("data-pending-takeover=") == len(waiting)
+    decidable = [r for r in waiting if approve and r.pending.requested_by_id != user_id]
+    assert got.count(">Decide<") == len(decidable)
+    assert "req&lt;0&gt;" in got and "human-0&amp;" in got and "(the requester)" in got
 
 
 def test_row_links_are_the_reversed_urls_of_keys_that_need_quoting():
-    rows = [_row(i, k, "active", held=False, reason="", renewals=1, gap_over=False,
-                 ended_at=None) for i, k in enumerate(KEYS)]  # fmt: skip
+    rows = [replace(_row(i, k, "active", held=False, reason="", renewals=1, gap_over=False,
+                 ended_at=None), pending=None) for i, k in enumerate(KEYS)]  # fmt: skip
     html = (
         engines["django"]
         .from_string(TAG)
-        .render({"rows": rows, "can_pick": False, "can": {"request_takeover": True}})
+        .render(
+            {
+                "rows": rows,
+                "can_pick": False,
+                "can": {"request_takeover": True, "approve_takeover": False},
+            }
+        )
     )
     for key in KEYS:
         url = reverse("dashboard:work_item", args=[key]).replace("&", "&amp;")

@@ -201,3 +201,41 @@ def test_the_summary_measures_decision_to_the_agents_first_refused_effect(people
     s = summary(InterventionFilters())
     assert 90_000 <= s.median_request_to_decision_ms < 95_000
     assert 4_000 <= s.median_decision_to_first_refusal_ms < 9_000
+
+
+def test_the_live_row_shows_the_pending_request_and_offers_approvers_to_decide(
+    people, scene, agent
+):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from tests.builders import leased_item
+
+    other = leased_item(scene.agent, key=f"{scene.key}-other")  # no request on this one
+    op = _login(people.operator)
+    before = op.get("/", HTTP_HX_REQUEST="true", HTTP_HX_TARGET="live")
+    req = request_for(scene.key, people.operator)
+    with CaptureQueriesContext(connection) as counted:
+        page = op.get("/")
+    html = page.content.decode()
+    row = re.search(rf'<tr id="lease-{scene.lease.id}".*?</tr>', html, re.S)
+    assert row is not None, html[:2000]
+    assert f'data-pending-takeover="{req.id}"' in row.group(0)
+    assert f"Takeover #{req.id} is waiting for an approver: {people.operator.username} asked" in (
+        row.group(0)
+    )
+    assert "standing would go to <b>" in row.group(0) and "(the requester)" in row.group(0)
+    # A second request cannot be made: the row no longer offers one, nor "Decide" to the
+    # requester (no self-approval), while the other row still offers a request.
+    assert "Request takeover" not in row.group(0) and ">Decide<" not in row.group(0)
+    other_row = re.search(rf'<tr id="lease-{other.id}".*?</tr>', html, re.S)
+    assert other_row is not None and "Request takeover" in other_row.group(0)
+    assert "data-pending-takeover" not in other_row.group(0)
+    # One query more than with no request waiting (tests/web/test_dashboard.py: 8).
+    assert len(counted.captured_queries) == 9
+    # The approver is offered to decide, on the approvals page at this request.
+    approver_page = _login(people.approver).get("/").content.decode()
+    assert f'href="/takeovers/pending/#request-{req.id}">Decide' in approver_page
+    # The fragment's version moves with the request, so the 2 s poll shows it.
+    after = op.get("/", HTTP_HX_REQUEST="true", HTTP_HX_TARGET="live")
+    assert before["X-Leaseboard-Version"] != after["X-Leaseboard-Version"]

@@ -12,10 +12,11 @@ import base64
 import binascii
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlencode
 
+from django.apps import apps
 from django.conf import settings
 from django.core.exceptions import EmptyResultSet
 from django.db import connection
@@ -35,7 +36,13 @@ from leaseboard.core.models import Effect, Lease, WorkItem
 from leaseboard.core.models.leases import LIVE_STATES
 from leaseboard.core.sql import POSTGRESQL, prepared_cursor
 from leaseboard.dashboard.selectors.counters import COUNTER_CAP, HOUR_MS, Counters, live_counters
-from leaseboard.dashboard.selectors.rows import ROW_FIELDS, LeaseRow, LiveLease, lease_row
+from leaseboard.dashboard.selectors.rows import (
+    ROW_FIELDS,
+    LeaseRow,
+    LiveLease,
+    PendingTakeover,
+    lease_row,
+)
 from leaseboard.domain.text import storable, storable_or_replaced
 
 PAGE_SIZES = (10, 25, 50, 100, 200)
@@ -384,7 +391,7 @@ def sort_values(lease: LiveLease, fields: tuple[str, ...]) -> list[Any]:
 def live_leases(filters: LiveFilters) -> LivePage:
     """The live leases page: 4 queries (clock + counters, the page's rows, the bounded
     total, the leases that ended a moment ago), whatever the page size or the number of
-    leases.
+    leases, and a fifth while some takeover request waits (the rows' pending requests).
 
     Each part of the list is read in the chosen order from its keyset cursor with LIMIT
     size+1 (several parts in one UNION ALL, merged here and cut to the page). Keyset
@@ -428,11 +435,44 @@ def live_leases(filters: LiveFilters) -> LivePage:
         encode_cursor(sort_values(page_rows[-1], fields)) if len(leases) > filters.size else ""
     )
     total = _bounded_total(parts, prepare)
-    rows = [lease_row(lease, now_ms) for lease in page_rows]
+    rows = _with_pending([lease_row(lease, now_ms) for lease in page_rows], counters)
     ended = [lease_row(lease, now_ms) for lease in _recently_ended(filters, now_ms)]
     page = LivePage(filters, rows, next_cursor, now_ms, counters, total, ended)
     page.version = live_version(page)
     return page
+
+
+def _with_pending(rows: list[LeaseRow[LiveLease]], counters: Counters) -> list[LeaseRow[LiveLease]]:
+    """The live rows whose work item has a takeover request waiting, with it (one query,
+    none when the counters say no request waits). Read through the app registry, as the
+    blocked page does: the takeover workflow's pages import the dashboard, not back."""
+    keys = [r.lease.work_item.key for r in rows if r.live]
+    if not keys or counters.pending_takeovers == 0:
+        return rows
+    if not apps.is_installed("leaseboard.takeovers"):
+        return rows
+    requests = apps.get_model("takeovers", "TakeoverRequest")
+    found = {
+        key: PendingTakeover(rid, username, user_id, grantee, grantee_user == user_id)
+        for key, rid, username, user_id, grantee, grantee_user in requests.objects.filter(
+            status="pending", work_item__key__in=keys
+        ).values_list(
+            "work_item__key",
+            "id",
+            "requested_by__username",
+            "requested_by_id",
+            "grantee__name",
+            "grantee__user_id",
+        )
+    }
+    if not found:
+        return rows
+    return [
+        replace(r, pending=found[r.lease.work_item.key])
+        if r.live and r.lease.work_item.key in found
+        else r
+        for r in rows
+    ]
 
 
 def _bounded_total(parts: list[QuerySet[Lease]], prepare: bool) -> int:
@@ -497,6 +537,7 @@ def live_version(page: LivePage) -> str:
                 r.lease.holder_id,
                 r.lease.end_reason,
                 r.lease.hold_reason,
+                r.pending.id if r.pending else None,
             ]
             for r in page.rows
         ],

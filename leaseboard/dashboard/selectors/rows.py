@@ -36,11 +36,23 @@ def certainty_of(lease: TimedLease, now_ms: int) -> str:
 
 
 @dataclass(frozen=True)
+class PendingTakeover:
+    """A takeover request waiting for an approver on a row's work item (the live page)."""
+
+    id: int
+    requested_by: str  # the requester's username
+    requested_by_id: int
+    grantee: str  # who would get standing
+    to_requester: bool  # the grantee is the requester's own human executor
+
+
+@dataclass(frozen=True)
 class LeaseRow(Generic[L]):
     lease: L
     certainty: str
     expires_in_ms: int
     jeopardy_in_ms: int
+    pending: PendingTakeover | None = None  # set on the live page's live rows
 
     @property
     def live(self) -> bool:

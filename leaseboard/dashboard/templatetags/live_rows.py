@@ -17,7 +17,7 @@ from django import template
 from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
 
-from leaseboard.dashboard.selectors.rows import LeaseRow, LiveLease
+from leaseboard.dashboard.selectors.rows import LeaseRow, LiveLease, PendingTakeover
 from leaseboard.web.templatetags.web import certainty_badge, ms_ago, ms_duration
 
 register = template.Library()
@@ -32,12 +32,16 @@ def _prefix(name: str, placeholder: str) -> str:
 
 
 @register.simple_tag
-def live_rows(rows: Sequence[LeaseRow[LiveLease]], can_pick: bool, can: Any) -> SafeString:
+def live_rows(
+    rows: Sequence[LeaseRow[LiveLease]], can_pick: bool, can: Any, user_id: int | None = None
+) -> SafeString:
     """`can`: what the person may do (leaseboard.web.roles.Can, or a mapping of act names
-    to booleans)."""
+    to booleans); `user_id`: the person's, so a requester is not offered to decide on
+    their own takeover request."""
     work_url = _prefix("dashboard:work_item", "k")
     executor_url = _prefix("dashboard:executor", "0")
     takeover_url = _prefix("takeovers:request", "k")
+    decide_url = reverse("takeovers:pending")
     scoped = bool(getattr(can, "scoped", False))
     out: list[str] = []
     for row in rows:
@@ -45,6 +49,12 @@ def live_rows(rows: Sequence[LeaseRow[LiveLease]], can_pick: bool, can: Any) -> 
         acts = can.in_queue(row.lease.work_item.queue.name) if scoped else can
         takeover = acts["request_takeover"]
         mine = not scoped or takeover or acts["revoke"]
+        pending = row.pending
+        decide = (
+            pending is not None
+            and pending.requested_by_id != user_id
+            and bool(acts["approve_takeover"])
+        )
         out.append(
             _row(
                 row,
@@ -53,6 +63,7 @@ def live_rows(rows: Sequence[LeaseRow[LiveLease]], can_pick: bool, can: Any) -> 
                 executor_url,
                 takeover_url if takeover else "",
                 "" if mine else _VIEW_ONLY,
+                decide_url if decide else "",
             )
         )
     return mark_safe("".join(out))  # every value in it is escaped
@@ -69,6 +80,7 @@ def _row(
     executor_url: str,
     takeover_url: str,
     mark: str = "",
+    decide_url: str = "",
 ) -> str:
     lease = row.lease
     item = lease.work_item
@@ -142,7 +154,10 @@ def _row(
     else:
         parts.append('<span class="muted">—</span>')
     parts.append('</td>\n        <td data-label="Actions" class="actions">')
-    if live and takeover_url:
+    pending = row.pending
+    if live and pending is not None:
+        parts.append(_pending(pending, decide_url))
+    elif live and takeover_url:
         parts.append(
             f'<a class="takeover-link" href="{takeover_url}{key_path}">Request takeover'
             f'<span class="visually-hidden"> of {key}</span></a>'
@@ -150,3 +165,21 @@ def _row(
     parts.append(mark)
     parts.append("</td>\n      </tr>")
     return "".join(parts)
+
+
+def _pending(pending: PendingTakeover, decide_url: str) -> str:
+    """The takeover request waiting on a live row's work item, in place of "Request
+    takeover" (there can be only one); as templates/takeovers/_pending.html says it on the
+    item's page, without the time (the fragment is cached until the rows change)."""
+    to = " (the requester)" if pending.to_requester else ""
+    out = (
+        f'<span class="pending-takeover" data-pending-takeover="{pending.id}">Takeover'
+        f" #{pending.id} is waiting for an approver: {escape(pending.requested_by)} asked;"
+        f" standing would go to <b>{escape(pending.grantee)}</b>{to}.</span>"
+    )
+    if decide_url:
+        out += (
+            f' <a href="{decide_url}#request-{pending.id}">Decide'
+            f'<span class="visually-hidden"> on takeover #{pending.id}</span></a>'
+        )
+    return out

@@ -128,7 +128,10 @@ class AsyncRenewer:
         client = group[0].client
         self.requests += 1
         try:
-            results = await client.renew_many([(h.lease_id, h.epoch) for h in group])
+            results = await client.renew_many(
+                [(h.lease_id, h.epoch) for h in group],
+                timeout_s=min(h.request_timeout_s for h in group),
+            )
         except LeaseError as exc:
             apply_failure(group, exc, self.clock())
             return
@@ -288,7 +291,9 @@ class AsyncHolding(Standing):
         if self._lost is not None:
             raise self._lost
         try:
-            renewal = await self.client.renew(self.lease_id, self.epoch)
+            renewal = await self.client.renew(
+                self.lease_id, self.epoch, timeout_s=self.request_timeout_s
+            )
         except LeaseError as exc:
             self._renew_failed(exc, now=self.clock())
             raise
@@ -416,7 +421,7 @@ class AsyncClient:
                 "User-Agent": USER_AGENT,
                 **protocol.HEADERS,
             },
-            timeout=self.timing.request_timeout_s,
+            timeout=self.timing.timeout_s,
             transport=transport,
             limits=limits or httpx.Limits(max_connections=20),
         )
@@ -426,10 +431,15 @@ class AsyncClient:
         """This client's renewer: the one given, else the running loop's."""
         return self._renewer if self._renewer is not None else loop_renewer()
 
-    async def _call(self, call: Call) -> tuple[dict[str, Any], float]:
+    async def _call(
+        self, call: Call, timeout_s: float | None = None
+    ) -> tuple[dict[str, Any], float]:
         sent_at = self.clock()
+        timeout = self.timing.timeout_s if timeout_s is None else timeout_s
         try:
-            response = unbind(await self._http.request(call.method, call.path, json=call.body))
+            response = unbind(
+                await self._http.request(call.method, call.path, json=call.body, timeout=timeout)
+            )
         except httpx.TimeoutException as exc:
             raise TransientError(f"{call.method} {call.path} timed out", code="timeout") from exc
         except httpx.TransportError as exc:
@@ -457,17 +467,20 @@ class AsyncClient:
         data, sent_at = await self._call(protocol.acquire(work_key, ttl_ms))
         return protocol.grant(data, work_key=work_key, sent_at=sent_at)
 
-    async def renew(self, lease_id: str, epoch: int) -> Renewal:
-        data, sent_at = await self._call(protocol.renew(lease_id, epoch))
+    async def renew(self, lease_id: str, epoch: int, *, timeout_s: float | None = None) -> Renewal:
+        data, sent_at = await self._call(protocol.renew(lease_id, epoch), timeout_s)
         return protocol.renewal(data, lease_id=lease_id, epoch=epoch, sent_at=sent_at)
 
     async def renew_many(
-        self, leases: Iterable[tuple[str, int] | Mapping[str, Any]]
+        self,
+        leases: Iterable[tuple[str, int] | Mapping[str, Any]],
+        *,
+        timeout_s: float | None = None,
     ) -> list[RenewResult]:
         """Batch renew, chunked at the server's limit; see `Client.renew_many`."""
         results: list[RenewResult] = []
         for call in protocol.renew_batches(leases):
-            data, sent_at = await self._call(call)
+            data, sent_at = await self._call(call, timeout_s)
             results.extend(protocol.renew_results(data, sent_at=sent_at))
         return results
 
@@ -532,7 +545,8 @@ class AsyncClient:
         wait_s: float,
     ) -> AsyncHolding:
         if ttl_ms is not None:
-            self.timing.validate_lease(ttl_ms=ttl_ms, renew_after_ms=None)
+            # the server derives renew_after from a grant's ttl (ttl/3)
+            self.timing.validate_lease(ttl_ms=ttl_ms, renew_after_ms=ttl_ms // 3)
         waited = 0.0
         # As Client.hold: never act on a grant whose answer was lost; ask again.
         unsure: CommitUnknown | None = None

@@ -100,7 +100,7 @@ class Client:
                 "User-Agent": USER_AGENT,
                 **protocol.HEADERS,
             },
-            timeout=self.timing.request_timeout_s,
+            timeout=self.timing.timeout_s,
             transport=transport,
         )
 
@@ -112,11 +112,15 @@ class Client:
 
     # -- transport -------------------------------------------------------------------------
 
-    def _call(self, call: Call) -> tuple[dict[str, Any], float]:
-        """The answer's JSON object and the monotonic time the request was sent."""
+    def _call(self, call: Call, timeout_s: float | None = None) -> tuple[dict[str, Any], float]:
+        """The answer's JSON object and the monotonic time the request was sent; `timeout_s`
+        bounds this request instead of the client's own timeout (a lease's renewal)."""
         sent_at = self.clock()
+        timeout = self.timing.timeout_s if timeout_s is None else timeout_s
         try:
-            response = unbind(self._http.request(call.method, call.path, json=call.body))
+            response = unbind(
+                self._http.request(call.method, call.path, json=call.body, timeout=timeout)
+            )
         except httpx.TimeoutException as exc:
             raise TransientError(f"{call.method} {call.path} timed out", code="timeout") from exc
         except httpx.TransportError as exc:
@@ -144,21 +148,25 @@ class Client:
         data, sent_at = self._call(protocol.acquire(work_key, ttl_ms))
         return protocol.grant(data, work_key=work_key, sent_at=sent_at)
 
-    def renew(self, lease_id: str, epoch: int) -> Renewal:
-        data, sent_at = self._call(protocol.renew(lease_id, epoch))
+    def renew(self, lease_id: str, epoch: int, *, timeout_s: float | None = None) -> Renewal:
+        data, sent_at = self._call(protocol.renew(lease_id, epoch), timeout_s)
         return protocol.renewal(data, lease_id=lease_id, epoch=epoch, sent_at=sent_at)
 
     def renew_many(
-        self, leases: Iterable[tuple[str, int] | Mapping[str, Any]]
+        self,
+        leases: Iterable[tuple[str, int] | Mapping[str, Any]],
+        *,
+        timeout_s: float | None = None,
     ) -> list[RenewResult]:
-        """Batch renew (POST /api/v1/leases/renew), chunked at the server's limit.
+        """Batch renew (POST /api/v1/leases/renew), chunked at the server's limit; each
+        request bounded by `timeout_s` (the renewer passes its batch's shortest).
 
         A failed item is a result with `ok=False` and a typed `error`; a failed request
         raises (TransientError for network/5xx).
         """
         results: list[RenewResult] = []
         for call in protocol.renew_batches(leases):
-            data, sent_at = self._call(call)
+            data, sent_at = self._call(call, timeout_s)
             results.extend(protocol.renew_results(data, sent_at=sent_at))
         return results
 
@@ -208,8 +216,8 @@ class Client:
         work starts; a lease we could not keep alive is released at once and TimingError
         raised.
         """
-        if ttl_ms is not None:
-            self.timing.validate_lease(ttl_ms=ttl_ms, renew_after_ms=None)
+        if ttl_ms is not None:  # the server derives renew_after from a grant's ttl (ttl/3)
+            self.timing.validate_lease(ttl_ms=ttl_ms, renew_after_ms=ttl_ms // 3)
         waited = 0.0
         # An acquire whose commit outlived the server's deadline may have granted a lease
         # whose token never arrived: never act on it; ask again (docs/design.md §14).

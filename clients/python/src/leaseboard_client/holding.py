@@ -139,7 +139,7 @@ class Holding(Standing):
         if self._lost is not None:
             raise self._lost
         try:
-            renewal = self.client.renew(self.lease_id, self.epoch)
+            renewal = self.client.renew(self.lease_id, self.epoch, timeout_s=self.request_timeout_s)
         except LeaseError as exc:
             self._renew_failed(exc, now=self.clock())
             raise
@@ -220,7 +220,10 @@ class Renewer:
         client = group[0].client
         self.requests += 1
         try:
-            results = client.renew_many([(h.lease_id, h.epoch) for h in group])
+            results = client.renew_many(
+                [(h.lease_id, h.epoch) for h in group],
+                timeout_s=min(h.request_timeout_s for h in group),
+            )
         except LeaseError as exc:
             apply_failure(group, exc, self.clock())
             return

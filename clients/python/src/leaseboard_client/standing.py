@@ -49,10 +49,13 @@ class Standing:
         self.generation = grant.generation  # the fencing order is (generation, epoch)
         self.ttl_ms = grant.ttl_ms
         self.checkpoint_data = grant.checkpoint  # the predecessor's latest checkpoint
+        # The client's timing with what it derives filled in for this lease (docs/design.md §3).
+        timing = timing.for_lease(ttl_ms=grant.ttl_ms, renew_after_ms=grant.renew_after_ms)
         self.timing = timing
         self.clock = clock
         self.on_lost = on_lost
         self.interval_s = timing.interval_for(grant.renew_after_ms)
+        self.request_timeout_s = timing.timeout_s  # a renew of this lease gives up after this
         self._lock = threading.Lock()
         self._fencing_token = grant.fencing_token
         self._deadline = timing.local_deadline(

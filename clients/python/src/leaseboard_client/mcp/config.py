@@ -309,7 +309,7 @@ def config_from_mapping(data: Mapping[str, Any]) -> GatewayConfig:
     timing = _timing(data.get("timing", {}))
     if ttl_ms is not None:
         try:  # a ttl this client could not keep alive is refused now, not at the acquire
-            timing.validate_lease(ttl_ms=ttl_ms, renew_after_ms=None)
+            timing.validate_lease(ttl_ms=ttl_ms, renew_after_ms=ttl_ms // 3)
         except TimingError as exc:
             raise ConfigError(f"ttl_ms: {exc}") from None
     return GatewayConfig(
