@@ -96,27 +96,32 @@ def ensure_venv(requirements: str) -> None:
     stamp.write_text(digest)
 
 
-CONTRACT_TOOLS = ROOT / "tests" / "api" / "contract"  # openapi-typescript and tsc, pinned
+# npm packages the tests run, each pinned by its own package-lock.json.
+NODE_TOOLS = {
+    "the contract test's TypeScript tools": ROOT / "tests" / "api" / "contract",
+    "the OpenID provider of the single sign-on tests": ROOT / "tests" / "e2e" / "oidc_provider",
+}
 
 
 def ensure_node_tools() -> None:
-    """npm ci the contract test's pinned TypeScript tools (again when the lock changes).
-    Without npm the TypeScript contract test skips, or fails under CI=true."""
-    lock = CONTRACT_TOOLS / "package-lock.json"
-    stamp = CONTRACT_TOOLS / "node_modules" / ".installed"
-    digest = hashlib.sha256(lock.read_bytes()).hexdigest()
-    if stamp.exists() and stamp.read_text() == digest:
-        return
+    """npm ci each of NODE_TOOLS (again when its lock changes). Without npm the tests that
+    need them skip, or fail under CI=true."""
     npm = shutil.which("npm")
-    if npm is None:
-        say("npm not found: the TypeScript contract test cannot run (it fails under CI=true)")
-        return
-    say("installing the contract test's TypeScript tools (npm ci)")
-    code = subprocess.call(
-        [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=CONTRACT_TOOLS
-    )
-    if code == 0:
-        stamp.write_text(digest)
+    for what, where in NODE_TOOLS.items():
+        lock = where / "package-lock.json"
+        stamp = where / "node_modules" / ".installed"
+        digest = hashlib.sha256(lock.read_bytes()).hexdigest()
+        if stamp.exists() and stamp.read_text() == digest:
+            continue
+        if npm is None:
+            say(f"npm not found: {what} cannot be installed (their tests fail under CI=true)")
+            return
+        say(f"installing {what} (npm ci)")
+        code = subprocess.call(
+            [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=where
+        )
+        if code == 0:
+            stamp.write_text(digest)
 
 
 DEFAULT_TEST_WORKERS = "2"  # one per core on the 2-core CI machine (README, "Tests")
