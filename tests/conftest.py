@@ -39,7 +39,54 @@ def pytest_configure(config: pytest.Config) -> None:
 DB_FIXTURES = {"db", "transactional_db", "live_server", "django_db_setup"}
 
 
+# Tests that start servers, browsers or clusters run first, longest kind first, so the
+# parallel workers share them out at the start instead of one worker finishing the run
+# alone with the cluster test while the other idles (pytest-xdist hands out tests in
+# collection order). pytest-django's order is kept where it matters: tests on the
+# database without a transaction, then transactional ones (whose flush empties the tables
+# the first kind expects seeded); slow tests that never touch Django's database can go
+# anywhere, so they go first. Within each kind a module's tests keep their order.
+SLOW_FIRST = ("ha", "slow", "browser")
+
+
+def _slowness(item: pytest.Item) -> int:
+    for rank, marker in enumerate(SLOW_FIRST):
+        if item.get_closest_marker(marker) is not None:
+            return rank
+    return len(SLOW_FIRST)
+
+
+def _database_kind(item: pytest.Item) -> int:
+    """0: Django's database in a rolled-back transaction, 1: transactional (flushed
+    after), 2: no Django database (as pytest-django's own ordering decides)."""
+    fixtures = set(getattr(item, "fixturenames", ()))
+    marker = item.get_closest_marker("django_db")
+    if (marker is not None and marker.kwargs.get("transaction")) or (
+        {"transactional_db", "live_server"} & fixtures
+    ):
+        return 1
+    return 0 if marker is not None or "db" in fixtures else 2
+
+
+def _run_order(items: list[pytest.Item]) -> None:
+    kinds = {id(item): _database_kind(item) for item in items}
+    rank: dict[tuple[str, int], int] = {}
+    for item in items:
+        key = (item.nodeid.split("::")[0], kinds[id(item)])
+        rank[key] = min(rank.get(key, len(SLOW_FIRST)), _slowness(item))
+
+    def order(item: pytest.Item) -> tuple[int, int]:
+        kind = kinds[id(item)]
+        slowness = rank[(item.nodeid.split("::")[0], kind)]
+        if kind == 2:
+            return (0 if slowness < len(SLOW_FIRST) else 3, slowness)
+        return (kind + 1, slowness)
+
+    items.sort(key=order)  # stable
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    _run_order(items)
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
         needs_db = bool(fixtures & DB_FIXTURES) or item.get_closest_marker("django_db")
