@@ -47,6 +47,8 @@ class Alert(models.Model):
     acknowledged_by = sparse_ref(settings.AUTH_USER_MODEL)
     acknowledge_note = models.CharField(max_length=1000, blank=True, default="")
 
+    # deliberate: Django's declarative Meta (constraints and indexes), alike in shape in
+    # every model; each entry is data the migrations are written from.
     class Meta:
         constraints = [models.UniqueConstraint(fields=["dedupe_key"], name="alert_dedupe_unique")]
         indexes = [

@@ -95,6 +95,7 @@ class Lease(models.Model):
         max_length=RENEWAL_WINDOW * RENEWAL_SLOT, blank=True, default=""
     )
 
+    # deliberate: Django's declarative Meta, alike in shape in every model (see Alert.Meta).
     class Meta:
         constraints = [
             models.UniqueConstraint(

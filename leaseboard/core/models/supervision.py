@@ -22,6 +22,9 @@ ReasonCategory = text_choices(
 )
 
 
+# deliberate: BulkRevoke and Quarantine are declared fields, alike in shape with
+# takeovers.models.BulkTakeover (an idempotent bulk request of its own app) and with each
+# other; no logic repeats.
 class BulkRevoke(models.Model):
     """One bulk revoke: the idempotency key, what was asked and the per-lease outcomes."""
 
