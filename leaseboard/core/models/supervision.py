@@ -63,6 +63,7 @@ class Quarantine(models.Model):
     )
     lift_note = models.CharField(max_length=1000, blank=True, default="")
 
+    # deliberate: Django's declarative Meta, alike in shape in every model (see Alert.Meta).
     class Meta:
         constraints = [
             models.UniqueConstraint(
