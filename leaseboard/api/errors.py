@@ -98,17 +98,14 @@ def unavailable(
         f": {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}" if exc else "",
     )
     nothing = "" if reason == "commit_unknown" else "; nothing was changed by this request"
-    response = problem(
+    return _server_problem(
         request,
-        code=Unavailable.code,
-        title=Unavailable.title,
-        detail=f"{REASON_TEXT[reason]}{nothing}: retry after the Retry-After seconds",
+        Unavailable,
+        rid,
+        f"{REASON_TEXT[reason]}{nothing}: retry after the Retry-After seconds",
         reason=reason,
-        request_id=rid,
         retry_after_ms=int(settings.LEASEBOARD_DB_RETRY_AFTER_S * 1000),
     )
-    response["X-Request-Id"] = rid
-    return response
 
 
 def internal_error(request: HttpRequest | None, exc: BaseException | None) -> JsonResponse:
@@ -122,12 +119,21 @@ def internal_error(request: HttpRequest | None, exc: BaseException | None) -> Js
         rid,
         exc_info=(type(exc), exc, exc.__traceback__) if exc is not None else None,
     )
+    return _server_problem(
+        request, InternalError, rid, f"an unexpected error; it is logged under request id {rid}"
+    )
+
+
+def _server_problem(
+    request: HttpRequest | None,
+    error: type[LeaseboardError],
+    rid: str,
+    detail: str,
+    **extra: Any,
+) -> JsonResponse:
+    """A 503 or 500 the log holds under request id `rid`: in the body and X-Request-Id."""
     response = problem(
-        request,
-        code=InternalError.code,
-        title=InternalError.title,
-        detail=f"an unexpected error; it is logged under request id {rid}",
-        request_id=rid,
+        request, code=error.code, title=error.title, detail=detail, request_id=rid, **extra
     )
     response["X-Request-Id"] = rid
     return response

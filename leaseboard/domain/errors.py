@@ -22,6 +22,9 @@ class LeaseboardError(Exception):
         self.extra = extra
 
 
+# deliberate: one class per refusal, alike in shape (code, title, decision) but each its
+# own row of the error table: callers raise and catch them by name, the type checker sees
+# each, and ERROR_CLASSES below lists them; a table built at run time would hide all three.
 class ValidationFailed(LeaseboardError):
     code = "validation_error"
     title = "The request is not valid"

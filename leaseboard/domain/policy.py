@@ -215,6 +215,8 @@ def _shadowed(rules: Sequence[CompiledRule]) -> list[FieldProblem]:
 # -- deciding ----------------------------------------------------------------------------
 
 
+# deliberate: declared fields (frozen dataclasses, here and in Ruling, Layered), alike in
+# shape only.
 @dataclass(frozen=True)
 class Step:
     """What one rule said about one proposal, for the explain view."""
@@ -337,6 +339,8 @@ class Layered:
     by_global: bool  # the rules for every queue bound (their rule or default decided)
 
 
+# deliberate: decide's keyword arguments again (it calls decide with them, once a layer);
+# alike in shape only.
 def decide_layered(
     global_set: RuleSet,
     queue_set: RuleSet,

@@ -15,6 +15,9 @@ from enum import StrEnum
 from leaseboard.domain.errors import ValidationFailed
 
 
+# deliberate: each enum below is the one definition of a stored vocabulary, declared member
+# by member (the shape repeats, like the error table in leaseboard.domain.errors, because
+# the values are data the schema is derived from).
 class ExecutorKind(StrEnum):
     AGENT = "agent"
     HUMAN = "human"

@@ -12,25 +12,36 @@ from leaseboard.core.models import AuditEntry, Effect, Lease, Queue, WorkItem
 from leaseboard.core.services import approvals, holds
 from leaseboard.domain.errors import Forbidden, OnHold, ValidationFailed
 from leaseboard.takeovers.services import takeover_approve, takeover_request
+from tests.api.effects import effect_propose
 from tests.builders import effect_rules, make_user
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db]
 
 
 def effect(api, token, grant, key, kind="payment.refund"):  # type: ignore[no-untyped-def]
-    body = {
-        "lease_id": grant["lease_id"],
-        "epoch": grant["epoch"],
-        "kind": kind,
-        "target": "order-1",
-        "idempotency_key": key,
-        "payload": {"amount": "10.00"},
-    }
-    return api.post("/api/v1/effects", body, token)
+    return effect_propose(api, token, grant, key, kind=kind, payload={"amount": "10.00"})
 
 
 def renew(api, token, grant):  # type: ignore[no-untyped-def]
     return api.post(f"/api/v1/leases/{grant['lease_id']}/renew", {"epoch": grant["epoch"]}, token)
+
+
+def _hold(  # type: ignore[no-untyped-def]
+    grant,
+    who="olga-item",
+    role="operator",
+    category="misbehaving",
+    text="refunds look duplicated",
+):
+    """`who` (a new user with `role`) holds the grant's lease; the user."""
+    user = make_user(who, role)
+    holds.lease_hold(
+        lease_id=grant["lease_id"],
+        actor=Actor.human(user),
+        reason_category=category,
+        reason_text=text,
+    )
+    return user
 
 
 def test_a_hold_refuses_new_effects_while_renewals_and_checkpoints_go_on(api, holder):
@@ -38,13 +49,7 @@ def test_a_hold_refuses_new_effects_while_renewals_and_checkpoints_go_on(api, ho
     token, grant = holder
     waiting = effect(api, token, grant, "w-1", kind="needs.approval")
     assert waiting.status_code == 202
-    olga = make_user("olga-hold", "operator")
-    holds.lease_hold(
-        lease_id=grant["lease_id"],
-        actor=Actor.human(olga),
-        reason_category="misbehaving",
-        reason_text="refunds look duplicated",
-    )
+    olga = _hold(grant, "olga-hold")
 
     r = renew(api, token, grant)
     assert r.status_code == 200, r.content
@@ -87,12 +92,7 @@ def test_a_hold_refuses_new_effects_while_renewals_and_checkpoints_go_on(api, ho
 def test_who_may_hold_and_what_cannot_be_held(holder):
     _, grant = holder
     with pytest.raises(Forbidden):
-        holds.lease_hold(
-            lease_id=grant["lease_id"],
-            actor=Actor.human(make_user("mia-hold", "manager")),
-            reason_category="other",
-            reason_text="x",
-        )
+        _hold(grant, "mia-hold", role="manager", category="other", text="x")
     abe = Actor.human(make_user("abe-holds", "approver"))
     with pytest.raises(ValidationFailed):
         holds.lease_hold(
@@ -105,13 +105,7 @@ def test_who_may_hold_and_what_cannot_be_held(holder):
 
 def test_a_hold_escalated_to_a_takeover_is_lifted_by_the_approval(api, holder):
     token, grant = holder
-    olga = make_user("olga-esc", "operator")
-    holds.lease_hold(
-        lease_id=grant["lease_id"],
-        actor=Actor.human(olga),
-        reason_category="stuck",
-        reason_text="loops on one refund",
-    )
+    olga = _hold(grant, "olga-esc", category="stuck", text="loops on one refund")
     req = takeover_request(
         work_key="order-1",
         actor=Actor.human(olga),
@@ -134,15 +128,6 @@ def test_a_hold_escalated_to_a_takeover_is_lifted_by_the_approval(api, holder):
 
 
 # -- the hold belongs to the work item (docs/design.md §9, "no route around a rule") -------
-
-
-def _hold(grant, who="olga-item"):  # type: ignore[no-untyped-def]
-    holds.lease_hold(
-        lease_id=grant["lease_id"],
-        actor=Actor.human(make_user(who, "operator")),
-        reason_category="misbehaving",
-        reason_text="refunds look duplicated",
-    )
 
 
 def test_releasing_and_acquiring_again_does_not_escape_a_hold(api, holder, agent):

@@ -145,6 +145,7 @@ def test_browser_only_passes_a_lane_request_on_and_runs_the_middleware_for_other
     assert not hasattr(page_request, "urlconf")
 
 
+# deliberate: a table of cases, one row a case (data, alike in shape only).
 @pytest.mark.parametrize(
     ("path", "authorization", "expected"),
     [

@@ -19,6 +19,7 @@ from leaseboard_recipient import (
     content_digest,
 )
 from leaseboard_recipient.tokens import public_keys_from_jwks, unverified_claims
+from tests.api.effects import effect_propose
 from tests.builders import effect_rules, make_user
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db]
@@ -39,18 +40,7 @@ class ApiReporter:
 
 
 def propose(api: Any, token: str, grant: dict[str, Any], payload: dict[str, Any]) -> Any:
-    return api.post(
-        "/api/v1/effects",
-        {
-            "lease_id": grant["lease_id"],
-            "epoch": grant["epoch"],
-            "kind": "payment.refund",
-            "target": "order-1",
-            "idempotency_key": "refund-1",
-            "payload": payload,
-        },
-        token,
-    )
+    return effect_propose(api, token, grant, "refund-1", payload=payload)
 
 
 @pytest.fixture

@@ -9,20 +9,14 @@ import pytest
 
 from leaseboard.core.models import Queue
 from leaseboard.domain.fencing import unverified_claims
+from tests.api.effects import effect_propose
 from tests.builders import effect_rules
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db]
 
 
 def effect(api, token, grant, key):  # type: ignore[no-untyped-def]
-    body = {
-        "lease_id": grant["lease_id"],
-        "epoch": grant["epoch"],
-        "kind": "payment.charge",
-        "target": "sandbox:acme",
-        "idempotency_key": key,
-    }
-    r = api.post("/api/v1/effects", body, token)
+    r = effect_propose(api, token, grant, key, kind="payment.charge", target="sandbox:acme")
     assert r.status_code == 201, r.content
     return r.json_body
 

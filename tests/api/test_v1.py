@@ -128,6 +128,7 @@ def test_capacity_rejects_or_queues(api, agent):
     assert WorkItem.objects.get(key="w2").admission == "admitted"
 
 
+# deliberate: a table of cases, one row a case (data, alike in shape only).
 @pytest.mark.parametrize(
     ("path", "raw", "status", "code"),
     [

@@ -24,6 +24,7 @@ def test_every_act_has_exactly_one_rule() -> None:
     assert set(RULES) == set(Act)
 
 
+# deliberate: a table of cases, one row a case (data, alike in shape only).
 @pytest.mark.parametrize(
     ("act", "parties", "certainty", "code"),
     [

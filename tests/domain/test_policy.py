@@ -144,6 +144,7 @@ def test_a_rule_behind_an_unconditional_wider_rule_matches_nothing():
     rule_set_compiled([BIG, RuleSpec("refunds", "payment.refund", decision="deny")], "allow")
 
 
+# deliberate: a table of cases, one row a case (data, alike in shape only).
 @pytest.mark.parametrize(
     ("wide", "narrow", "covered"),
     [

@@ -11,6 +11,7 @@ import pytest
 
 from leaseboard.core.models import Checkpoint, Effect, Lease
 from leaseboard.domain.policy import RuleSpec
+from tests.api.effects import effect_propose
 from tests.api.schema_check import CheckedApiClient
 from tests.builders import effect_rules, make_user
 
@@ -34,15 +35,7 @@ def grant(api, agent):  # type: ignore[no-untyped-def]
 
 
 def propose(api, grant, key: str, payload, kind: str = "payment.refund"):  # type: ignore[no-untyped-def]
-    body = {
-        "lease_id": grant["lease_id"],
-        "epoch": grant["epoch"],
-        "kind": kind,
-        "target": "order-1",
-        "idempotency_key": key,
-        "payload": payload,
-    }
-    return api.post("/api/v1/effects", body, grant["token"])
+    return effect_propose(api, grant["token"], grant, key, kind=kind, payload=payload)
 
 
 # -- 1. a rule's condition that cannot be evaluated fails closed -----------------------------

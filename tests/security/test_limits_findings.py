@@ -11,14 +11,13 @@ import json
 import os
 import subprocess
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import pytest
 from django.conf import settings
 
 from tests.builders import PASSWORD, make_user
+from tests.security.webhook_sink import alert_webhook_delivered
 
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCTION_ENV = ROOT / "docs" / "production.env"
@@ -161,49 +160,14 @@ def test_the_api_docs_load_no_third_party_script(client):
 # -- webhook secret ------------------------------------------------------------------------------
 
 
-class _Hook(BaseHTTPRequestHandler):
-    received: list = []
-
-    def do_POST(self):
-        self.received.append(
-            (dict(self.headers), self.rfile.read(int(self.headers["Content-Length"])))
-        )
-        self.send_response(200)
-        self.end_headers()
-
-    def log_message(self, *args):  # keep test output quiet
-        pass
-
-
 @pytest.mark.django_db
 def test_a_webhook_is_never_signed_with_secret_key(agent, settings):
-    from leaseboard.core.models import Lease, Queue
-    from leaseboard.core.services.alerts import lease_alert
-    from leaseboard.sweeps import notifications, services
-    from leaseboard.sweeps.models import NotificationDelivery
-    from tests.builders import leased_item
+    from leaseboard.sweeps import notifications
 
-    _Hook.received = []
-    server = HTTPServer(("127.0.0.1", 0), _Hook)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_port}/hook"
-    try:
-        Queue.objects.filter(name="default").update(notify={"webhooks": [{"url": url}]})
-        executor, _ = agent()
-        lease = Lease.objects.select_related("holder").get(id=leased_item(executor).id)
-        alert_id = services.alerts_open(
-            [lease_alert(lease, "jeopardy", "m", due_at_ms=0, now_ms=0)]
-        )[0]
-        # Opened with the alert, in its transaction (the alerts' outbox).
-        delivery = NotificationDelivery.objects.get(
-            alert_id=alert_id, channel="webhook", target=url
-        )
-        notifications.webhook_deliver(delivery_id=delivery.id)
-    finally:
-        server.shutdown()
+    received, _ = alert_webhook_delivered(agent)
     signed_with_secret_key = [
         body
-        for headers, body in _Hook.received
+        for headers, body in received
         if notifications.verify(body, headers["X-Leaseboard-Signature"], settings.SECRET_KEY)
     ]
     assert signed_with_secret_key == []

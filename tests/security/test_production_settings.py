@@ -8,14 +8,13 @@ import os
 import re
 import subprocess
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from leaseboard.envconf import env_proxy_header
+from tests.security.webhook_sink import alert_webhook_delivered
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -149,55 +148,12 @@ def test_dev_py_demo_switches_the_demo_on():
 # -- webhook secret ------------------------------------------------------------------------------
 
 
-class _Hook(BaseHTTPRequestHandler):
-    received: list = []
-
-    def do_POST(self):
-        self.received.append(
-            (dict(self.headers), self.rfile.read(int(self.headers["Content-Length"])))
-        )
-        self.send_response(200)
-        self.end_headers()
-
-    def log_message(self, *args):  # keep test output quiet
-        pass
-
-
-def _deliver_to_a_secretless_hook(agent) -> tuple[list, object]:  # type: ignore[no-untyped-def]
-    from leaseboard.core.models import Lease, Queue
-    from leaseboard.core.services.alerts import lease_alert
-    from leaseboard.sweeps import notifications, services
-    from leaseboard.sweeps.models import NotificationDelivery
-    from tests.builders import leased_item
-
-    _Hook.received = []
-    server = HTTPServer(("127.0.0.1", 0), _Hook)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_port}/hook"
-    try:
-        Queue.objects.filter(name="default").update(notify={"webhooks": [{"url": url}]})
-        executor, _ = agent()
-        lease = Lease.objects.select_related("holder").get(id=leased_item(executor).id)
-        alert_id = services.alerts_open(
-            [lease_alert(lease, "jeopardy", "m", due_at_ms=0, now_ms=0)]
-        )[0]
-        # Opened with the alert, in its transaction (the alerts' outbox).
-        delivery = NotificationDelivery.objects.get(
-            alert_id=alert_id, channel="webhook", target=url
-        )
-        notifications.webhook_deliver(delivery_id=delivery.id)
-    finally:
-        server.shutdown()
-    delivery.refresh_from_db()
-    return _Hook.received, delivery
-
-
 @pytest.mark.django_db
 def test_a_secretless_webhook_is_signed_with_the_webhook_secret(agent, settings):
     from leaseboard.sweeps import notifications
 
     settings.LEASEBOARD_WEBHOOK_SECRET = "whsec-of-its-own-0123456789"
-    received, delivery = _deliver_to_a_secretless_hook(agent)
+    received, delivery = alert_webhook_delivered(agent)
     assert delivery.status == "delivered"
     headers, body = received[0]
     assert notifications.verify(
@@ -208,7 +164,7 @@ def test_a_secretless_webhook_is_signed_with_the_webhook_secret(agent, settings)
 @pytest.mark.django_db
 def test_without_any_webhook_secret_nothing_is_sent_and_the_delivery_says_why(agent, settings):
     settings.LEASEBOARD_WEBHOOK_SECRET = ""
-    received, delivery = _deliver_to_a_secretless_hook(agent)
+    received, delivery = alert_webhook_delivered(agent)
     assert received == []
     assert delivery.status == "dead" and "LEASEBOARD_WEBHOOK_SECRET" in delivery.last_error
 

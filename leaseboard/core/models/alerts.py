@@ -11,6 +11,7 @@ from django.db import models
 from django.db.models import Q
 
 from leaseboard.core.models.choices import text_choices
+from leaseboard.core.models.fields import not_null_index, sparse_ref
 from leaseboard.core.models.leases import Lease
 from leaseboard.core.models.work import WorkItem
 from leaseboard.domain.vocabulary import AlertKind
@@ -27,14 +28,7 @@ class Alert(models.Model):
     lease = models.ForeignKey(
         Lease, null=True, blank=True, on_delete=models.PROTECT, related_name="alerts"
     )
-    work_item = models.ForeignKey(  # alert_work_idx leads with it: no index of its own
-        WorkItem,
-        null=True,
-        blank=True,
-        on_delete=models.PROTECT,
-        related_name="alerts",
-        db_index=False,
-    )
+    work_item = sparse_ref(WorkItem, related_name="alerts")  # alert_work_idx leads with it
     epoch = models.BigIntegerField(null=True, blank=True)
     message = models.CharField(max_length=500)
     detail = models.JSONField(default=dict, blank=True)
@@ -45,28 +39,16 @@ class Alert(models.Model):
     # (core.services.alerts.alerts_fold): the folded row keeps its own facts, resolved at
     # once, and points here.
     last_seen_at_ms = models.BigIntegerField(null=True, blank=True)
-    folded_into = models.ForeignKey(
-        "self",
-        null=True,
-        blank=True,
-        on_delete=models.PROTECT,
-        related_name="+",
-        db_index=False,  # a partial index in Meta: most rows hold NULL
-    )
+    folded_into = sparse_ref("self")
     due_at_ms = models.BigIntegerField(null=True, blank=True)  # when the event became due
     opened_at_ms = models.BigIntegerField()
     resolved_at_ms = models.BigIntegerField(null=True, blank=True)
     acknowledged_at_ms = models.BigIntegerField(null=True, blank=True)
-    acknowledged_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        null=True,
-        blank=True,
-        on_delete=models.PROTECT,
-        related_name="+",
-        db_index=False,  # a partial index in Meta: most rows hold NULL
-    )
+    acknowledged_by = sparse_ref(settings.AUTH_USER_MODEL)
     acknowledge_note = models.CharField(max_length=1000, blank=True, default="")
 
+    # deliberate: Django's declarative Meta (constraints and indexes), alike in shape in
+    # every model; each entry is data the migrations are written from.
     class Meta:
         constraints = [models.UniqueConstraint(fields=["dedupe_key"], name="alert_dedupe_unique")]
         indexes = [
@@ -76,16 +58,8 @@ class Alert(models.Model):
                 name="alert_open_idx",
             ),
             models.Index(fields=["work_item", "-opened_at_ms"], name="alert_work_idx"),
-            models.Index(
-                fields=["folded_into"],
-                condition=Q(folded_into__isnull=False),
-                name="alert_folded_into_idx",
-            ),
-            models.Index(
-                fields=["acknowledged_by"],
-                condition=Q(acknowledged_by__isnull=False),
-                name="alert_acknowledged_by_idx",
-            ),
+            not_null_index("folded_into", "alert_folded_into_idx"),
+            not_null_index("acknowledged_by", "alert_acknowledged_by_idx"),
         ]
 
 

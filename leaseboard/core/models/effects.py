@@ -10,6 +10,7 @@ from django.db.models import Q
 
 from leaseboard.core.models.choices import text_choices, values
 from leaseboard.core.models.executors import Executor
+from leaseboard.core.models.fields import not_null_index, sparse_ref
 from leaseboard.core.models.leases import Lease
 from leaseboard.core.models.work import WorkItem
 from leaseboard.domain import reconciliation as rc
@@ -31,14 +32,7 @@ class Effect(models.Model):
     lease = models.ForeignKey(
         Lease, null=True, blank=True, on_delete=models.PROTECT, related_name="effects"
     )
-    executor = models.ForeignKey(
-        Executor,
-        null=True,
-        blank=True,
-        on_delete=models.PROTECT,
-        related_name="effects",
-        db_index=False,
-    )
+    executor = sparse_ref(Executor, related_name="effects")
     source = models.CharField(max_length=10, choices=Source.choices, default=Source.AGENT)
     epoch = models.BigIntegerField()  # the epoch the proposer presented
     current_epoch = models.BigIntegerField()  # the work item's epoch at decision time
@@ -58,14 +52,7 @@ class Effect(models.Model):
     token_expires_at_ms = models.BigIntegerField(null=True, blank=True)
     proposed_at_ms = models.BigIntegerField()
     decided_at_ms = models.BigIntegerField(null=True, blank=True)
-    decided_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        null=True,
-        blank=True,
-        on_delete=models.PROTECT,
-        related_name="+",
-        db_index=False,  # a partial index in Meta: most rows hold NULL
-    )
+    decided_by = sparse_ref(settings.AUTH_USER_MODEL)
     # The commit-time rule that decided (by name, "global:NAME" for one of the rules for
     # every queue; "" when a default did) and the queue's policy version then, which moves
     # with the rules for every queue too: the audit log holds that version's rule set.
@@ -93,14 +80,7 @@ class Effect(models.Model):
     resolution = models.CharField(max_length=12, choices=Resolution.choices, blank=True, default="")
     resolution_note = models.CharField(max_length=1000, blank=True, default="")
     resolved_at_ms = models.BigIntegerField(null=True, blank=True)
-    resolved_by = models.ForeignKey(
-        Executor,
-        null=True,
-        blank=True,
-        on_delete=models.PROTECT,
-        related_name="+",
-        db_index=False,  # a partial index in Meta: most rows hold NULL
-    )
+    resolved_by = sparse_ref(Executor)
 
     class Meta:
         constraints = [
@@ -127,16 +107,8 @@ class Effect(models.Model):
         indexes = [
             models.Index(fields=["work_item", "proposed_at_ms"], name="effect_work_idx"),
             # Partial: an agent's effect (no deciding user, no resolver) enters neither.
-            models.Index(
-                fields=["decided_by"],
-                condition=Q(decided_by__isnull=False),
-                name="effect_decided_by_idx",
-            ),
-            models.Index(
-                fields=["resolved_by"],
-                condition=Q(resolved_by__isnull=False),
-                name="effect_resolved_by_idx",
-            ),
+            not_null_index("decided_by", "effect_decided_by_idx"),
+            not_null_index("resolved_by", "effect_resolved_by_idx"),
             models.Index(
                 fields=["work_item"],
                 condition=Q(

@@ -22,6 +22,7 @@ from django.db.models import Q
 
 from leaseboard.core.models.choices import text_choices, values
 from leaseboard.core.models.executors import Executor
+from leaseboard.core.models.fields import not_null_index, sparse_ref
 from leaseboard.core.models.work import WorkItem
 from leaseboard.domain import vocabulary
 from leaseboard.domain.certainty import LIVE, Certainty
@@ -83,23 +84,9 @@ class Lease(models.Model):
     # by leaseboard.core.services.holds and the grant, which copies the item's.
     held_at_ms = models.BigIntegerField(null=True, blank=True)
     hold_reason = models.CharField(max_length=1100, blank=True, default="", db_default="")
-    held_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        null=True,
-        blank=True,
-        on_delete=models.PROTECT,
-        related_name="+",
-        db_index=False,  # a partial index in Meta: most rows hold NULL
-    )
+    held_by = sparse_ref(settings.AUTH_USER_MODEL)
     takeover_reason = models.CharField(max_length=1000, blank=True, default="")
-    ended_by = models.ForeignKey(
-        Executor,
-        null=True,
-        blank=True,
-        on_delete=models.PROTECT,
-        related_name="+",
-        db_index=False,  # a partial index in Meta: most rows hold NULL
-    )
+    ended_by = sparse_ref(Executor)
 
     # Bounded renewal history: aggregates plus a fixed-width window of recent renewal times.
     renew_count = models.PositiveIntegerField(default=0)
@@ -108,6 +95,7 @@ class Lease(models.Model):
         max_length=RENEWAL_WINDOW * RENEWAL_SLOT, blank=True, default=""
     )
 
+    # deliberate: Django's declarative Meta, alike in shape in every model (see Alert.Meta).
     class Meta:
         constraints = [
             models.UniqueConstraint(
@@ -146,18 +134,9 @@ class Lease(models.Model):
             # of these three, so a renew or a grant writes three index entries fewer.
             # State rides along (PostgreSQL): the live page's "expired in the last hour"
             # counter reads the newest endings from the index alone and stops at its cap.
-            models.Index(
-                fields=["-ended_at_ms"],
-                include=["state"],
-                condition=Q(ended_at_ms__isnull=False),
-                name="lease_ended_idx",
-            ),
-            models.Index(
-                fields=["ended_by"], condition=Q(ended_by__isnull=False), name="lease_ended_by_idx"
-            ),
-            models.Index(
-                fields=["held_by"], condition=Q(held_by__isnull=False), name="lease_held_by_idx"
-            ),
+            not_null_index("-ended_at_ms", "lease_ended_idx", include=["state"]),
+            not_null_index("ended_by", "lease_ended_by_idx"),
+            not_null_index("held_by", "lease_held_by_idx"),
         ]
 
     def __str__(self) -> str:
@@ -191,23 +170,14 @@ class LeaseEvent(models.Model):
     epoch = models.BigIntegerField()
     kind = models.CharField(max_length=12, choices=Kind.choices)
     at_ms = models.BigIntegerField()
-    actor = models.ForeignKey(
-        Executor,
-        null=True,
-        blank=True,
-        on_delete=models.PROTECT,
-        related_name="+",
-        db_index=False,  # a partial index in Meta: most rows hold NULL
-    )
+    actor = sparse_ref(Executor)
     detail = models.JSONField(default=dict, blank=True)
 
     class Meta:
         indexes = [
             models.Index(fields=["work_item", "at_ms"], name="lease_event_work_idx"),
             models.Index(fields=["at_ms"], name="lease_event_at_idx"),
-            models.Index(
-                fields=["actor"], condition=Q(actor__isnull=False), name="lease_event_actor_idx"
-            ),
+            not_null_index("actor", "lease_event_actor_idx"),
         ]
 
 

@@ -22,6 +22,9 @@ ReasonCategory = text_choices(
 )
 
 
+# deliberate: BulkRevoke and Quarantine are declared fields, alike in shape with
+# takeovers.models.BulkTakeover (an idempotent bulk request of its own app) and with each
+# other; no logic repeats.
 class BulkRevoke(models.Model):
     """One bulk revoke: the idempotency key, what was asked and the per-lease outcomes."""
 
@@ -60,6 +63,7 @@ class Quarantine(models.Model):
     )
     lift_note = models.CharField(max_length=1000, blank=True, default="")
 
+    # deliberate: Django's declarative Meta, alike in shape in every model (see Alert.Meta).
     class Meta:
         constraints = [
             models.UniqueConstraint(

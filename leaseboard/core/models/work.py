@@ -8,6 +8,7 @@ from django.db import models
 from django.db.models import Q
 
 from leaseboard.core.models.choices import text_choices, values
+from leaseboard.core.models.fields import not_null_index, sparse_ref
 from leaseboard.domain import vocabulary
 from leaseboard.domain.reconciliation import PolicyDecision
 
@@ -80,27 +81,13 @@ class WorkItem(models.Model):
     admitted_at_ms = models.BigIntegerField(null=True, blank=True)
     completed_at_ms = models.BigIntegerField(null=True, blank=True)
     # The agent that admitted it (None: admitted before this was recorded, or by a service).
-    admitted_by = models.ForeignKey(
-        "core.Executor",
-        null=True,
-        blank=True,
-        on_delete=models.PROTECT,
-        related_name="+",
-        db_index=False,  # a partial index in Meta: nobody lists items by admitter often
-    )
+    admitted_by = sparse_ref("core.Executor")  # nobody lists items by admitter often
     # An operator's hold (docs/design.md §9: a hold belongs to the work item, not to one lease):
     # while set, no new effect is authorized and no agent acquires it; a live lease keeps
     # a copy (Lease.held_at_ms) for the renew path. Written only by core.services.holds.
     held_at_ms = models.BigIntegerField(null=True, blank=True)
     hold_reason = models.CharField(max_length=1100, blank=True, default="", db_default="")
-    held_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        null=True,
-        blank=True,
-        on_delete=models.PROTECT,
-        related_name="+",
-        db_index=False,  # a partial index in Meta: most rows hold NULL
-    )
+    held_by = sparse_ref(settings.AUTH_USER_MODEL)
 
     class Meta:
         constraints = [
@@ -119,19 +106,9 @@ class WorkItem(models.Model):
                 condition=Q(admission=vocabulary.Admission.WAITING.value),
                 name="work_item_waiting_idx",
             ),
-            models.Index(
-                fields=["held_at_ms"],
-                condition=Q(held_at_ms__isnull=False),
-                name="work_item_held_idx",
-            ),
-            models.Index(
-                fields=["held_by"], condition=Q(held_by__isnull=False), name="work_item_held_by_idx"
-            ),
-            models.Index(
-                fields=["admitted_by"],
-                condition=Q(admitted_by__isnull=False),
-                name="work_item_admitted_by_idx",
-            ),
+            not_null_index("held_at_ms", "work_item_held_idx"),
+            not_null_index("held_by", "work_item_held_by_idx"),
+            not_null_index("admitted_by", "work_item_admitted_by_idx"),
         ]
 
     def __str__(self) -> str:

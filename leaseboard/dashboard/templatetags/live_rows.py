@@ -73,6 +73,9 @@ def live_rows(
 _VIEW_ONLY = ' <small class="view-only" data-view-only>another team\'s: view only</small>'
 
 
+# deliberate: the fast path the module docstring describes. The URL prefixes, reversed once
+# a call, come in as plain arguments (no object is built a row), so the signature is alike
+# in shape with other long ones (lease_revoke_audited_locked, standing_complete).
 def _row(
     row: LeaseRow[LiveLease],
     can_pick: bool,

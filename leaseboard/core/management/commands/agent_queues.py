@@ -4,32 +4,15 @@ next admit, acquire and effect (within LEASEBOARD_TOKEN_CACHE_SECONDS everywhere
 
 from __future__ import annotations
 
-from argparse import ArgumentParser
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
-
-from leaseboard.core.management.commands.create_agent import add_scope_arguments
-from leaseboard.core.services.audit import cli_actor_name
+from leaseboard.core.management.commands.create_agent import ScopeCommand
 from leaseboard.core.services.executors import agent_scope_change
-from leaseboard.domain.errors import LeaseboardError
 
 
-class Command(BaseCommand):
+class Command(ScopeCommand):
     help = "Set the queues an agent may admit work to and work in."
 
-    def add_arguments(self, parser: ArgumentParser) -> None:
-        parser.add_argument("name")
-        add_scope_arguments(parser)
-
     def handle(self, *args: Any, name: str, **options: Any) -> None:
-        try:
-            changed = agent_scope_change(
-                name=name,
-                queues=options["queues"],
-                all_queues=options["all_queues"],
-                actor_name=cli_actor_name(),
-            )
-        except LeaseboardError as exc:
-            raise CommandError(exc.detail) from None
+        changed = self.scoped(agent_scope_change, name, options)
         self.stdout.write(f"agent {name!r}: queues {'saved' if changed else 'unchanged'}")

@@ -5,7 +5,8 @@ once. Audited as `agent.create` by `cli:<OS user>`."""
 from __future__ import annotations
 
 from argparse import ArgumentParser
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from django.core.management.base import BaseCommand, CommandError
 
@@ -13,33 +14,33 @@ from leaseboard.core.services.audit import cli_actor_name
 from leaseboard.core.services.executors import agent_create
 from leaseboard.domain.errors import LeaseboardError
 
-
-def add_scope_arguments(parser: ArgumentParser) -> None:
-    scope = parser.add_mutually_exclusive_group(required=True)
-    scope.add_argument(
-        "--queue",
-        action="append",
-        dest="queues",
-        metavar="QUEUE",
-        help="a queue it may admit work to and work in (repeat for several)",
-    )
-    scope.add_argument(
-        "--all-queues",
-        action="store_true",
-        help="every queue, including queues made later (say so only when you mean it)",
-    )
+T = TypeVar("T")
 
 
-class Command(BaseCommand):
-    help = "Create an agent executor and print its bearer token (shown only once)."
+class ScopeCommand(BaseCommand):
+    """A command about one agent and the queues it may use (create_agent, agent_queues):
+    NAME and either --queue (repeated) or --all-queues, handed to an executors service
+    under the command line's actor name; a refusal is the command's error."""
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("name")
-        add_scope_arguments(parser)
+        scope = parser.add_mutually_exclusive_group(required=True)
+        scope.add_argument(
+            "--queue",
+            action="append",
+            dest="queues",
+            metavar="QUEUE",
+            help="a queue it may admit work to and work in (repeat for several)",
+        )
+        scope.add_argument(
+            "--all-queues",
+            action="store_true",
+            help="every queue, including queues made later (say so only when you mean it)",
+        )
 
-    def handle(self, *args: Any, name: str, **options: Any) -> None:
+    def scoped(self, service: Callable[..., T], name: str, options: dict[str, Any]) -> T:
         try:
-            executor, token = agent_create(
+            return service(
                 name=name,
                 queues=options["queues"],
                 all_queues=options["all_queues"],
@@ -47,6 +48,13 @@ class Command(BaseCommand):
             )
         except LeaseboardError as exc:
             raise CommandError(exc.detail) from None
+
+
+class Command(ScopeCommand):
+    help = "Create an agent executor and print its bearer token (shown only once)."
+
+    def handle(self, *args: Any, name: str, **options: Any) -> None:
+        executor, token = self.scoped(agent_create, name, options)
         where = "every queue" if executor.all_queues else ", ".join(executor.queues)
         self.stderr.write(
             f"agent {executor.name!r} created (id {executor.id}), may use {where}; token follows:"

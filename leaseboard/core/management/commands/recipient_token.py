@@ -15,6 +15,9 @@ class Command(SecretCommand):
     actions = ("rotate", "revoke")
     whose = "recipient"
 
+    # deliberate: SecretCommand's two hooks, alike in shape in every command that fills them
+    # (agent_token, recipient_token, recipient_webhook): each calls its own service and says
+    # its own words; the shared part (arguments, printing, errors) is SecretCommand's.
     def issue(self, name: str, actor_name: str, **options: Any) -> tuple[str, str]:
         recipient, token = recipient_token_rotate(name=name, actor_name=actor_name)
         note = (

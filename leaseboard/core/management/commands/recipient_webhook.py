@@ -24,6 +24,9 @@ class Command(SecretCommand):
         super().add_arguments(parser)
         parser.add_argument("url", nargs="?", default="", help="for set: http(s)://…")
 
+    # deliberate: SecretCommand's two hooks, alike in shape in every command that fills them
+    # (agent_token, recipient_token, recipient_webhook): each calls its own service and says
+    # its own words; the shared part (arguments, printing, errors) is SecretCommand's.
     def issue(self, name: str, actor_name: str, **options: Any) -> tuple[str, str]:
         url = options["url"]
         if not url:
