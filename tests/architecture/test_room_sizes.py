@@ -40,7 +40,6 @@ LONG_FUNCTIONS = {
     ("core/services/effects.py", "_effect_decide"): SPLIT_ELSEWHERE,
     ("sweeps/services.py", "_sweep_batch"): SPLIT_ELSEWHERE,
     ("core/services/fencing_check.py", "fencing_check"): "fencing and tokens: #31's ha-gen",
-    ("core/services/reconciliation.py", "effect_reconcile"): "effects: #31's ha-gen branch",
     ("takeovers/services/decisions.py", "_approve_locked"): "takeovers: #31's operators",
     ("takeovers/services/requests.py", "request_locked"): "takeovers: #31's operators",
     ("takeovers/services/requests.py", "takeover_bulk_request"): "takeovers: #31's operators",
