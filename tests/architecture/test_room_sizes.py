@@ -18,7 +18,6 @@ REASON = "One piece:"
 SPLIT_ELSEWHERE = "split by another branch of issue 31, which owns this module now"
 
 LONG_MODULES = {
-    "settings.py": "the one env-driven settings module (docs/deployment.md lists each setting)",
     "api/v1.py": "one short handler per API operation (median 13 lines): the API's index",
     "api/schemas.py": "one request/response schema per operation, in the order of api/v1.py",
     "core/services/effects.py": SPLIT_ELSEWHERE,
