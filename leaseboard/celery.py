@@ -1,7 +1,7 @@
 """The Celery app: Redis broker in production, kombu's filesystem transport embedded.
 
-Configuration is read from Django settings (the `CELERY_*` names, see the "Celery"
-section of leaseboard/settings.py). The start-up guard in leaseboard/sweeps/guard.py
+Configuration is read from Django settings (the `CELERY_*` names, in
+leaseboard/settings/worker.py). The start-up guard in leaseboard/sweeps/guard.py
 refuses to run a worker whose broker or ack settings could lose or loop sweeps.
 """
 

@@ -23,7 +23,8 @@ from django.shortcuts import render
 
 from leaseboard.core.services.signin_audit import ATTEMPT_WHILE_LOCKED
 
-# AXES_LOCKOUT_PARAMETERS' order (settings.py): the person at the address, then the address.
+# AXES_LOCKOUT_PARAMETERS' order (settings/security.py): the person at the address, then
+# the address.
 PERSON, ADDRESS = 0, 1
 
 

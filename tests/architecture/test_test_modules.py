@@ -24,7 +24,10 @@ TESTS = REPO / "tests"
 KINDS = {
     "migration": "applied by the test database's migrate; makemigrations --check guards them",
     "app config": "apps.py: Django loads it from INSTALLED_APPS before any test runs",
-    "entry point": "asgi/wsgi/celery/settings/urls: loaded by the server, worker or test runner",
+    "entry point": (
+        "asgi/wsgi/celery/urls and the settings package: loaded by the server, worker or test "
+        "runner (each settings module is imported by tests/settings)"
+    ),
     "view": (
         "views are thin and reached through the URL map by tests/web, tests/api and tests/e2e "
         "(a test importing a view would skip the middleware it relies on)"
@@ -46,7 +49,6 @@ ALLOWED = {
     # Reached through the API by every tests/api module; a direct test module is owed.
     "leaseboard.api.middleware": "body limit and rate limits, tests/api and tests/security",
     "leaseboard.api.openapi": "the served schema, tests/api/test_contract.py",
-    "leaseboard.api.schemas": "request and response schemas, tests/api/test_contract.py",
     "leaseboard.core.services.leases.base": "through leaseboard.core.services.leases",
     "leaseboard.core.services.leases.ending": "through leaseboard.core.services.leases",
     "leaseboard.core.services.leases.holding": "through leaseboard.core.services.leases",
@@ -101,7 +103,7 @@ def kind_of(path: Path) -> str | None:
         return "migration"
     if parts[-1] == "apps.py":
         return "app config"
-    if rel in {"asgi.py", "wsgi.py", "celery.py", "settings.py"} or parts[-1] == "urls.py":
+    if rel in {"asgi.py", "wsgi.py", "celery.py", "settings/__init__.py"} or parts[-1] == "urls.py":
         return "entry point"
     if "views" in parts[:-1] or parts[-1] == "views.py":
         return "view"

@@ -404,7 +404,7 @@ def test_the_embedded_sqlite_mode_generates_its_key_beside_the_database(tmp_path
 
 
 def test_a_key_file_gives_the_current_and_retired_keys(tmp_path):
-    from leaseboard import settings as leaseboard_settings
+    from leaseboard.settings import keys as leaseboard_settings
 
     path = tmp_path / "keys"
     path.write_text(f"# current first\n{KEY_B}\n{KEY_A}\n")
