@@ -24,7 +24,7 @@ Environment variables (all optional):
     DATABASE_URL          postgres://... or sqlite:///... (default: SQLite in the data dir)
     CELERY_BROKER_URL     the worker's broker (default: the file-system broker);
     REDIS_URL             or Redis for both
-    Every other setting the server reads: docs/deployment.md and leaseboard/settings.py.
+    Every other setting the server reads: docs/deployment.md and leaseboard/settings/.
   reset
     LEASEBOARD_DATA_DIR   the data directory whose demo data it deletes (default ./var):
                           the SQLite database, broker files, generated keys, sign-ins, logs.
@@ -187,7 +187,7 @@ def sign_ins(users_file: Path, access_log: Path) -> None:
     say(f"these sign-ins are kept in {users_file}; the access log is {access_log}")
 
 
-# What the embedded demo keeps in its data directory (leaseboard/settings.py: DATA_DIR; dev.py
+# What the embedded demo keeps in its data directory (leaseboard/settings/base.py: DATA_DIR; dev.py
 # demo: the beat schedule, demo/); `reset` deletes these and nothing else there.
 DEMO_DATA = (
     "leaseboard.sqlite3*",  # the database, with its -wal/-shm/-journal files
