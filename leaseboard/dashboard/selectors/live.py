@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 import json
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -34,6 +33,7 @@ from django.db.models import (
 from leaseboard.core.lookups import AnyOf
 from leaseboard.core.models import Effect, Lease, WorkItem
 from leaseboard.core.models.leases import LIVE_STATES
+from leaseboard.core.paging import page_version
 from leaseboard.core.sql import POSTGRESQL, prepared_cursor
 from leaseboard.dashboard.selectors.counters import COUNTER_CAP, HOUR_MS, Counters, live_counters
 from leaseboard.dashboard.selectors.rows import (
@@ -543,5 +543,4 @@ def live_version(page: LivePage) -> str:
         ],
         "e": [[str(r.lease.id), r.lease.state, r.lease.end_reason] for r in page.ended],
     }
-    raw = json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
-    return hashlib.sha256(raw).hexdigest()[:20]
+    return page_version(body)
