@@ -19,7 +19,7 @@ from leaseboard.core.clock import db_now_ms
 from leaseboard.core.models import Effect, Lease, WorkItem
 from leaseboard.core.models.leases import LIVE_STATES
 from leaseboard.domain import reconciliation as rc
-from leaseboard.domain.text import storable_or_replaced
+from leaseboard.domain.text import filter_text
 
 BLOCKED_PAGE = 100
 
@@ -49,8 +49,8 @@ class BlockedFilters:
     @classmethod
     def from_query(cls, params: Any) -> BlockedFilters:
         return cls(
-            queue=storable_or_replaced(params.get("queue", "").strip()[:100]),
-            q=storable_or_replaced(params.get("q", "").strip()[:200]),
+            queue=filter_text(params, "queue", 100),
+            q=filter_text(params, "q", 200),
         )
 
     def query(self) -> dict[str, str]:

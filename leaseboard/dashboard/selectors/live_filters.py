@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
-from leaseboard.domain.text import storable_or_replaced
+from leaseboard.domain.text import filter_text
 
 PAGE_SIZES = (10, 25, 50, 100, 200)
 DEFAULT_PAGE_SIZE = 50
@@ -77,9 +77,9 @@ class LiveFilters:
             certainty=certainty if certainty in CERTAINTY_FILTERS else "",
             # A NUL would reach PostgreSQL as a query parameter and fail there; replaced, it
             # simply matches nothing (no stored name or key can hold one).
-            queue=storable_or_replaced(params.get("queue", "").strip()[:100]),
-            holder=storable_or_replaced(params.get("holder", "").strip()[:150]),
-            q=storable_or_replaced(params.get("q", "").strip()[:200]),
+            queue=filter_text(params, "queue", 100),
+            holder=filter_text(params, "holder", 150),
+            q=filter_text(params, "q", 200),
             sort=sort if sort.lstrip("-") in SORTS else DEFAULT_SORT,
             cursor=params.get("cursor", "").strip()[:400],
             first_row=first_row,
