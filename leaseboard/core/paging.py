@@ -1,10 +1,13 @@
 """Keyset pagination: read one row more than the page, cut, and name the next page by the
-last row's sort key. No OFFSET and no COUNT(*), so every page costs the same."""
+last row's sort key. No OFFSET and no COUNT(*), so every page costs the same. And the
+version of a polled page (`page_version`), by which its poll answers 304."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 K = TypeVar("K")
@@ -35,3 +38,11 @@ def int_cursor(raw: str) -> int | None:
         return int(raw)
     except ValueError:
         return None
+
+
+def page_version(body: Any) -> str:
+    """The version of a polled page from what its fragment shows (`body`, JSON-able; other
+    values by their str): equal bodies, equal versions, so the poll may answer 304. The one
+    hash of every polled page (the live page, alerts, approvals, standing)."""
+    raw = json.dumps(body, separators=(",", ":"), sort_keys=True, default=str).encode()
+    return hashlib.sha256(raw).hexdigest()[:20]

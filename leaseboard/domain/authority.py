@@ -87,6 +87,10 @@ class Role(StrEnum):
     ADMIN = "admin"
 
 
+# The one list of the role names (each the auth group of its name): for choices, lookups
+# and messages. Nothing else spells the roles out.
+ROLE_NAMES = tuple(role.value for role in Role)
+
 # Roles that may be held for named queues only (a team's operators, its approver of
 # refunds...). The admin configures the whole installation and is never queue-scoped.
 SCOPABLE_ROLES = frozenset({Role.OPERATOR, Role.APPROVER, Role.MANAGER})

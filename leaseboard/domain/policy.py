@@ -28,11 +28,10 @@ from leaseboard.domain.expressions import (
     compile_condition,
 )
 from leaseboard.domain.globs import Glob, glob_compiled, glob_match, glob_problem
-from leaseboard.domain.reconciliation import PolicyDecision
+from leaseboard.domain.reconciliation import KIND_MAX, TARGET_MAX, PolicyDecision
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,79}$")
 MAX_RULES = 200
-KIND_MAX, TARGET_MAX = 100, 500  # the effect's own field bounds
 DECISIONS = tuple(d.value for d in PolicyDecision)
 # What a require_approval rule's request becomes when nobody decides within its time.
 TIMEOUT_DECISIONS = ("reject", "approve")

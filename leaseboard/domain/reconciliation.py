@@ -8,6 +8,19 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from leaseboard.domain.errors import ValidationFailed
+
+KIND_MAX, TARGET_MAX = 100, 500  # an effect's own field bounds (core.models.Effect)
+
+
+def effect_names_checked(kind: str, target: str) -> None:
+    """An effect's kind and target fit its own fields (1 to KIND_MAX, 1 to TARGET_MAX
+    characters): one check for a proposal and for an explanation of one."""
+    if not kind or len(kind) > KIND_MAX:
+        raise ValidationFailed(f"kind is 1 to {KIND_MAX} characters", param="kind")
+    if not target or len(target) > TARGET_MAX:
+        raise ValidationFailed(f"target is 1 to {TARGET_MAX} characters", param="target")
+
 
 class Decision(StrEnum):
     # An effect row is written with its decision; there is no stored "proposed" state.

@@ -20,6 +20,13 @@ def storable_or_replaced(value: str) -> str:
     return _UNSTORABLE.sub(REPLACEMENT, value)
 
 
+def filter_text(params: Any, name: str, longest: int) -> str:
+    """A read-only page's text filter from its query parameters (any mapping with `get`):
+    trimmed, at most `longest` characters, each unstorable character replaced (so it
+    matches nothing stored, and never reaches the database as a NUL)."""
+    return storable_or_replaced(params.get(name, "").strip()[:longest])
+
+
 def json_storable(value: Any) -> bool:
     """Every string in a JSON document, keys included, is storable."""
     stack = [value]

@@ -12,7 +12,7 @@ from typing import Any
 import tomli_w
 from django import forms
 
-from leaseboard.domain.authority import Role
+from leaseboard.domain.authority import ROLE_NAMES
 from leaseboard.domain.expressions import VARIABLES
 from leaseboard.domain.policy import RuleSpec
 from leaseboard.domain.reconciliation import PolicyDecision
@@ -20,7 +20,7 @@ from leaseboard.domain.vocabulary import AlertKind
 from leaseboard.policy.services.queues import TIMING_KEYS
 
 DECISIONS = [(d.value, d.value.replace("_", " ")) for d in PolicyDecision]
-ROLE_CHOICES = [(r.value, r.value) for r in Role]
+ROLE_CHOICES = [(name, name) for name in ROLE_NAMES]
 
 
 def _text(rows: int = 3, **attrs: Any) -> forms.Textarea:

@@ -11,7 +11,7 @@ from django.db.models import Count, Q
 from leaseboard.core.authority import BREAK_GLASS_PERMISSION
 from leaseboard.core.models import AuditEntry, EffectRule, Executor, Queue, Recipient, RoleScope
 from leaseboard.core.models.leases import LIVE_STATES
-from leaseboard.domain.authority import Role
+from leaseboard.domain.authority import ROLE_NAMES
 from leaseboard.policy.models import PolicyChange
 from leaseboard.policy.services.queues import notify_shown, queue_snapshot
 
@@ -106,7 +106,6 @@ class Person:
 
 def people_list() -> list[Person]:
     app, codename = BREAK_GLASS_PERMISSION.split(".")
-    role_names = [r.value for r in Role]
     users = (
         get_user_model()
         .objects.order_by("username")
@@ -121,7 +120,7 @@ def people_list() -> list[Person]:
             Person(
                 id=user.pk,
                 username=user.get_username(),
-                roles=sorted(g.name for g in user.groups.all() if g.name in role_names),
+                roles=sorted(g.name for g in user.groups.all() if g.name in ROLE_NAMES),
                 break_glass=any(
                     p.codename == codename and p.content_type.app_label == app
                     for p in user.user_permissions.all()

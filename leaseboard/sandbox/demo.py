@@ -11,8 +11,6 @@ from pathlib import Path
 
 from django.conf import settings
 
-from leaseboard.domain.authority import Role
-
 AGENT_PREFIX = "demo-agent-"
 SANDBOX_RECIPIENT = "payments-sandbox"  # a recipient, not an agent
 DEFAULT_AGENTS = 6
@@ -36,7 +34,6 @@ QUEUES: dict[str, dict] = {
     },
     "ledger-sync": {"timing": {"ttl_ms": 6000}, "rules": [], "default": "allow"},
 }
-ROLES = tuple(role.value for role in Role)  # the demo user holds every role
 
 
 def agent_queues(index: int) -> list[str]:

@@ -3,9 +3,11 @@ than it shows, and cursors that do not parse are None, never an exception."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
-from leaseboard.core.paging import cut_page, int_cursor, pair_cursor
+from leaseboard.core.paging import cut_page, int_cursor, page_version, pair_cursor
 
 
 @pytest.mark.parametrize(
@@ -41,3 +43,13 @@ def test_pair_cursor_takes_its_separator_and_tail_parser() -> None:
 @pytest.mark.parametrize(("raw", "expected"), [("", None), ("17", 17), ("-3", -3), ("1.5", None)])
 def test_int_cursor(raw: str, expected: int | None) -> None:
     assert int_cursor(raw) == expected
+
+
+def test_page_version_is_equal_for_equal_bodies_and_differs_otherwise() -> None:
+    one = page_version({"r": [["a", 1]], "n": ""})
+    assert one == page_version({"n": "", "r": [["a", 1]]})  # key order does not count
+    assert len(one) == 20 and one != page_version({"r": [["a", 2]], "n": ""})
+    # Values JSON has no form for are read by their str (a UUID, a datetime).
+    assert page_version([datetime(2026, 1, 1, tzinfo=UTC)]) == page_version(
+        ["2026-01-01 00:00:00+00:00"]
+    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from leaseboard.domain.text import json_storable, storable, storable_or_replaced
+from leaseboard.domain.text import filter_text, json_storable, storable, storable_or_replaced
 from leaseboard.domain.timing import MAX_DURATION_MS, TimingPolicy, TimingPolicyError
 
 
@@ -25,6 +25,13 @@ def test_storable_text_has_no_nul_and_no_lone_surrogate(text, ok):
     assert storable(text) is ok
     assert storable(storable_or_replaced(text))
     assert (storable_or_replaced(text) == text) is ok
+
+
+def test_a_text_filter_is_trimmed_bounded_and_storable():
+    params = {"q": "  refund\x00-7  ", "queue": "p" * 300}
+    assert filter_text(params, "q", 200) == "refund\ufffd-7"
+    assert filter_text(params, "queue", 100) == "p" * 100
+    assert filter_text(params, "holder", 150) == ""
 
 
 @pytest.mark.parametrize(

@@ -14,8 +14,10 @@ from leaseboard.domain.envelopes import (
     window_wait_ms,
     windows_checked,
 )
+from leaseboard.domain.errors import ValidationFailed
 from leaseboard.domain.expressions import ExpressionError, activation, compile_condition
 from leaseboard.domain.policy import RuleSetInvalid, RuleSpec, covers, decide, rule_set_compiled
+from leaseboard.domain.reconciliation import KIND_MAX, TARGET_MAX, effect_names_checked
 
 BIG = RuleSpec(
     "big-payments", "payment.*", when="payload.amount_cents > 50000", decision="require_approval"
@@ -209,3 +211,19 @@ def test_the_kind_only_policies_convert_to_rules_that_decide_the_same():
     expected = {"payment.refund": "deny", "payment.charge": "require_approval", "x.y": "allow"}
     for kind, decision in expected.items():
         assert ruling(rules, kind=kind, default=old["*"]).decision == decision
+
+
+@pytest.mark.parametrize(
+    ("kind", "target", "param"),
+    [
+        ("", "order-1", "kind"),
+        ("k" * (KIND_MAX + 1), "order-1", "kind"),
+        ("payment.refund", "", "target"),
+        ("payment.refund", "t" * (TARGET_MAX + 1), "target"),
+    ],
+)
+def test_an_effects_kind_and_target_fit_its_fields(kind, target, param):
+    effect_names_checked("k" * KIND_MAX, "t" * TARGET_MAX)  # at the bounds: accepted
+    with pytest.raises(ValidationFailed) as refused:
+        effect_names_checked(kind, target)
+    assert refused.value.extra == {"param": param} and "characters" in refused.value.detail

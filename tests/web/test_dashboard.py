@@ -326,7 +326,7 @@ def test_search_pages_stay_right_after_their_statements_are_prepared(
     """A search's statements are prepared once they have run a few times on a connection
     (more than psycopg's threshold of 5 here); its pages, total and misses stay right, and
     a broad search (more matches than are read as ids) gives the same rows unprepared."""
-    from leaseboard.dashboard.selectors import live
+    from leaseboard.dashboard.selectors import live_query
 
     executor, _ = agent()
     ids = {str(leased_item(executor, key=f"refund-{i}").id) for i in range(7)}
@@ -345,7 +345,7 @@ def test_search_pages_stay_right_after_their_statements_are_prepared(
         assert set(first) | set(rest) == ids and len(rest) == 2
         missing, html = page("/?q=no-such-key")
         assert missing == [] and "No leases match." in html
-    monkeypatch.setattr(live, "SEARCH_IDS_CAP", 3)  # 7 matches: a subquery, not ids
+    monkeypatch.setattr(live_query, "SEARCH_IDS_CAP", 3)  # 7 matches: a subquery, not ids
     broad, html = page("/?q=refund")
     assert set(broad) == ids and "of 7," in html
 

@@ -7,7 +7,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from leaseboard.domain.authority import SCOPABLE_ROLES, Role
+from leaseboard.domain.authority import ROLE_NAMES, SCOPABLE_ROLES
 
 
 class RoleScope(models.Model):
@@ -16,7 +16,7 @@ class RoleScope(models.Model):
     later file creates; an unknown name simply matches no work."""
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
-    role = models.CharField(max_length=20, choices=[(r.value, r.value) for r in Role])
+    role = models.CharField(max_length=20, choices=[(name, name) for name in ROLE_NAMES])
     queues = models.JSONField(default=list)
 
     class Meta:

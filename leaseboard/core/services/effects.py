@@ -38,7 +38,7 @@ from leaseboard.domain.errors import (
     ValidationFailed,
 )
 from leaseboard.domain.fencing import content_digest, token_expiry_ms
-from leaseboard.domain.reconciliation import PolicyDecision
+from leaseboard.domain.reconciliation import PolicyDecision, effect_names_checked
 
 
 def effect_error(effect: Effect) -> LeaseboardError:
@@ -61,10 +61,7 @@ def parse_effect_id(raw: Any) -> uuid.UUID:
 
 
 def effect_fields_checked(kind: str, target: str, idempotency_key: str, payload: Any) -> None:
-    if not kind or len(kind) > 100:
-        raise ValidationFailed("kind is 1 to 100 characters", param="kind")
-    if not target or len(target) > 500:
-        raise ValidationFailed("target is 1 to 500 characters", param="target")
+    effect_names_checked(kind, target)
     if not idempotency_key or len(idempotency_key) > 200:
         raise ValidationFailed("idempotency_key is 1 to 200 characters", param="idempotency_key")
     json_size_checked(payload, param="payload", limit=settings.LEASEBOARD_MAX_EFFECT_PAYLOAD_BYTES)

@@ -38,7 +38,7 @@ from leaseboard.domain.policy import (
     Ruling,
     decide_layered,
 )
-from leaseboard.domain.reconciliation import PolicyDecision
+from leaseboard.domain.reconciliation import PolicyDecision, effect_names_checked
 
 
 @dataclass
@@ -235,10 +235,7 @@ def policy_explain(
     """Which rule would decide this proposal now, and why, step by step. With a work item
     the evidence is that item's (its live lease, its latest checkpoint); with a queue
     alone there is no lease and no checkpoint. Records nothing."""
-    if not kind or len(kind) > 100:
-        raise ValidationFailed("kind is 1 to 100 characters", param="kind")
-    if not target or len(target) > 500:
-        raise ValidationFailed("target is 1 to 500 characters", param="target")
+    effect_names_checked(kind, target)
     if payload is not None and not isinstance(payload, dict):
         raise ValidationFailed("payload is a JSON object", param="payload")
     item, queue_id = _explained_where(queue_name, work_key)

@@ -9,8 +9,6 @@ Grouped: one GROUP BY over the filtered alerts (open alerts range over the parti
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,7 +17,7 @@ from django.db.models.functions import Coalesce
 
 from leaseboard.core.clock import db_now_ms
 from leaseboard.core.models import Alert, AlertSnooze
-from leaseboard.core.paging import cut_page, pair_cursor
+from leaseboard.core.paging import cut_page, page_version, pair_cursor
 from leaseboard.core.selectors import alert_group_key, alerts_unsnoozed
 from leaseboard.domain.text import storable_or_replaced
 
@@ -206,8 +204,7 @@ def _version(page: AlertGroupsPage) -> str:
         ],
         "m": page.more,
     }
-    raw = json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
-    return hashlib.sha256(raw).hexdigest()[:20]
+    return page_version(body)
 
 
 @dataclass

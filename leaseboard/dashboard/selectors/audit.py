@@ -12,7 +12,7 @@ from django.contrib.auth import get_user_model
 
 from leaseboard.core.models import AuditEntry, Executor
 from leaseboard.core.paging import cut_page, int_cursor
-from leaseboard.domain.text import storable_or_replaced
+from leaseboard.domain.text import filter_text
 
 DAY_MS = 86_400_000
 ACTION_HINTS = (
@@ -48,8 +48,8 @@ class AuditFilters:
     def from_query(cls, params: Any) -> AuditFilters:
         return cls(
             # A NUL would fail in PostgreSQL; replaced, it matches nothing stored.
-            actor=storable_or_replaced(params.get("actor", "").strip()[:150]),
-            action=storable_or_replaced(params.get("action", "").strip()[:60]),
+            actor=filter_text(params, "actor", 150),
+            action=filter_text(params, "action", 60),
             date_from=params.get("date_from", "").strip()[:10],
             date_to=params.get("date_to", "").strip()[:10],
             cursor=params.get("cursor", "").strip()[:30],

@@ -19,7 +19,7 @@ from leaseboard.core.clock import db_now_ms
 from leaseboard.core.models import Effect, Lease, WorkItem
 from leaseboard.core.models.leases import LIVE_STATES
 from leaseboard.domain import reconciliation as rc
-from leaseboard.domain.text import storable_or_replaced
+from leaseboard.domain.text import filter_text
 
 BLOCKED_PAGE = 100
 
@@ -49,8 +49,8 @@ class BlockedFilters:
     @classmethod
     def from_query(cls, params: Any) -> BlockedFilters:
         return cls(
-            queue=storable_or_replaced(params.get("queue", "").strip()[:100]),
-            q=storable_or_replaced(params.get("q", "").strip()[:200]),
+            queue=filter_text(params, "queue", 100),
+            q=filter_text(params, "q", 200),
         )
 
     def query(self) -> dict[str, str]:
@@ -82,6 +82,20 @@ def blocked_items(filters: BlockedFilters, *, limit: int = BLOCKED_PAGE) -> Bloc
     """The blocked items, longest blocked first: 4 queries (items, their effects, their
     current leases, pending takeovers), whatever the page holds."""
     now = db_now_ms()
+    rows, more = _blocked_since(filters, now, limit)
+    out = _items(rows)
+    ids = list(out)
+    _with_effects(out, ids)
+    _with_last_leases(out, ids)
+    _with_pending_takeovers(out, ids)
+    return BlockedPage(filters, list(out.values()), more, now)
+
+
+def _blocked_since(
+    filters: BlockedFilters, now: int, limit: int
+) -> tuple[list[dict[str, Any]], bool]:
+    """The page's work items (as ids) and since when each is blocked, longest first, and
+    whether more follow."""
     effects = Effect.objects.filter(OPEN_EFFECT).filter(~_live_lease(now))
     if filters.queue:
         effects = effects.filter(work_item__queue__name=filters.queue)
@@ -92,12 +106,14 @@ def blocked_items(filters: BlockedFilters, *, limit: int = BLOCKED_PAGE) -> Bloc
         .annotate(since=Min("proposed_at_ms"))
         .order_by("since", "work_item_id")[: limit + 1]
     )
-    more = len(rows) > limit
-    rows = rows[:limit]
-    ids = [r["work_item_id"] for r in rows]
+    return rows[:limit], len(rows) > limit
+
+
+def _items(rows: list[dict[str, Any]]) -> dict[int, BlockedItem]:
+    """One BlockedItem per row, in the rows' order (one query for the work items)."""
     items = {
         w.id: w
-        for w in WorkItem.objects.filter(id__in=ids)
+        for w in WorkItem.objects.filter(id__in=[r["work_item_id"] for r in rows])
         .select_related("queue")
         .only("id", "key", "epoch", "held_at_ms", "queue__name")
     }
@@ -111,6 +127,11 @@ def blocked_items(filters: BlockedFilters, *, limit: int = BLOCKED_PAGE) -> Bloc
             held=w.held_at_ms is not None,
             blocked_since_ms=r["since"],
         )
+    return out
+
+
+def _with_effects(out: dict[int, BlockedItem], ids: list[int]) -> None:
+    """Each item's effects of no known outcome, oldest first (one query)."""
     for e in (
         Effect.objects.filter(OPEN_EFFECT, work_item_id__in=ids)
         .select_related("executor")
@@ -128,16 +149,24 @@ def blocked_items(filters: BlockedFilters, *, limit: int = BLOCKED_PAGE) -> Bloc
         .order_by("proposed_at_ms")
     ):
         out[e.work_item_id].effects.append(e)
+
+
+def _with_last_leases(out: dict[int, BlockedItem], ids: list[int]) -> None:
+    """Each item's lease at its current epoch, with its holder (one query)."""
     for lease in Lease.objects.filter(
         work_item_id__in=ids, epoch=F("work_item__epoch")
     ).select_related("holder"):
         out[lease.work_item_id].last_lease = lease
-    if apps.is_installed("leaseboard.takeovers") and ids:
-        requests = apps.get_model("takeovers", "TakeoverRequest")
-        for req in requests.objects.filter(work_item_id__in=ids, status="pending").select_related(
-            "requested_by"
-        ):
-            blocked = out[req.work_item_id]
-            blocked.pending_takeover_id = req.id
-            blocked.pending_takeover_by = req.requested_by.get_username()
-    return BlockedPage(filters, list(out.values()), more, now)
+
+
+def _with_pending_takeovers(out: dict[int, BlockedItem], ids: list[int]) -> None:
+    """A takeover request already waiting for an item, and who asked (one query)."""
+    if not apps.is_installed("leaseboard.takeovers") or not ids:
+        return
+    requests = apps.get_model("takeovers", "TakeoverRequest")
+    for req in requests.objects.filter(work_item_id__in=ids, status="pending").select_related(
+        "requested_by"
+    ):
+        blocked = out[req.work_item_id]
+        blocked.pending_takeover_id = req.id
+        blocked.pending_takeover_by = req.requested_by.get_username()

@@ -8,6 +8,7 @@ nothing from that app; without the app the counter shows "—".
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from django.apps import apps
 from django.db import connection
@@ -53,6 +54,15 @@ def _pending_takeovers_table() -> str | None:
 def live_counters() -> tuple[int, Counters]:
     """The database clock and the page counters in one query. Each count stops at
     COUNTER_CAP+1 rows, so its cost is bounded however many leases exist."""
+    # The same text every poll: prepared once per connection, it skips ~1 ms of planning.
+    with prepared_cursor(connection) as cursor:
+        cursor.execute(_counters_sql())
+        row = cursor.fetchone()
+    return _counters_of(row)
+
+
+def _counters_sql() -> str:
+    """The one statement: the clock (`c.n`), then each bounded count over its index."""
     t = Lease._meta.db_table
     now = now_ms_sql()
     # Every live count walks lease_due_idx (due_at_ms over live leases, state and
@@ -94,20 +104,24 @@ def live_counters() -> tuple[int, Counters]:
         ),
         # Over the partial unique index of pending requests (one per work item).
         _bounded(f"FROM {takeovers} WHERE status = 'pending'") if takeovers else "NULL",
-        # Blocked work: distinct items over effect_unreconciled_idx with no live lease.
-        _bounded(
-            f"FROM (SELECT DISTINCT e.work_item_id FROM {Effect._meta.db_table} e "
-            "WHERE e.decision = 'authorized' AND e.resolution = '' "
-            "AND e.outcome IN ('', 'unknown') AND NOT EXISTS (SELECT 1 FROM "
-            f"{t} l WHERE l.work_item_id = e.work_item_id AND l.state IN ('active', 'jeopardy') "
-            "AND l.expires_at_ms > c.n)) AS u"
-        ),
+        _blocked_count(t),
     ]
-    sql = f"WITH c AS (SELECT {now} AS n) SELECT c.n, {', '.join(counts)} FROM c"
-    # The same text every poll: prepared once per connection, it skips ~1 ms of planning.
-    with prepared_cursor(connection) as cursor:
-        cursor.execute(sql)
-        row = cursor.fetchone()
+    return f"WITH c AS (SELECT {now} AS n) SELECT c.n, {', '.join(counts)} FROM c"
+
+
+def _blocked_count(leases: str) -> str:
+    """Blocked work: distinct items over effect_unreconciled_idx with no live lease."""
+    return _bounded(
+        f"FROM (SELECT DISTINCT e.work_item_id FROM {Effect._meta.db_table} e "
+        "WHERE e.decision = 'authorized' AND e.resolution = '' "
+        "AND e.outcome IN ('', 'unknown') AND NOT EXISTS (SELECT 1 FROM "
+        f"{leases} l WHERE l.work_item_id = e.work_item_id AND l.state IN ('active', 'jeopardy') "
+        "AND l.expires_at_ms > c.n)) AS u"
+    )
+
+
+def _counters_of(row: tuple[Any, ...]) -> tuple[int, Counters]:
+    """The statement's row as (the clock, the counters), each capped at COUNTER_CAP+1."""
     n, active, overdue, jeopardy, expired, unswept_active, unswept_jeopardy, pending, blocked = row
     return int(n), Counters(
         active=int(active),

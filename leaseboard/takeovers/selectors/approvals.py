@@ -6,7 +6,6 @@ whatever the number of rows; nothing here writes."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,6 +14,7 @@ from django.db.models import Q
 
 from leaseboard.core.clock import db_now_ms
 from leaseboard.core.models import Effect, Lease, LeaseEvent
+from leaseboard.core.paging import page_version
 from leaseboard.domain.certainty import Certainty, LeaseTimes, state_at
 from leaseboard.takeovers.models import TakeoverRequest
 
@@ -189,8 +189,7 @@ def _version(page: Inbox) -> str:
             }
         ),
     }
-    raw = json.dumps(body, separators=(",", ":"), sort_keys=True, default=str).encode()
-    return hashlib.sha256(raw).hexdigest()[:20]
+    return page_version(body)
 
 
 @dataclass

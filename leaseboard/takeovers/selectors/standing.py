@@ -5,8 +5,6 @@ over again. 5 queries; nothing here writes."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -15,6 +13,7 @@ from django.db.models import F, OuterRef, Q, Subquery
 from leaseboard.core.clock import db_now_ms
 from leaseboard.core.models import Checkpoint, Effect, Executor, Lease
 from leaseboard.core.models.leases import LIVE_STATES
+from leaseboard.core.paging import page_version
 from leaseboard.takeovers.models import Intervention
 
 if TYPE_CHECKING:
@@ -154,5 +153,4 @@ def _version(page: StandingPage) -> str:
         ]
         for s in page.standings
     ]
-    raw = json.dumps(body, separators=(",", ":"), default=str).encode()
-    return hashlib.sha256(raw).hexdigest()[:20]
+    return page_version(body)

@@ -23,6 +23,7 @@ from leaseboard.core.services.executors import (
     agent_scope_change,
 )
 from leaseboard.core.services.recipients import recipient_create, recipient_token_rotate
+from leaseboard.domain.authority import ROLE_NAMES
 from leaseboard.domain.policy import RuleSpec
 from leaseboard.policy.services.common import cli_actor
 from leaseboard.policy.services.queues import queue_create, queue_snapshot, queue_update
@@ -72,7 +73,7 @@ class Command(BaseCommand):
         saved = demo.read_secret_json(demo.users_file())
         user_model = get_user_model()
         users: dict[str, tuple[str, str]] = {}
-        for role in demo.ROLES:
+        for role in ROLE_NAMES:  # the demo user holds every role
             username = f"demo-{role}"
             with transaction.atomic():
                 group, _ = Group.objects.get_or_create(name=role)
