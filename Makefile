@@ -1,5 +1,5 @@
 # Shortcuts; each calls dev.py, which needs only Python 3.11+.
-.PHONY: demo test bench lint chaos soak faults ha ha-chaos
+.PHONY: demo test bench lint chaos soak storm faults ha ha-chaos
 demo:
 	python3 dev.py demo
 test:
@@ -13,6 +13,10 @@ chaos:
 # A fleet across nodes (bench/soak.py): SOAK_ARGS="--agents 2000 --seconds 180" for a small machine.
 soak:
 	.venv/bin/python bench/soak.py $(SOAK_ARGS)
+# Half the fleet dies in the same second (bench/storm.py, own PostgreSQL and Redis):
+# STORM_ARGS="--leases 10000" for a small machine; the default is 100,000 leases.
+storm:
+	.venv/bin/python bench/storm.py $(STORM_ARGS)
 # Leaseboard's own parts fail under load (~3 min, servers of its own): bench/faults.py.
 faults:
 	.venv/bin/python bench/faults.py $(FAULTS_ARGS)
