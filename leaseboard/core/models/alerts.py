@@ -12,7 +12,7 @@ from django.db.models import Q
 
 from leaseboard.core.models.choices import text_choices
 from leaseboard.core.models.leases import Lease
-from leaseboard.core.models.work import WorkItem
+from leaseboard.core.models.work import Queue, WorkItem
 from leaseboard.domain.vocabulary import AlertKind
 
 
@@ -53,6 +53,16 @@ class Alert(models.Model):
         related_name="+",
         db_index=False,  # a partial index in Meta: most rows hold NULL
     )
+    # Set only on a burst incident (core.services.alert_bursts): many agents' alerts of one
+    # kind in this queue at once, grouped; its members point here through `folded_into`.
+    queue = models.ForeignKey(
+        Queue,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        db_index=False,  # a partial index in Meta: most rows hold NULL
+    )
     due_at_ms = models.BigIntegerField(null=True, blank=True)  # when the event became due
     opened_at_ms = models.BigIntegerField()
     resolved_at_ms = models.BigIntegerField(null=True, blank=True)
@@ -80,6 +90,11 @@ class Alert(models.Model):
                 fields=["folded_into"],
                 condition=Q(folded_into__isnull=False),
                 name="alert_folded_into_idx",
+            ),
+            models.Index(
+                fields=["queue", "kind"],
+                condition=Q(queue__isnull=False),
+                name="alert_burst_idx",
             ),
             models.Index(
                 fields=["acknowledged_by"],
