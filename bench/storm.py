@@ -218,7 +218,8 @@ class Storm:
                     "SELECT (SELECT count(*) FROM core_lease l JOIN core_executor e ON "
                     "e.id = l.holder_id WHERE e.name LIKE 'storm-agent-%%' AND "
                     "l.state = 'expired'), (SELECT count(*) FROM core_alert WHERE kind = "
-                    "'expired' AND lease_id IS NOT NULL), (extract(epoch FROM clock_timestamp()) * 1000)::bigint"
+                    "'expired' AND lease_id IS NOT NULL), "
+                    "(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
                 ).fetchone()
                 if expired >= dying and alerted >= dying:
                     done_ms = int(now)
