@@ -14,7 +14,8 @@ expiry to its `expired` event: due → materialized) p50/p99, alert latency (an 
 time to its opening) p99, RSS of every process sampled every `--sample-s` seconds (first
 sample after the warm-up vs the last: flat within 10%?), errors. Not part of the test
 suite. Default 10,000 agents × 10 minutes; a machine with two cores bears about 2,000 × 3
-minutes (docs/deployment.md).
+minutes (docs/deployment.md). The fleet of issue #32 (100,000 agents, 3 web nodes, 2
+workers, 10 minutes) is `make soak-100k`.
 
 `SOAK_MEMPROBE=<dir>` in the environment: each agent process also samples where its memory
 goes (bench/soak_memprobe.py; read it with bench/soak_memdiff.py <dir>).
@@ -165,7 +166,12 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     p.add_argument("--agents", type=int, default=10_000)
     p.add_argument("--seconds", type=int, default=600)
-    p.add_argument("--procs", type=int, default=0, help="agent processes (0: 1 per 1,000)")
+    p.add_argument(
+        "--procs", type=int, default=0, help="agent processes (0: 1 per 1,000, at most 10)"
+    )
+    p.add_argument(
+        "--hold-concurrency", type=int, default=8, help="acquires in flight per process at start"
+    )
     p.add_argument("--web", type=int, default=3)
     p.add_argument("--web-workers", type=int, default=2)
     p.add_argument("--workers", type=int, default=2)
@@ -177,7 +183,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--redis", default=os.environ.get("SOAK_REDIS_URL", "redis://127.0.0.1:6379/13"))
     p.add_argument("--json", default="", help="also write the figures here")
     args = p.parse_args(argv)
-    procs = args.procs or max(1, (args.agents + 999) // 1000)
+    # 100,000 agents are 10 processes of 10,000 (each one credential, one batch per tick),
+    # not 100 processes a machine would spend its memory on.
+    procs = args.procs or min(10, max(1, (args.agents + 999) // 1000))
     if not shutil.which("haproxy"):
         say("haproxy is not installed: apt-get install -y haproxy")
         return 1
@@ -242,7 +250,8 @@ def main(argv: list[str] | None = None) -> int:
                  "--out", str(tmp / f"agents{i}.json"),
                  "--start-file", str(start_file), "--agents", str(per),
                  "--seconds", str(args.seconds), "--effects", str(args.effects),
-                 "--abandon", str(args.abandon), "--spare", str(spare)],
+                 "--abandon", str(args.abandon), "--spare", str(spare),
+                 "--hold-concurrency", str(args.hold_concurrency)],
                 env=env, log=tmp / f"agents{i}.log",
             )  # fmt: skip
         say(f"{args.web} web nodes behind haproxy at {url}, {args.workers} workers, beat")

@@ -74,7 +74,7 @@ async def run(args: argparse.Namespace) -> None:
     spare = [f"{args.prefix}-x{i}" for i in range(args.spare)]
     async with AsyncClient(args.url, args.token) as client:
         holdings = []
-        gate = asyncio.Semaphore(8)
+        gate = asyncio.Semaphore(args.hold_concurrency)
 
         def lost(holding: Any, error: LeaseError) -> None:
             stats["lost"] += 1
@@ -149,6 +149,7 @@ def main() -> None:
     for name, default in (("agents", 500), ("seconds", 60), ("effects", 2), ("abandon", 1)):
         p.add_argument(f"--{name}", type=int, default=default)
     p.add_argument("--spare", type=int, default=0)
+    p.add_argument("--hold-concurrency", type=int, default=8)
     asyncio.run(run(p.parse_args()))
 
 

@@ -126,10 +126,12 @@ def demo_mounted():  # type: ignore[no-untyped-def]
 
 @pytest.fixture(autouse=True)
 def _alerts_one_per_event(request: pytest.FixtureRequest, settings) -> None:  # type: ignore[no-untyped-def]
-    """The suite counts one alert per event; folding recurrences into incidents (on by
-    default, LEASEBOARD_ALERT_FOLD_WINDOW_MS) is tested where `alert_folding` marks it."""
+    """The suite counts one alert per event; folding recurrences into incidents and bursts
+    into one incident of their queue (on by default, LEASEBOARD_ALERT_FOLD_WINDOW_MS and
+    LEASEBOARD_ALERT_BURST_WINDOW_MS) is tested where `alert_folding` marks it."""
     if request.node.get_closest_marker("alert_folding") is None:
         settings.LEASEBOARD_ALERT_FOLD_WINDOW_MS = 0
+        settings.LEASEBOARD_ALERT_BURST_WINDOW_MS = 0
 
 
 @pytest.fixture(autouse=True)

@@ -31,6 +31,7 @@ from django.conf import settings
 from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 from django.db.models import F
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from leaseboard.core.models import Alert, EpochNotice, Queue
@@ -97,19 +98,25 @@ def alerts_with_targets(alert_ids: list[int]) -> list[int]:
     notify = dict(Queue.objects.exclude(notify={}).values_list("id", "notify"))
     if not notify and not settings.LEASEBOARD_NOTIFY_DEFAULT:
         return []
-    rows = Alert.objects.filter(id__in=alert_ids).values_list("id", "kind", "work_item__queue_id")
+    rows = (
+        Alert.objects.filter(id__in=alert_ids)
+        .annotate(about_queue=Coalesce("work_item__queue_id", "queue_id"))
+        .values_list("id", "kind", "about_queue")
+    )
     return [aid for aid, kind, queue_id in rows if notify_targets(notify.get(queue_id), kind)]
 
 
 def _config(alert: Alert) -> dict[str, Any]:
-    notify = alert.work_item.queue.notify if alert.work_item_id else None  # type: ignore[union-attr]
+    # An alert's queue is its work item's; a burst incident's is its own (Alert.queue).
+    queue = alert.work_item.queue if alert.work_item_id else alert.queue  # type: ignore[union-attr]
+    notify = queue.notify if queue is not None else None
     return notify_targets(notify, alert.kind)
 
 
 def alert_deliveries_pending(*, alert_id: int) -> list[NotificationDelivery]:
     """Create the delivery rows for an alert, one per target, and return those still to
     send; a fan-out repeated after its deliveries were sent returns none."""
-    alert = Alert.objects.select_related("work_item__queue").filter(id=alert_id).first()
+    alert = Alert.objects.select_related("work_item__queue", "queue").filter(id=alert_id).first()
     if alert is None:
         return []
     config = _config(alert)
@@ -145,7 +152,7 @@ def webhook_deliver(*, delivery_id: int) -> float | None:
     """POST the signed payload once. Returns seconds to wait before a retry, or None when
     the delivery is done (delivered, given up as a dead letter, or no longer owed)."""
     delivery = (
-        NotificationDelivery.objects.select_related("alert__work_item__queue")
+        NotificationDelivery.objects.select_related("alert__work_item__queue", "alert__queue")
         .filter(id=delivery_id)
         .first()
     )
@@ -252,7 +259,7 @@ def signed_post(url: str, payload: dict[str, Any], secret: str, headers: dict[st
 
 def email_deliver(*, delivery_id: int) -> None:
     delivery = (
-        NotificationDelivery.objects.select_related("alert__work_item__queue")
+        NotificationDelivery.objects.select_related("alert__work_item__queue", "alert__queue")
         .filter(id=delivery_id, status=NotificationDelivery.Status.PENDING)
         .first()
     )

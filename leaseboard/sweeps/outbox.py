@@ -22,6 +22,7 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Min
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from leaseboard.core.models import Alert, EpochNotice, Queue
@@ -47,7 +48,11 @@ def alert_deliveries_open(alert_ids: list[int]) -> int:
     if not notify and not settings.LEASEBOARD_NOTIFY_DEFAULT:
         return 0  # the common case: nobody is notified, nothing is read
     rows = []
-    alerts = Alert.objects.filter(id__in=alert_ids).values_list("id", "kind", "work_item__queue_id")
+    alerts = (  # an alert's queue is its work item's; a burst incident's its own
+        Alert.objects.filter(id__in=alert_ids)
+        .annotate(about_queue=Coalesce("work_item__queue_id", "queue_id"))
+        .values_list("id", "kind", "about_queue")
+    )
     webhook, email = NotificationDelivery.Channel.WEBHOOK, NotificationDelivery.Channel.EMAIL
     for alert_id, kind, queue_id in alerts:
         config = notify_targets(notify.get(queue_id), kind)

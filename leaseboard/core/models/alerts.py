@@ -13,7 +13,7 @@ from django.db.models import Q
 from leaseboard.core.models.choices import text_choices
 from leaseboard.core.models.fields import not_null_index, sparse_ref
 from leaseboard.core.models.leases import Lease
-from leaseboard.core.models.work import WorkItem
+from leaseboard.core.models.work import Queue, WorkItem
 from leaseboard.domain.vocabulary import AlertKind
 
 
@@ -40,6 +40,9 @@ class Alert(models.Model):
     # once, and points here.
     last_seen_at_ms = models.BigIntegerField(null=True, blank=True)
     folded_into = sparse_ref("self")
+    # Set only on a burst incident (core.services.alert_bursts): many agents' alerts of one
+    # kind in this queue at once, grouped; its members point here through `folded_into`.
+    queue = sparse_ref(Queue)
     due_at_ms = models.BigIntegerField(null=True, blank=True)  # when the event became due
     opened_at_ms = models.BigIntegerField()
     resolved_at_ms = models.BigIntegerField(null=True, blank=True)
@@ -59,6 +62,11 @@ class Alert(models.Model):
             ),
             models.Index(fields=["work_item", "-opened_at_ms"], name="alert_work_idx"),
             not_null_index("folded_into", "alert_folded_into_idx"),
+            models.Index(
+                fields=["queue", "kind"],
+                condition=Q(queue__isnull=False),
+                name="alert_burst_idx",
+            ),
             not_null_index("acknowledged_by", "alert_acknowledged_by_idx"),
         ]
 

@@ -44,24 +44,23 @@ class AlertFilters:
     view: str = "groups"  # or "list"
     since: int = 0  # the newest alert id when the page was opened
     cursor: str = ""
+    incident: int = 0  # a burst incident: list its members (the drill-down)
 
     @classmethod
     def from_query(cls, params: Any) -> AlertFilters:
         kind = params.get("kind", "")
         state = params.get("state", "attention")
-        try:
-            since = max(0, int(params.get("since", 0)))
-        except (TypeError, ValueError):
-            since = 0
+        since, incident = _count(params.get("since", 0)), _count(params.get("incident", 0))
         return cls(
             kind=kind if kind in Alert.Kind.values else "",
             # A NUL would fail in PostgreSQL; replaced, it matches nothing stored.
             agent=storable_or_replaced(params.get("agent", "").strip()[:150]),
             queue=storable_or_replaced(params.get("queue", "").strip()[:100]),
             state=state if state in STATE_VALUES else "attention",
-            view="list" if params.get("view") == "list" else "groups",
+            view="list" if params.get("view") == "list" or incident else "groups",
             since=since,
             cursor=params.get("cursor", "").strip()[:60],
+            incident=incident,
         )
 
     def query(self, **changes: Any) -> dict[str, str]:
@@ -73,12 +72,22 @@ class AlertFilters:
             "view": "" if self.view == "groups" else self.view,
             "since": str(self.since) if self.since else "",
             "cursor": self.cursor,
+            "incident": str(self.incident) if self.incident else "",
         }
         values.update({k: str(v) for k, v in changes.items()})
         return {k: v for k, v in values.items() if v}
 
 
+def _count(raw: Any) -> int:
+    try:
+        return max(0, min(int(raw), 2**62))
+    except (TypeError, ValueError):
+        return 0
+
+
 def filtered(filters: AlertFilters) -> QuerySet[Alert]:
+    if filters.incident:  # a burst's members: resolved when they joined it, listed all
+        return Alert.objects.filter(folded_into_id=filters.incident)
     # A recurrence folded into an incident is counted by it (occurrences), not listed.
     qs = Alert.objects.filter(folded_into__isnull=True)
     state = filters.state
@@ -117,6 +126,7 @@ class AlertGroup:
     last_id: int
     last_message: str
     snoozed_until_ms: int | None
+    queue: str = ""  # a burst incident's queue (many agents' alerts at once)
 
     @property
     def key(self) -> str:
@@ -144,7 +154,7 @@ def alert_groups(filters: AlertFilters) -> AlertGroupsPage:
     now_ms = db_now_ms()
     rows = list(
         filtered(filters)
-        .values("lease__holder_id", "lease__holder__name", "kind")
+        .values("lease__holder_id", "lease__holder__name", "kind", "queue__name")
         .annotate(
             n=Count("id"),
             occurrences=Sum("occurrences"),
@@ -180,6 +190,7 @@ def alert_groups(filters: AlertFilters) -> AlertGroupsPage:
             last_id=r["last_id"],
             last_message=messages.get(r["last_id"], ""),
             snoozed_until_ms=snoozed.get((r["lease__holder_id"] or 0, r["kind"])),
+            queue=r["queue__name"] or "",
         )
         for r in rows
     ]

@@ -1,0 +1,83 @@
+"""Alerts as incidents: recurrences of one (agent, kind) fold into the open incident
+(`alerts_fold`), and what remains, when many agents' alerts of one kind arrive in one
+queue at once, is grouped into one incident of the queue
+(leaseboard.core.services.alert_bursts). A folded row keeps its own facts (lease, epoch,
+message), is resolved at once and points at its incident; only incidents are notified.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db.models import F
+from django.db.models.functions import Coalesce
+
+from leaseboard.core.models import Alert
+from leaseboard.core.services.alert_bursts import alerts_group_bursts
+
+# Kinds whose recurrences for one agent are one incident. Not recipient refusals (counted per
+# incident already), outage summaries or expired takeover requests (about no agent's lease).
+FOLDING_KINDS = (
+    Alert.Kind.JEOPARDY.value,
+    Alert.Kind.EXPIRED.value,
+    Alert.Kind.STANDING_LAPSED.value,
+    Alert.Kind.STALE_EFFECT.value,
+    Alert.Kind.NEEDS_RECONCILIATION.value,
+)
+
+
+def alerts_fold(ids: list[int]) -> list[int]:
+    """Fold the alerts just opened (`ids`, in the caller's transaction) into the open
+    incident of their agent (`alerts_fold_per_agent`), then group what remains into
+    bursts of their queue (leaseboard.core.services.alert_bursts). Returns the ids to
+    notify about: the alerts left incidents of their own, and any burst opened now."""
+    return alerts_group_bursts(alerts_fold_per_agent(ids))
+
+
+def alerts_fold_per_agent(ids: list[int]) -> list[int]:
+    """Fold the alerts just opened (`ids`, in the caller's transaction) into the open
+    incident of their (agent, kind): one that is unresolved and was last seen within
+    LEASEBOARD_ALERT_FOLD_WINDOW_MS. The incident counts them (`occurrences`, and
+    `last_seen_at_ms`); each folded row keeps its own facts (lease, epoch, message), is
+    resolved at once and points at the incident. Alerts of one (agent, kind) opened together
+    fold into the first of them. Returns the ids that remain incidents of their own, the
+    only ones to notify about. Two queries, and one update per incident touched."""
+    window = settings.LEASEBOARD_ALERT_FOLD_WINDOW_MS
+    if not ids or not window:
+        return ids
+    fresh = list(
+        Alert.objects.filter(id__in=ids, kind__in=FOLDING_KINDS, lease__isnull=False)
+        .order_by("id")
+        .values_list("id", "kind", "lease__holder_id", "opened_at_ms")
+    )
+    if not fresh:
+        return ids
+    now = max(at for *_, at in fresh)
+    incidents: dict[tuple[int, str], int] = {}
+    for alert_id, kind, holder in (
+        Alert.objects.filter(
+            resolved_at_ms__isnull=True,
+            folded_into__isnull=True,
+            kind__in={kind for _, kind, _, _ in fresh},
+            lease__holder_id__in={holder for _, _, holder, _ in fresh},
+        )
+        .exclude(id__in=ids)
+        .annotate(seen=Coalesce("last_seen_at_ms", "opened_at_ms"))
+        .filter(seen__gte=now - window)
+        .order_by("-id")
+        .values_list("id", "kind", "lease__holder_id")
+    ):
+        incidents.setdefault((holder, kind), alert_id)
+    folded: dict[int, list[int]] = {}
+    for alert_id, kind, holder, _ in fresh:
+        target = incidents.setdefault((holder, kind), alert_id)
+        if target != alert_id:
+            folded.setdefault(target, []).append(alert_id)
+    if not folded:
+        return ids
+    for target, rows in folded.items():
+        Alert.objects.filter(id__in=rows).update(folded_into_id=target, resolved_at_ms=now)
+        Alert.objects.filter(id=target).update(
+            occurrences=F("occurrences") + len(rows), last_seen_at_ms=now
+        )
+    gone = {alert_id for rows in folded.values() for alert_id in rows}
+    return [alert_id for alert_id in ids if alert_id not in gone]
