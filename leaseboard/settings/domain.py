@@ -113,6 +113,12 @@ LEASEBOARD_HIDE_OTHER_QUEUES = env_bool("LEASEBOARD_HIDE_OTHER_QUEUES", False)
 # last sighting fold into it (count, first and last seen) instead of opening new alerts;
 # 0 turns folding off (core.services.alerts.alerts_fold).
 LEASEBOARD_ALERT_FOLD_WINDOW_MS = env_int("LEASEBOARD_ALERT_FOLD_WINDOW_MS", 600_000, minimum=0)
+# A burst: this many alerts of one kind in one queue within the window (different agents,
+# a region failing) become one incident with a count instead of one row each; every lease
+# keeps its own alert, resolved and pointing at it (core.services.alert_bursts). A window
+# of 0 turns grouping off.
+LEASEBOARD_ALERT_BURST_MIN = env_int("LEASEBOARD_ALERT_BURST_MIN", 20, minimum=2)
+LEASEBOARD_ALERT_BURST_WINDOW_MS = env_int("LEASEBOARD_ALERT_BURST_WINDOW_MS", 60_000, minimum=0)
 # How long an ended lease stays on the live page (greyed, with its end reason, in the
 # section below the live ones) so the row someone is about to click does not vanish.
 LEASEBOARD_DASHBOARD_ENDED_VISIBLE_MS = env_int(

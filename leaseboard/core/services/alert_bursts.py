@@ -48,11 +48,11 @@ SETTLE_MAX = 50  # open jeopardy bursts looked at per sweep
 
 
 def burst_min() -> int:
-    return int(getattr(settings, "LEASEBOARD_ALERT_BURST_MIN", 20))
+    return int(settings.LEASEBOARD_ALERT_BURST_MIN)
 
 
 def burst_window_ms() -> int:
-    return int(getattr(settings, "LEASEBOARD_ALERT_BURST_WINDOW_MS", 60_000))
+    return int(settings.LEASEBOARD_ALERT_BURST_WINDOW_MS)
 
 
 def burst_message(kind: str, queue: str, count: int, first_ms: int, last_ms: int) -> str:
