@@ -457,7 +457,11 @@ def effect_report_outcome(
         effect.outcome = outcome
         effect.outcome_detail = detail[:1000]
         effect.outcome_at_ms = db_now_ms()
-        effect.save(update_fields=["outcome", "outcome_detail", "outcome_at_ms"])
+        Effect.objects.filter(id=effect.id, work_item_id=effect.work_item_id).update(
+            outcome=outcome,
+            outcome_detail=effect.outcome_detail,
+            outcome_at_ms=effect.outcome_at_ms,
+        )  # keyed by the work item too (tests/architecture/test_sharding.py)
         if outcome != Effect.Outcome.UNKNOWN:  # a late truth may unblock the item
             reconciliation_alerts_resolve_if_done(
                 work_item_id=effect.work_item_id, now_ms=effect.outcome_at_ms
