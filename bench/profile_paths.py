@@ -35,6 +35,8 @@ PARTS = (
     ("item lock and gate reads (compiled once)", "(_gates)"),
     ("grant statement", "(grant_write)"),
     ("effect decision (lock, clock, policy, insert)", "(_effect_decide)"),
+    ("  its standing step (verdict, fence)", "(effect_standing_refusal)"),
+    ("  its policy step (the queue's rules)", "(effect_policy_step)"),
     ("effect insert", "(model_insert)"),
     ("clock + policy version", "(clock_and_policy_version)"),
     ("token signing", "(fencing_token_issue)"),

@@ -5,6 +5,10 @@ transaction as the decision. A refusal is committed and *then* raised, so the re
 survives the error the caller sees. Whether the proposer may act at all is the
 authority's answer (leaseboard.core.authority); whether policy allows this effect is the
 queue's rules' (leaseboard.core.services.policy).
+
+Here: the proposal and the outcome report, end to end. Their pieces, by subject: the
+decision's steps (effect_decisions), idempotency keys (effect_idempotency) and the
+effect's token (effect_tokens).
 """
 
 from __future__ import annotations
@@ -16,41 +20,38 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet, Subquery
 
-from leaseboard.core.authority import Actor, authorize, ended_detail, verdict
+from leaseboard.core.authority import Actor, authorize
 from leaseboard.core.clock import db_now_ms
-from leaseboard.core.compiled import CompiledRead, attnames, model_insert
-from leaseboard.core.models import Alert, Effect, Executor, Lease, WorkItem
-from leaseboard.core.services.alerts import alerts_open, reconciliation_alerts_resolve_if_done
-from leaseboard.core.services.fencing import fencing_token_issue
-from leaseboard.core.services.jsondocs import json_canonical, json_size_checked
-from leaseboard.core.services.leases import lease_expire_if_due_locked, parse_lease_id
-from leaseboard.core.services.policy import effect_policy_decide
+from leaseboard.core.compiled import CompiledRead, attnames
+from leaseboard.core.models import Effect, Executor, Lease, WorkItem
+from leaseboard.core.services.alerts import reconciliation_alerts_resolve_if_done
+
+# effect_decided, effect_error and effect_token_issue are answered from here as before
+# (approvals decide pending effects with them): re-exported explicitly.
+from leaseboard.core.services.effect_decisions import (
+    effect_decided as effect_decided,
+)
+from leaseboard.core.services.effect_decisions import (
+    effect_error as effect_error,
+)
+from leaseboard.core.services.effect_decisions import (
+    effect_policy_step,
+    effect_refusal_record,
+    effect_standing_refusal,
+)
+from leaseboard.core.services.effect_idempotency import (
+    effect_first_under_key,
+    effect_same_request,
+)
+from leaseboard.core.services.effect_tokens import effect_token_issue as effect_token_issue
+from leaseboard.core.services.jsondocs import json_size_checked
+from leaseboard.core.services.leases import parse_lease_id
 from leaseboard.core.services.rule_sets import clock_and_policy_version
-from leaseboard.core.signals import approval_requested
 from leaseboard.core.tracing import Decision, current_trace_id, decided, note_current
 from leaseboard.domain.authority import Act
-from leaseboard.domain.errors import (
-    ERRORS_BY_CODE,
-    IdempotencyConflict,
-    LeaseboardError,
-    LockDelay,
-    NotFound,
-    ValidationFailed,
-)
-from leaseboard.domain.fencing import content_digest, token_expiry_ms
-from leaseboard.domain.reconciliation import PolicyDecision, effect_names_checked
-
-
-def effect_error(effect: Effect) -> LeaseboardError:
-    """The error a refused effect answers with, the first time and on every retry."""
-    cls = ERRORS_BY_CODE.get(effect.refusal_code, ValidationFailed)
-    return cls(
-        effect.refusal_detail or cls.title,
-        current_epoch=effect.current_epoch,
-        your_epoch=effect.epoch,
-        effect_id=str(effect.id),
-        **({"rule": effect.rule_name} if effect.policy_version is not None else {}),
-    )
+from leaseboard.domain.errors import LeaseboardError, NotFound, ValidationFailed
+from leaseboard.domain.fencing import content_digest
+from leaseboard.domain.reconciliation import effect_names_checked
 
 
 def parse_effect_id(raw: Any) -> uuid.UUID:
@@ -65,108 +66,6 @@ def effect_fields_checked(kind: str, target: str, idempotency_key: str, payload:
     if not idempotency_key or len(idempotency_key) > 200:
         raise ValidationFailed("idempotency_key is 1 to 200 characters", param="idempotency_key")
     json_size_checked(payload, param="payload", limit=settings.LEASEBOARD_MAX_EFFECT_PAYLOAD_BYTES)
-
-
-def _same_request(first: Effect, lease_id: uuid.UUID, kind: str, target: str, payload: Any) -> None:
-    """A repeated idempotency key must name the same effect; anything else is a conflict,
-    never the earlier effect's answer."""
-    differs = [
-        name
-        for name, old, new in (
-            ("lease_id", first.lease_id, lease_id),
-            ("kind", first.kind, kind),
-            ("target", first.target, target),
-            ("payload", json_canonical(first.payload), json_canonical(payload)),
-        )
-        if old != new
-    ]
-    if differs:
-        raise IdempotencyConflict(
-            f"idempotency key {first.idempotency_key!r} was used for another effect "
-            f"(different {', '.join(differs)})",
-            effect_id=str(first.id),
-        )
-
-
-def effect_token_issue(
-    effect: Effect, lease: Lease, item: WorkItem, now_ms: int, *, queue: str
-) -> str:
-    """The effect's token, dying with the standing it proves: at the lease's expiry at the
-    moment of issue (a renewal does not stretch it). Its expiry is kept on the effect: a
-    successor waits for it while the outcome is unknown (the fence). It names the work
-    item's `queue` and the policy version the effect was decided under."""
-    effect.token_expires_at_ms = token_expiry_ms(
-        lease_expires_at_ms=lease.expires_at_ms,
-        now_ms=now_ms,
-        max_ttl_ms=settings.FENCING_TOKEN_TTL_MS,
-    )
-    return fencing_token_issue(
-        work_key=item.key,
-        epoch=lease.epoch,
-        generation=lease.generation,
-        lease_id=str(lease.id),
-        holder=effect.executor.name if effect.executor else "",
-        now_ms=now_ms,
-        expires_at_ms=effect.token_expires_at_ms,
-        effect_id=str(effect.id),
-        digest=effect.content_digest or effect_digest(effect),
-        queue=queue,
-        policy_version=effect.policy_version,
-    )
-
-
-def effect_digest(effect: Effect) -> str:
-    """The digest of what the effect asks: set on the row once, when it is proposed."""
-    if not effect.content_digest:
-        effect.content_digest = content_digest(effect.kind, effect.target, effect.payload)
-    return effect.content_digest
-
-
-def fence_checked(lease: Lease, now_ms: int) -> None:
-    """Under a grant made before the fence passed (a takeover, an assignment), no effect
-    is authorized until it has: an older holder's token may still be accepted by a
-    recipient that has not seen this epoch. Raised before anything is recorded, so a retry
-    with the same idempotency key is decided afresh."""
-    if lease.fenced_until_ms > now_ms:
-        raise LockDelay(
-            "the previous holder's fencing tokens may still be accepted by a recipient that "
-            "has not seen this epoch; effects are authorized once they have expired",
-            retry_after_ms=lease.fenced_until_ms - now_ms,
-            fenced_until_ms=lease.fenced_until_ms,
-        )
-
-
-def effect_decided(
-    effect: Effect,
-    *,
-    decision: str,
-    now_ms: int,
-    code: str = "",
-    detail: str = "",
-    user_id: int | None = None,
-) -> Effect:
-    """Write a decision onto an effect row (new or pending): the one decide-and-save."""
-    effect.decision = decision
-    effect.refusal_code = code
-    effect.refusal_detail = detail[:500]
-    effect.decided_at_ms = None if decision == Effect.Decision.PENDING_APPROVAL else now_ms
-    effect.decided_by_id = user_id
-    if effect._state.adding:
-        model_insert(effect)  # what save(force_insert=True) writes, compiled once
-    else:
-        effect.save(
-            update_fields=[
-                "decision",
-                "refusal_code",
-                "refusal_detail",
-                "decided_at_ms",
-                "decided_by",
-                "current_epoch",
-                "fencing_token",
-                "token_expires_at_ms",
-            ]
-        )
-    return effect
 
 
 def _effect_decided(span: Decision, effect: Effect) -> None:
@@ -219,7 +118,7 @@ def effect_propose(
     except IntegrityError:
         # A concurrent retry with the same key won the insert; answer as it was answered.
         effect = Effect.objects.get(executor=executor, idempotency_key=idempotency_key)
-        _same_request(effect, lid, kind, target, payload)
+        effect_same_request(effect, lid, kind, target, payload)
     if effect.decision == Effect.Decision.REFUSED:
         raise _effect_refused(effect)
     return effect
@@ -267,15 +166,11 @@ def _effect_decide(
     # retry that committed meanwhile makes our insert fail on the key's unique constraint,
     # answered in `effect_propose` as that retry was.
     found = _LEASE_LOCKED.row(lease_id, executor.id, idempotency_key)
-    first_id = found[1][0] if found is not None else None
-    if found is None:  # no such lease; a key used for another lease is still a conflict
-        first = Effect.objects.filter(executor=executor, idempotency_key=idempotency_key).first()
-    elif first_id is not None:
-        first = Effect.objects.get(id=first_id)
-    else:
-        first = None
+    first = effect_first_under_key(
+        found is not None, found[1][0] if found else None, executor, idempotency_key
+    )
     if first is not None:
-        _same_request(first, lease_id, kind, target, payload)
+        effect_same_request(first, lease_id, kind, target, payload)
         return first
     if found is None:
         raise NotFound(f"no lease {lease_id}")
@@ -298,77 +193,15 @@ def _effect_decide(
         proposed_at_ms=now,
         trace_id=current_trace_id(),
     )
-    v = verdict(
-        Act.PROPOSE_EFFECT,
-        Actor.agent(executor),
-        now_ms=now,
-        lease=lease,
-        epoch=epoch,
-        current_epoch=item.epoch,
-        queue=queue_name,
-        held=item.held_at_ms is not None,
-    )
-    if v.code == "lease_expired":
-        lease_expire_if_due_locked(lease, now)  # time decided it; record it with one alert
-    if v.code is None:
-        fence_checked(lease, now)
-    code, detail = v.code, v.detail
-    if code in {"lease_expired", "lease_released", "lease_revoked"}:
-        detail, _ = ended_detail(lease, code, lease.end_reason or detail)
-    elif code == "on_hold" and item.hold_reason:
-        detail = f"{detail} ({item.hold_reason})"
-    if code is None:
-        policy = effect_policy_decide(
-            item=item,
-            lease=lease,
-            executor=executor,
-            kind=kind,
-            target=target,
-            payload=payload,
-            now_ms=now,
-            policy_version=policy_version,
-        )
-        effect.rule_name, effect.policy_version = policy.rule, policy.version
-        effect.rule_error = policy.error[:300]
-        if policy.decision == PolicyDecision.DENY:
-            code, detail = "policy_denied", policy.reason
-        elif policy.decision == PolicyDecision.REQUIRE_APPROVAL:
-            within = policy.decide_within_ms or settings.LEASEBOARD_APPROVAL_DECIDE_WITHIN_MS
-            effect.decide_by_ms, effect.on_timeout = now + within, policy.on_timeout
-            effect_decided(effect, decision=Effect.Decision.PENDING_APPROVAL, now_ms=now)
-            approval_requested.send(Effect, effect=effect)
-            return effect
-    if code is not None:
-        effect_decided(
-            effect, decision=Effect.Decision.REFUSED, now_ms=now, code=code, detail=detail
-        )
-        if code == "stale_epoch":
-            _open_stale_alert(effect, lease, now)
+    refusal = effect_standing_refusal(
+        lease=lease, item=item, executor=executor, epoch=epoch, now_ms=now, queue=queue_name
+    ) or effect_policy_step(effect, policy_version=policy_version, now_ms=now)
+    if refusal is not None:
+        return effect_refusal_record(effect, refusal, now)
+    if effect.decision == Effect.Decision.PENDING_APPROVAL:
         return effect
     effect.fencing_token = effect_token_issue(effect, lease, item, now, queue=queue_name)
     return effect_decided(effect, decision=Effect.Decision.AUTHORIZED, now_ms=now)
-
-
-def _open_stale_alert(effect: Effect, lease: Lease, now: int) -> None:
-    # One alert per stale lease, however many effects it keeps trying.
-    alerts_open(
-        [
-            Alert(
-                kind=Alert.Kind.STALE_EFFECT,
-                dedupe_key=f"stale_effect:{lease.id}",
-                lease=lease,
-                work_item_id=effect.work_item_id,
-                epoch=effect.epoch,
-                message=(
-                    f"{effect.executor.name if effect.executor else 'unknown'} tried "
-                    f"{effect.kind} at epoch {effect.epoch}; current epoch {effect.current_epoch}"
-                ),
-                detail={"effect_id": str(effect.id), "target": effect.target},
-                due_at_ms=now,
-                opened_at_ms=now,
-            )
-        ]
-    )
 
 
 def effect_record_locked(
@@ -395,7 +228,7 @@ def effect_record_locked(
     )
     first = Effect.objects.filter(executor=lease.holder, idempotency_key=idempotency_key).first()
     if first is not None:
-        _same_request(first, lease.id, kind, target, {})
+        effect_same_request(first, lease.id, kind, target, {})
         return first, False
     effect = Effect(
         work_item=item,
@@ -454,7 +287,11 @@ def effect_report_outcome(
         effect.outcome = outcome
         effect.outcome_detail = detail[:1000]
         effect.outcome_at_ms = db_now_ms()
-        effect.save(update_fields=["outcome", "outcome_detail", "outcome_at_ms"])
+        Effect.objects.filter(id=effect.id, work_item_id=effect.work_item_id).update(
+            outcome=outcome,
+            outcome_detail=effect.outcome_detail,
+            outcome_at_ms=effect.outcome_at_ms,
+        )  # keyed by the work item too (tests/architecture/test_sharding.py)
         if outcome != Effect.Outcome.UNKNOWN:  # a late truth may unblock the item
             reconciliation_alerts_resolve_if_done(
                 work_item_id=effect.work_item_id, now_ms=effect.outcome_at_ms

@@ -25,7 +25,7 @@ from leaseboard.core.services.recipients import recipient_report_record
 from leaseboard.core.tracing import Decision, decided
 from leaseboard.domain.authority import ENDED_CODES, Act
 from leaseboard.domain.certainty import LIVE
-from leaseboard.domain.fencing import InvalidToken, unverified_claims, verify_token
+from leaseboard.domain.fencing import FencingClaims, InvalidToken, unverified_claims, verify_token
 from leaseboard_recipient.tokens import fencing_order_text
 
 
@@ -93,37 +93,50 @@ def fencing_check(
                 ),
             )
     except InvalidToken as exc:
-        said = unverified_claims(token)
-        current: int | None = None
-        current_generation: int | None = None
-        if said is not None and exc.code != "forged":
-            row = (
-                WorkItem.objects.filter(key=said.work_key)
-                .values_list("epoch", _current_generation())
-                .first()
-            )
-            if row is not None:
-                current, current_generation = row[0], row[1] or 0
-        if exc.code == "payload_mismatch" and said is not None and current is not None:
-            recipient_report_record(
-                actor=actor,
-                work_key=said.work_key,
-                reason="payload_mismatch",
-                epoch=said.epoch,
-                high_water=current,
-                detail=f"online check: {exc.detail}",
-                token=token,
-            )
-        return FencingAnswer(
-            valid=False,
-            current_epoch=current,
-            code=exc.code,
-            work_key=said.work_key if said else None,
-            epoch=said.epoch if said else None,
-            detail=exc.detail,
-            generation=said.generation if said else None,
-            current_generation=current_generation,
+        return _refused(actor, token, exc)
+    return _standing(claims, now)
+
+
+def _refused(actor: Actor, token: str, exc: InvalidToken) -> FencingAnswer:
+    """A token that does not verify (or does not match the request): the refusal, with the
+    current epoch of the work it claims to name unless it is forged; a payload mismatch is
+    recorded as the recipient's report."""
+    said = unverified_claims(token)
+    current: int | None = None
+    current_generation: int | None = None
+    if said is not None and exc.code != "forged":
+        row = (
+            WorkItem.objects.filter(key=said.work_key)
+            .values_list("epoch", _current_generation())
+            .first()
         )
+        if row is not None:
+            current, current_generation = row[0], row[1] or 0
+    if exc.code == "payload_mismatch" and said is not None and current is not None:
+        recipient_report_record(
+            actor=actor,
+            work_key=said.work_key,
+            reason="payload_mismatch",
+            epoch=said.epoch,
+            high_water=current,
+            detail=f"online check: {exc.detail}",
+            token=token,
+        )
+    return FencingAnswer(
+        valid=False,
+        current_epoch=current,
+        code=exc.code,
+        work_key=said.work_key if said else None,
+        epoch=said.epoch if said else None,
+        detail=exc.detail,
+        generation=said.generation if said else None,
+        current_generation=current_generation,
+    )
+
+
+def _standing(claims: FencingClaims, now: int) -> FencingAnswer:
+    """A verified token: is the standing it proves still current, by the whole fencing
+    order and the lease itself, and is that lease live?"""
     item = (
         WorkItem.objects.filter(key=claims.work_key)
         .select_related("queue")

@@ -60,7 +60,15 @@ def lease_end_locked(
     lease.end_reason = reason[:300]
     lease.ended_by_id = actor_id
     lease.fenced_until_ms = fence_on_early_end(lease, now_ms)
-    lease.save(update_fields=["state", "ended_at_ms", "end_reason", "ended_by", "fenced_until_ms"])
+    # Keyed by the work item as well as the id: the shard a Citus deployment keeps it on
+    # (tests/architecture/test_sharding.py).
+    Lease.objects.filter(id=lease.id, work_item_id=lease.work_item_id).update(
+        state=state,
+        ended_at_ms=now_ms,
+        end_reason=lease.end_reason,
+        ended_by_id=actor_id,
+        fenced_until_ms=lease.fenced_until_ms,
+    )
     fence = {"fenced_until_ms": lease.fenced_until_ms} if lease.fenced_until_ms > now_ms else {}
     LeaseEvent.objects.create(
         lease=lease,
@@ -90,7 +98,10 @@ def leases_expire_locked(
         return []
     reason = "ttl elapsed"
     ids = [lease.id for lease in leases]
-    Lease.objects.filter(id__in=ids).update(
+    # Batched by the work items' ids as well: each lease on its work item's shard.
+    Lease.objects.filter(
+        id__in=ids, work_item_id__in={lease.work_item_id for lease in leases}
+    ).update(
         state=Lease.State.EXPIRED,
         # A millisecond clock needs a bigint: an untyped Value is an integer, which psycopg's
         # server-side binding (opt-in, `server_side_binding=true`) truncates to 32 bits.
