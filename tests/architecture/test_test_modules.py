@@ -48,7 +48,6 @@ ALLOWED = {
     "leaseboard.api.schemas": "request and response schemas, tests/api/test_contract.py",
     "leaseboard.core.services.audit_checkpoints": "through the audit_checkpoint command tests",
     "leaseboard.core.services.epoch_notices": "through tests/sweeps (notices)",
-    "leaseboard.core.services.rule_sets": "through the policy tests (compiled rule sets)",
     "leaseboard.core.signals": "connected in apps.py; the audit tests see what it writes",
     "leaseboard.dashboard.selectors.audit": "through tests/dashboard/views audit pages",
     "leaseboard.dashboard.selectors.charts": "through the chart pages (tests/dashboard/views)",
@@ -74,7 +73,6 @@ ALLOWED = {
     "leaseboard.takeovers.sweep": "through the sweep tests",
     "leaseboard.telemetry": "through tests/core/test_tracing.py",
     "leaseboard.web.charts": "through the chart pages (tests/dashboard/views)",
-    "leaseboard.web.roles": "through the pages' role checks",
     "leaseboard.web.signin": "through tests/security/test_signin_throttle.py",
 }
 
