@@ -62,7 +62,6 @@ ALLOWED = {
     "leaseboard.sweeps.consumer": "the worker's consumer, tests/e2e/test_celery_worker.py",
     "leaseboard.sweeps.deliveries": "through tests/sweeps webhook deliveries",
     "leaseboard.sweeps.fs_transport": "through tests/sweeps/test_fs_broker.py",
-    "leaseboard.sweeps.metrics": "through the /metrics tests",
     "leaseboard.takeovers.selectors.approvals": "through the takeover pages",
     "leaseboard.takeovers.selectors.standing": "through the takeover pages",
     "leaseboard.takeovers.selectors.timeline": "through the interventions pages",
@@ -71,7 +70,6 @@ ALLOWED = {
     "leaseboard.takeovers.services.requests": "through leaseboard.takeovers.services",
     "leaseboard.takeovers.services.standing": "through leaseboard.takeovers.services",
     "leaseboard.takeovers.sweep": "through the sweep tests",
-    "leaseboard.telemetry": "through tests/core/test_tracing.py",
     "leaseboard.web.charts": "through the chart pages (tests/dashboard/views)",
     "leaseboard.web.signin": "through tests/security/test_signin_throttle.py",
 }
