@@ -61,7 +61,6 @@ ALLOWED = {
     "leaseboard.sandbox.services": "the payments sandbox, tests/recipient/test_sandbox.py",
     "leaseboard.sweeps.consumer": "the worker's consumer, tests/e2e/test_celery_worker.py",
     "leaseboard.sweeps.deliveries": "through tests/sweeps webhook deliveries",
-    "leaseboard.sweeps.fs_transport": "through tests/sweeps/test_fs_broker.py",
     "leaseboard.takeovers.selectors.approvals": "through the takeover pages",
     "leaseboard.takeovers.selectors.standing": "through the takeover pages",
     "leaseboard.takeovers.selectors.timeline": "through the interventions pages",
