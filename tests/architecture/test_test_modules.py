@@ -37,13 +37,15 @@ KINDS = {
 
 # Module -> why it has no direct test module yet. Only shrinks (see the module docstring).
 ALLOWED = {
-    # Replaced by another branch of issue 31 (people and roles in one module).
     # Run by `dev.py demo`; tests/e2e/test_demo.py runs that end to end.
     "leaseboard.sandbox.management.commands.demo_setup": "run by dev.py demo (test_demo.py)",
     "leaseboard.sandbox.management.commands.simulate_agents": "run by dev.py demo (test_demo)",
     "leaseboard.sandbox.demo": "dev.py demo's set-up, run end to end by tests/e2e/test_demo.py",
     "leaseboard.sandbox.fleet": "dev.py demo's simulated agents, run by tests/e2e/test_demo.py",
-    # Reached through the API by every tests/api module; a direct test module is owed.
+    # Reached through the pages, the API or a package re-export; a direct test module is
+    # owed. api.schemas is being split (issue 31), web.charts and dashboard.selectors.charts
+    # are being reworked, takeovers.services.* are being changed, in other branches: their
+    # direct tests belong with those changes.
     "leaseboard.api.openapi": "the served schema, tests/api/test_contract.py",
     "leaseboard.api.schemas": "request and response schemas, tests/api/test_contract.py",
     "leaseboard.core.services.audit_checkpoints": "through the audit_checkpoint command tests",
