@@ -250,6 +250,19 @@ def db_clock(settings):  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
+def operator(db):  # type: ignore[no-untyped-def]
+    """An operator (olivia), for the pages of every app."""
+    return make_user("olivia", "operator")
+
+
+@pytest.fixture
+def operator_client(client, operator):  # type: ignore[no-untyped-def]
+    """Django's test client signed in as `operator`."""
+    client.force_login(operator)
+    return client
+
+
+@pytest.fixture
 def fast_passwords(settings):  # type: ignore[no-untyped-def]
     # PBKDF2 at full strength costs ~0.3 s per user; the takeover tests make several per test.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

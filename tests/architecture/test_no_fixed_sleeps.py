@@ -15,7 +15,7 @@ HANG_S = 3600
 
 # (file under tests/, function) -> why its sleep is not a wait for a condition.
 ALLOWED = {
-    ("services/sweeps/test_hostile_delivery.py", "slowly"): (
+    ("sweeps/test_hostile_delivery.py", "slowly"): (
         "a webhook receiver that is slow on purpose: the overlap it causes is the race tested"
     ),
     ("client/test_async_unit.py", "slow_release"): (

@@ -19,7 +19,7 @@ from leaseboard.core.services.effects import effect_propose
 from leaseboard.domain.policy import RuleSpec
 from leaseboard.sweeps.services import sweep_run
 from tests.builders import age_leases, effect_rules, leased_item, make_user, request_for
-from tests.web.test_settings_round_trip import Forms
+from tests.policy.views.test_settings_round_trip import Forms
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.django_db]
 

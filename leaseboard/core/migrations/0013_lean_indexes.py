@@ -26,7 +26,7 @@ class Migration(migrations.Migration):
         # Each foreign key below: the state drops db_index; the database drops exactly the
         # one index Django made for it. (AlterField would drop every index on the column
         # that Meta.indexes does not name, the partial unique lease_one_live_per_work_item
-        # among them: tests/services/test_schema.py.)
+        # among them: tests/core/test_schema.py.)
         migrations.SeparateDatabaseAndState(
             state_operations=[
                 migrations.AlterField(

@@ -2,9 +2,9 @@
 written here rather than by a template loop: the page lists up to 200 rows and polls every
 2 s, and the template engine spent about 9 ms of a 50-row search on them (per row: two
 includes, three URL reversals, some 40 variable lookups). The markup is the one the
-template wrote; tests/web/test_live_rows.py renders the same rows both ways and compares.
-Every value is escaped; URLs are reversed once per call and quoted as `reverse()` quotes
-them."""
+template wrote; tests/dashboard/templatetags/test_live_rows.py renders the same rows both
+ways and compares. Every value is escaped; URLs are reversed once per call and quoted as
+`reverse()` quotes them."""
 
 from __future__ import annotations
 

@@ -111,7 +111,7 @@ def next_grant_at(lease: Lease, *, open_tokens: bool | None = None) -> int:
 
 def next_grant_at_sql() -> Expression:
     """`next_grant_at` as an expression over a Lease queryset, for the acquire's one gate
-    read (tests/services/test_fencing.py holds the two forms to the same answers)."""
+    read (tests/core/services/test_fencing.py holds the two forms to the same answers)."""
     zero = Value(0, output_field=BigIntegerField())
     skew = Case(
         When(

@@ -29,7 +29,7 @@ from leaseboard.policy.services.config import (
 from tests.builders import make_user
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 PROPOSALS = [
     ("payments", "payment.refund", "order-1", {"amount_cents": 60000}),

@@ -11,7 +11,9 @@ import socket
 import pytest
 from django.test import Client
 
+from leaseboard.core.clock import db_now_ms
 from leaseboard.sweeps import services
+from leaseboard.sweeps.health import database_check, sweep_age, sweep_age_now, sweeps_check
 from leaseboard.sweeps.models import SweepState
 from tests.builders import make_user
 
@@ -124,3 +126,33 @@ def test_the_badge_poll_brings_the_banner_when_the_page_shows_otherwise(viewer, 
     assert 'id="sweeps-banner" hx-swap-oob="true"' in changed and BANNER in changed
     shown = viewer.get("/alerts/badge?sweeps_shown=1", **hx).content.decode()
     assert 'id="sweeps-banner"' not in shown
+
+
+# -- the checks themselves (leaseboard.sweeps.health), as /healthz and /metrics read them --
+
+
+def test_the_sweep_age_is_read_on_the_database_clock_and_stale_past_the_setting(settings):  # type: ignore[no-untyped-def]
+    settings.LEASEBOARD_SWEEPS_STALE_AFTER_S = 30
+    assert sweep_age_now(None, 5_000).stale is True  # no sweep ever completed
+    assert sweep_age_now(1_000, 31_000).stale is False  # exactly the bound: not yet
+    assert sweep_age_now(1_000, 31_001).stale is True
+    SweepState.objects.filter(id=1).delete()
+    assert sweep_age().stale is True and sweep_age().age_s is None  # no sweep ever started
+    now = db_now_ms()
+    SweepState.objects.create(id=1, last_sweep_at_ms=now, last_completed_at_ms=now - 40_000)
+    age = sweep_age()
+    assert age.stale is True and age.age_s is not None and age.age_s >= 40
+    SweepState.objects.filter(id=1).update(last_completed_at_ms=db_now_ms())
+    assert sweep_age().stale is False
+
+
+def test_the_sweeps_check_says_what_the_banner_and_the_metrics_say(settings):  # type: ignore[no-untyped-def]
+    settings.LEASEBOARD_SWEEPS_STALE_AFTER_S = 10
+    done = db_now_ms() - 12_000
+    SweepState.objects.update_or_create(
+        id=1, defaults={"last_completed_at_ms": done, "last_sweep_at_ms": done}
+    )
+    check = sweeps_check()
+    assert (check["ok"], check["stale"], check["last_completed_at_ms"]) == (False, True, done)
+    assert check["stale_after_s"] == 10 and 12 <= float(check["age_s"]) < 60  # type: ignore[arg-type]
+    assert database_check() == {"ok": True, "vendor": "postgresql"}

@@ -231,7 +231,7 @@ def test_the_live_row_shows_the_pending_request_and_offers_approvers_to_decide(
     other_row = re.search(rf'<tr id="lease-{other.id}".*?</tr>', html, re.S)
     assert other_row is not None and "Request takeover" in other_row.group(0)
     assert "data-pending-takeover" not in other_row.group(0)
-    # One query more than with no request waiting (tests/web/test_dashboard.py: 8).
+    # One query more than with no request waiting (tests/dashboard/views/test_dashboard.py: 8).
     assert len(counted.captured_queries) == 9
     # The approver is offered to decide, on the approvals page at this request.
     approver_page = _login(people.approver).get("/").content.decode()

@@ -29,7 +29,7 @@ from leaseboard.sweeps.approver_notices import approval_message, approval_notice
 from leaseboard.sweeps.models import ApprovalNotice
 from leaseboard.sweeps.services import sweep_run
 from tests.builders import age_approval, effect_rules, leased_item, make_user
-from tests.services.sweeps.test_approver_notices import Receiver
+from tests.sweeps.test_approver_notices import Receiver
 
 pytestmark = [pytest.mark.postgres]
 

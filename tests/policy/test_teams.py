@@ -2,7 +2,7 @@
 People page and in config as code (`operator:payments`), deciding every human act in the
 work item's queue; the live page shows everything and marks what the person may act on,
 or hides other teams' work where LEASEBOARD_HIDE_OTHER_QUEUES says so. The matrix of
-every act x scope is tests/web/test_authority_matrix.py's team column."""
+every act x scope is tests/core/test_authority_matrix.py's team column."""
 
 from __future__ import annotations
 
