@@ -23,7 +23,7 @@ from leaseboard.core.authority import Actor, authorize
 from leaseboard.core.clock import db_now_ms
 from leaseboard.core.models import Lease, WorkItem
 from leaseboard.core.models.leases import LIVE_STATES
-from leaseboard.core.services.audit import audit_act
+from leaseboard.core.services.audit import audit_act, audit_record
 from leaseboard.core.services.leases import lease_for_revoke_locked, revoke_reason
 from leaseboard.domain.authority import Act
 from leaseboard.domain.errors import ValidationFailed
@@ -135,29 +135,39 @@ def lease_hold_release(
 
 
 def work_hold_lift_locked(
-    *, item: WorkItem, act: Act, actor: Actor, now_ms: int, why: str, request_id: str = ""
+    *,
+    item: WorkItem,
+    act: Act,
+    actor: Actor | None,
+    now_ms: int,
+    why: str,
+    request_id: str = "",
 ) -> str:
-    """End the item's hold as part of a decision that gives the work to someone an operator
-    chose (an approved takeover, a break-glass), inside the caller's transaction, which
-    holds the work item's lock and has authorized `act`. Returns the lifted hold's reason
-    ("" when the item was not held: nothing is written)."""
+    """End the item's hold as part of a decision about the work (an approved takeover, a
+    break-glass; a rejected or expired request lifting the hold it placed), inside the
+    caller's transaction, which holds the work item's lock and has authorized `act`. No
+    actor: the sweep (an expired request). Returns the lifted hold's reason ("" when the
+    item was not held: nothing is written)."""
     if item.held_at_ms is None:
         return ""
     before = _hold_view(item)
     _hold_set_locked(item, at_ms=None, reason="", by=None)
-    audit_act(
-        act=act,
-        actor=actor,
-        action="work_item.hold_lifted",
-        object_type="work_item",
-        object_id=item.key,
-        work_item=item,
-        at_ms=now_ms,
-        reason=why[:NOTE_MAX],
-        before=before,
-        after={"held": False, "held_for_ms": now_ms - int(before["held_at_ms"])},
-        request_id=request_id,
-    )
+    said: dict[str, Any] = {
+        "object_type": "work_item",
+        "object_id": item.key,
+        "work_item": item,
+        "at_ms": now_ms,
+        "reason": why[:NOTE_MAX],
+        "before": before,
+        "after": {"held": False, "held_for_ms": now_ms - int(before["held_at_ms"])},
+        "request_id": request_id,
+    }
+    if actor is None:
+        audit_record(
+            actor_name="sweep", actor_role="system", action="work_item.hold_lifted", **said
+        )
+    else:
+        audit_act(act=act, actor=actor, action="work_item.hold_lifted", **said)
     return str(before["reason"])
 
 
