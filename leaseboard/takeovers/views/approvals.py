@@ -11,6 +11,7 @@ from django.shortcuts import redirect
 from django.views.decorators.http import require_GET, require_POST
 
 from leaseboard.core.services import approvals
+from leaseboard.core.services.bulk import BULK_MAX as BULK_MAX_BY_QUERY
 from leaseboard.domain.authority import Act
 from leaseboard.domain.errors import LeaseboardError
 from leaseboard.takeovers import services
@@ -27,7 +28,7 @@ BULK_MAX = 100
 @act_required(Act.APPROVE_TAKEOVER, Act.APPROVE_EFFECT)
 def pending(request: HttpRequest) -> HttpResponse:
     page = inbox()
-    context = {"page": page}
+    context = {"page": page, "bulk_max": BULK_MAX_BY_QUERY}
     if wants_fragment(request, "inbox"):
         return polled_fragment(
             request, "takeovers/_inbox.html", context, version=page.version, seq=page.now_ms
