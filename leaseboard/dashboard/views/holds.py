@@ -18,10 +18,13 @@ from leaseboard.dashboard.forms import ReasonForm
 from leaseboard.dashboard.selectors import revocations as lease_reads
 from leaseboard.domain.authority import Act
 from leaseboard.domain.errors import LeaseboardError, NotFound
+from leaseboard.web.kept import keep_input
 from leaseboard.web.pages import render_page
 from leaseboard.web.redirects import redirect_next
 from leaseboard.web.refusals import refuse, refused_for_form
 from leaseboard.web.roles import act_required, acting
+
+REASON_FIELDS = ("reason_category", "reason_text")
 
 
 @require_POST
@@ -38,6 +41,7 @@ def lease_hold(request: HttpRequest, lease_id: uuid.UUID) -> HttpResponse:
     except NotFound:
         raise Http404("no such lease") from None
     except LeaseboardError as exc:
+        keep_input(request, f"hold:{lease_id}", REASON_FIELDS)
         refuse(request, exc, prefix="Hold: ")
         return redirect_next(request, reverse("dashboard:live"))
     messages.success(
@@ -58,6 +62,7 @@ def lease_hold_release(request: HttpRequest, lease_id: uuid.UUID) -> HttpRespons
     except NotFound:
         raise Http404("no such lease") from None
     except LeaseboardError as exc:
+        keep_input(request, f"hold_release:{lease_id}", ("note",))
         refuse(request, exc, prefix="Release hold: ")
         return redirect_next(request, reverse("dashboard:live"))
     messages.success(request, f"Hold released: {lease.holder.name} may propose effects again.")
