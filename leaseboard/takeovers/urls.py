@@ -18,6 +18,7 @@ urlpatterns = [
     path("interventions/<int:pk>/assign", standing.standing_assign, name="assign"),
     path("interventions/<int:pk>/effects", standing.effect_record, name="record_effect"),
     path("effects/<uuid:effect_id>/reconcile", standing.effect_reconcile, name="reconcile"),
+    path("standing/<uuid:lease_id>/checkpoint", standing.standing_checkpoint, name="checkpoint"),
     path("pending/", approvals.pending, name="pending"),
     path("decide", approvals.decide_many, name="decide_many"),
     path("requests/<int:pk>/<str:decision>", approvals.request_decide, name="decide"),

@@ -1,5 +1,5 @@
 """Forms keep what was typed after a refusal, on the pages that post and redirect (issue
-28, point 9): the work item page's hold and revoke forms, the standing page's
+28, point 9): the work item page's hold, revoke and checkpoint forms, the standing page's
 acts, the inbox's note. Each test posts bad input, follows the redirect, and finds the
 input echoed back (escaped)."""
 
@@ -9,6 +9,7 @@ import pytest
 from django.test import Client
 
 from leaseboard.core.authority import Actor
+from leaseboard.core.models import Checkpoint
 from leaseboard.takeovers import services
 from leaseboard.web.kept import KEEP_SECONDS, SESSION_KEY
 from tests.builders import leased_item, make_user, request_for
@@ -59,6 +60,32 @@ def _standing(people, scene):  # type: ignore[no-untyped-def]
     return services.takeover_approve(
         request_pk=req.id, actor=Actor.human(people.approver), note="ok"
     )
+
+
+def test_the_checkpoint_form_on_the_work_item_page_keeps_a_document_that_is_not_json(people, scene):
+    iv = _standing(people, scene)
+    client = _signed_in(people.operator)
+    page = client.get(f"/work/{scene.key}").content.decode()
+    assert 'id="checkpoint-form"' in page and f"(epoch {iv.epoch})" in page
+    url = f"/takeovers/standing/{iv.lease_id}/checkpoint"
+    bad = {
+        "epoch": iv.epoch,
+        "data": '{"step": "refund',
+        "note": "by hand",
+        "next": f"/work/{scene.key}",
+    }
+    r = client.post(url, bad, follow=True)
+    html = r.content.decode()
+    assert "the checkpoint is not JSON" in html
+    assert "{&quot;step&quot;: &quot;refund</textarea>" in html
+    assert 'name="note" maxlength="1000" value="by hand"' in html
+    r = client.post(url, {**bad, "data": '{"step": "refund"}'}, follow=True)
+    assert "Checkpoint #1 saved at epoch" in r.content.decode()
+    assert Checkpoint.objects.get().data == {"step": "refund"}
+    assert "refund</textarea>" not in client.get(f"/work/{scene.key}").content.decode()
+    # Only the person holding the standing is offered the form.
+    approver_page = _signed_in(people.approver).get(f"/work/{scene.key}").content.decode()
+    assert 'id="checkpoint-form"' not in approver_page
 
 
 def test_the_standing_page_keeps_the_assign_choice_and_the_extension_reason(people, scene):

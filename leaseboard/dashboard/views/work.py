@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
@@ -30,6 +31,8 @@ def work_item(request: HttpRequest, key: str) -> HttpResponse:
             initial=kept_input(request, f"revoke:{live}"), auto_id="revoke-%s"
         ),
         "hold_form": ReasonForm(initial=kept_input(request, f"hold:{live}"), auto_id="hold-%s"),
+        "kept_checkpoint": kept_input(request, f"checkpoint:{live}"),
+        "checkpoint_max_kb": settings.LEASEBOARD_MAX_CHECKPOINT_BYTES // 1024,
         "kept_release": kept_input(request, f"hold_release:{page.leases[0].lease.id}")
         if page.leases
         else {},

@@ -148,3 +148,27 @@ def effect_reconcile(request: HttpRequest, effect_id: uuid.UUID) -> HttpResponse
         forget_input(request, f"reconcile:{effect_id}")
         messages.success(request, "Effect reconciled.")
     return redirect_next(request, reverse("takeovers:standing"))
+
+
+@require_POST
+@act_required(Act.CHECKPOINT)
+def standing_checkpoint(request: HttpRequest, lease_id: uuid.UUID) -> HttpResponse:
+    """A checkpoint written by the person holding standing, under the standing's epoch."""
+    form = f"checkpoint:{lease_id}"
+    try:
+        cp = services.standing_checkpoint(
+            lease_id=lease_id,
+            epoch=int_param(request.POST.get("epoch")),
+            document=request.POST.get("data", ""),
+            note=request.POST.get("note", ""),
+            **acting(request),
+        )
+    except LeaseboardError as exc:
+        keep_input(request, form, TYPED["checkpoint"])
+        refuse(request, exc, prefix="Checkpoint: ")
+    else:
+        forget_input(request, form)
+        messages.success(
+            request, f"Checkpoint #{cp.seq} saved at epoch {cp.epoch}: the next holder reads it."
+        )
+    return redirect_next(request, reverse("takeovers:standing"))
