@@ -79,7 +79,6 @@ ALLOWED = {
     "leaseboard.takeovers.selectors.timeline": "through the interventions pages",
     "leaseboard.takeovers.services._common": "through leaseboard.takeovers.services",
     "leaseboard.takeovers.services.expiry": "through leaseboard.takeovers.services",
-    "leaseboard.takeovers.services.standing": "through leaseboard.takeovers.services",
     "leaseboard.takeovers.sweep": "through the sweep tests",
     "leaseboard.telemetry": "through tests/services/test_tracing*.py",
     "leaseboard.web.charts": "through tests/web charts",
