@@ -187,7 +187,9 @@ RULES: dict[Act, Rule] = {
     Act.RENEW: _rule({P.HOLDER}, LIVE, Epoch.LEASE, refuse="not_holder"),
     # A released lease answers a retried release as done (idempotent compare-and-set).
     Act.RELEASE: _rule({P.HOLDER}, LIVE | {Certainty.RELEASED}, Epoch.LEASE, refuse="not_holder"),
-    Act.CHECKPOINT: _rule({P.HOLDER}, LIVE, Epoch.CURRENT, refuse="not_holder"),
+    # A person holding standing after a takeover checkpoints the work as an agent would,
+    # under the standing's epoch: the next holder resumes from it.
+    Act.CHECKPOINT: _rule({P.HOLDER, P.STANDING}, LIVE, Epoch.CURRENT, refuse="not_holder"),
     # Quiescence, not optimism: new effects only under an active lease.
     # An operator's hold quiesces the lease the same way: renewals go on, effects wait.
     Act.PROPOSE_EFFECT: _rule(

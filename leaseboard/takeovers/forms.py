@@ -27,7 +27,11 @@ class TakeoverRequestForm(forms.Form):
     )
     hold_while_waiting = forms.BooleanField(
         required=False,
-        label="Hold the agent while this waits (it keeps renewing; its new effects are refused)",
+        label=(
+            "Hold the agent while this waits (it keeps renewing; its new effects are refused). "
+            "The hold ends with the request: approved, rejected or expired; a hold an operator "
+            "placed separately stays"
+        ),
     )
 
     def __init__(self, *args, **kwargs):  # type: ignore[no-untyped-def]

@@ -190,6 +190,7 @@ class InterventionEvent(models.Model):
         ALERTS_RESOLVED = "alerts_resolved"
         HOLD_LIFTED = "hold_lifted"  # the work item's hold, ended by this takeover
         EXTENDED = "extended"
+        CHECKPOINTED = "checkpointed"  # a checkpoint written under human standing
         EFFECT_RECORDED = "effect_recorded"
         EFFECT_RECONCILED = "effect_reconciled"
         COMPLETED = "completed"

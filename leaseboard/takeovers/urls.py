@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from leaseboard.takeovers.views import approvals, interventions, requests, standing
+from leaseboard.takeovers.views import approvals, approvals_bulk, interventions, requests, standing
 
 app_name = "takeovers"
 
@@ -18,9 +18,11 @@ urlpatterns = [
     path("interventions/<int:pk>/assign", standing.standing_assign, name="assign"),
     path("interventions/<int:pk>/effects", standing.effect_record, name="record_effect"),
     path("effects/<uuid:effect_id>/reconcile", standing.effect_reconcile, name="reconcile"),
+    path("standing/<uuid:lease_id>/checkpoint", standing.standing_checkpoint, name="checkpoint"),
     path("pending/", approvals.pending, name="pending"),
     path("decide", approvals.decide_many, name="decide_many"),
     path("requests/<int:pk>/<str:decision>", approvals.request_decide, name="decide"),
+    path("effects/decide-matching", approvals_bulk.effects_decide_bulk, name="effects_bulk"),
     path("effects/<uuid:effect_id>", approvals.effect_page, name="effect"),
     path("effects/<uuid:effect_id>/<str:decision>", approvals.effect_decide, name="effect_decide"),
     path("interventions/", interventions.interventions, name="interventions"),

@@ -106,7 +106,7 @@ ENDED = {"expired", "released", "revoked"}
 # Acts under human standing: the object is the operator's own standing lease.
 STANDING_ACTS = {Act.EXTEND_STANDING, Act.HAND_BACK, Act.ASSIGN}
 # Acts with an entry point for agents (API) and one for humans (dashboard).
-BOTH = {Act.PROPOSE_EFFECT, Act.COMPLETE, Act.RECONCILE}
+BOTH = {Act.PROPOSE_EFFECT, Act.COMPLETE, Act.RECONCILE, Act.CHECKPOINT}
 # Recipients' acts: API entry points that authenticate recipient and agent credentials
 # alike, so that the table (not a missing credential) refuses an agent.
 RECIPIENT_ACTS = {Act.FILE_RECIPIENT_REPORT, Act.CHECK_FENCING}
@@ -455,7 +455,7 @@ def perform(w: World) -> Answer:
         return _api(w, f"/api/v1/leases/{l1.id}/renew", lease_body)
     if act is Act.RELEASE:
         return _api(w, f"/api/v1/leases/{l1.id}/release", lease_body)
-    if act is Act.CHECKPOINT:
+    if act is Act.CHECKPOINT and not w.human_path:
         return _api(w, f"/api/v1/leases/{l1.id}/checkpoints", {**lease_body, "data": {"a": 1}})
     if act is Act.REPORT_OUTCOME:
         return _api(w, f"/api/v1/effects/{e1.id}/outcome", {"outcome": "applied"})
@@ -477,6 +477,9 @@ def perform(w: World) -> Answer:
     if w.standing is not None and (act in STANDING_ACTS or w.human_path):
         iv = w.standing
         base = {"lease_id": str(iv.lease_id), "epoch": iv.epoch, "note": "n"}
+        if act is Act.CHECKPOINT:  # by lease: the work item page's form
+            path = f"/takeovers/standing/{iv.lease_id}/checkpoint"
+            return _web(w, path, {**base, "data": '{"a": 1}'})
         path, extra = {
             Act.EXTEND_STANDING: ("extend", {"minutes": 120, "reason": "more time"}),
             Act.HAND_BACK: ("hand-back", {}),

@@ -180,12 +180,16 @@ def pages_for(role: str, w: World) -> list[tuple[str, str]]:
             ("request", f"/takeovers/request/{w.keys['live']}"),
             ("bulk-takeover", "/takeovers/bulk?key=refund-003&key=refund-004"),
             ("bulk-revoke", "/leases/revoke?key=refund-003&key=refund-004"),
+            ("bulk-hold", "/leases/hold?match=1&holder=refund-bot"),
+            ("bulk-acknowledge", "/alerts/acknowledge-matching?match=1"),
+            ("work-item-standing", "/work/refund-900"),  # the checkpoint form under standing
             ("forbidden", "/audit/"),
         ],
         "approver": [
             ("pending", "/takeovers/pending/"),
             ("effect", f"/takeovers/effects/{w.ids['waiting_effect']}"),
             ("bulk-revoke", "/leases/revoke?key=refund-003"),
+            ("bulk-decide", "/takeovers/effects/decide-matching?kind=payment.refund"),
         ],
         "admin": [
             ("settings", "/settings/"),

@@ -19,14 +19,25 @@ from typing import Any
 
 from django.db import transaction
 
-from leaseboard.core.authority import Actor, authorize
+from leaseboard.core.authority import Actor, authorize, authorize_who
 from leaseboard.core.clock import db_now_ms
 from leaseboard.core.models import Lease, WorkItem
 from leaseboard.core.models.leases import LIVE_STATES
-from leaseboard.core.services.audit import audit_act
-from leaseboard.core.services.leases import lease_for_revoke_locked, revoke_reason
+from leaseboard.core.services.audit import audit_act, audit_record
+from leaseboard.core.services.bulk import (
+    BulkResult,
+    ItemOutcome,
+    bulk_audited,
+    each_item,
+    ids_checked,
+)
+from leaseboard.core.services.leases import (
+    lease_for_revoke_locked,
+    parse_lease_id,
+    revoke_reason,
+)
 from leaseboard.domain.authority import Act
-from leaseboard.domain.errors import ValidationFailed
+from leaseboard.domain.errors import NotFound, ValidationFailed
 from leaseboard.domain.vocabulary import reason_checked
 
 NOTE_MAX = 1000
@@ -135,31 +146,111 @@ def lease_hold_release(
 
 
 def work_hold_lift_locked(
-    *, item: WorkItem, act: Act, actor: Actor, now_ms: int, why: str, request_id: str = ""
+    *,
+    item: WorkItem,
+    act: Act,
+    actor: Actor | None,
+    now_ms: int,
+    why: str,
+    request_id: str = "",
 ) -> str:
-    """End the item's hold as part of a decision that gives the work to someone an operator
-    chose (an approved takeover, a break-glass), inside the caller's transaction, which
-    holds the work item's lock and has authorized `act`. Returns the lifted hold's reason
-    ("" when the item was not held: nothing is written)."""
+    """End the item's hold as part of a decision about the work (an approved takeover, a
+    break-glass; a rejected or expired request lifting the hold it placed), inside the
+    caller's transaction, which holds the work item's lock and has authorized `act`. No
+    actor: the sweep (an expired request). Returns the lifted hold's reason ("" when the
+    item was not held: nothing is written)."""
     if item.held_at_ms is None:
         return ""
     before = _hold_view(item)
     _hold_set_locked(item, at_ms=None, reason="", by=None)
-    audit_act(
-        act=act,
-        actor=actor,
-        action="work_item.hold_lifted",
-        object_type="work_item",
-        object_id=item.key,
-        work_item=item,
-        at_ms=now_ms,
-        reason=why[:NOTE_MAX],
-        before=before,
-        after={"held": False, "held_for_ms": now_ms - int(before["held_at_ms"])},
-        request_id=request_id,
-    )
+    said: dict[str, Any] = {
+        "object_type": "work_item",
+        "object_id": item.key,
+        "work_item": item,
+        "at_ms": now_ms,
+        "reason": why[:NOTE_MAX],
+        "before": before,
+        "after": {"held": False, "held_for_ms": now_ms - int(before["held_at_ms"])},
+        "request_id": request_id,
+    }
+    if actor is None:
+        audit_record(
+            actor_name="sweep", actor_role="system", action="work_item.hold_lifted", **said
+        )
+    else:
+        audit_act(act=act, actor=actor, action="work_item.hold_lifted", **said)
     return str(before["reason"])
 
 
 def _hold_view(item: WorkItem) -> dict[str, Any]:
     return {"held": True, "reason": item.hold_reason, "held_at_ms": item.held_at_ms}
+
+
+# -- hold by query ----------------------------------------------------------------------------
+
+
+@transaction.atomic(durable=True)
+def leases_hold_bulk(
+    *,
+    lease_ids: list[Any],
+    actor: Actor,
+    reason_category: str,
+    reason_text: str,
+    query: dict[str, str] | None = None,
+    request_id: str = "",
+) -> BulkResult:
+    """Hold several agents' leases with one structured reason ("hold all N matching this
+    filter"), each by the one hold (lease_hold_locked) in a savepoint: one refused lease
+    (ended, already held, outside the actor's queues) undoes only its own writes. The bulk
+    and every outcome are audited in the same transaction."""
+    authorize_who(Act.HOLD, actor)  # each lease is then decided in its queue
+    text = reason_checked(reason_category, reason_text, what="a hold")
+    ids = ids_checked(lease_ids, what="lease", param="lease_ids")
+    known = {
+        str(lease.id): lease
+        for lease in Lease.objects.filter(id__in=[u for u in map(_uuid_or_none, ids) if u])
+        .select_related("work_item", "holder")
+        .defer("work_item__scope", "recent_renewals")
+    }
+
+    def named(raw: str) -> ItemOutcome:
+        lease = known.get(raw)
+        return (
+            ItemOutcome(raw, False, lease.work_item.key, lease.holder.name)
+            if lease
+            else (ItemOutcome(raw, False))
+        )
+
+    def one(raw: str) -> ItemOutcome:
+        with transaction.atomic():
+            item, lease = lease_for_revoke_locked(raw)
+            lease_hold_locked(
+                item=item,
+                lease=lease,
+                actor=actor,
+                now_ms=db_now_ms(),
+                reason_category=reason_category,
+                reason_text=text,
+                request_id=request_id,
+            )
+        return ItemOutcome(raw, True, item.key, lease.holder.name)
+
+    # Lock in work item order, whatever order the leases were asked in (as bulk revoke).
+    order = sorted(ids, key=lambda raw: (known[raw].work_item_id if raw in known else 0, raw))
+    done = {o.id: o for o in each_item(order, one, named=named)}
+    return bulk_audited(
+        act=Act.HOLD,
+        actor=actor,
+        action="lease.hold_bulk",
+        outcomes=[done[raw] for raw in ids],
+        reason=revoke_reason(reason_category, text),
+        query=query,
+        request_id=request_id,
+    )
+
+
+def _uuid_or_none(raw: str) -> Any:
+    try:
+        return parse_lease_id(raw)
+    except NotFound:
+        return None

@@ -47,13 +47,16 @@ class Matching:
         return self.total > PICK_LIMIT
 
 
-def leases_matching(params: Any) -> Matching:
+def leases_matching(params: Any, *, unheld: bool = False) -> Matching:
     """The live agent leases the live page's filters (queue, holder, work-key search,
-    certainty) select; people's standing is never revoked in bulk. 3 queries."""
+    certainty) select; people's standing is never revoked (or held) in bulk. `unheld`: only
+    work not on hold already (hold by query). 3 queries."""
     filters = LiveFilters.from_query(params)
     now_ms = db_now_ms()
     qs = leases_filtered(filters)
     qs = qs.filter(state__in=LIVE_STATES, holder__kind="agent", expires_at_ms__gt=now_ms)
+    if unheld:
+        qs = qs.filter(work_item__held_at_ms__isnull=True)
     if filters.certainty == "active":
         qs = qs.filter(state=Lease.State.ACTIVE, due_at_ms__gt=now_ms)
     elif filters.certainty == "jeopardy":

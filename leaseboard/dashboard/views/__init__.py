@@ -11,11 +11,12 @@ from leaseboard.dashboard.views.alerts import (
     alerts_snooze_groups,
     pending_badge,
 )
+from leaseboard.dashboard.views.alerts_bulk import alerts_acknowledge_bulk
 from leaseboard.dashboard.views.audit import audit
 from leaseboard.dashboard.views.blocked import blocked
 from leaseboard.dashboard.views.executors import agent_quarantine, agent_quarantine_lift, executor
 from leaseboard.dashboard.views.fleet import fleet
-from leaseboard.dashboard.views.holds import lease_hold, lease_hold_release
+from leaseboard.dashboard.views.holds import lease_hold, lease_hold_release, leases_hold_bulk
 from leaseboard.dashboard.views.live import live_leases
 from leaseboard.dashboard.views.revocations import lease_revoke, leases_revoke_bulk
 from leaseboard.dashboard.views.work import work_item
@@ -26,6 +27,7 @@ __all__ = [
     "alert_acknowledge",
     "alert_badge",
     "alerts",
+    "alerts_acknowledge_bulk",
     "alerts_acknowledge_groups",
     "alerts_snooze_groups",
     "audit",
@@ -33,6 +35,7 @@ __all__ = [
     "executor",
     "lease_hold",
     "lease_hold_release",
+    "leases_hold_bulk",
     "fleet",
     "lease_revoke",
     "leases_revoke_bulk",

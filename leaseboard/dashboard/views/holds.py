@@ -1,6 +1,7 @@
 """An operator (or approver) puts an agent's lease on hold with a structured reason, or
-releases the hold. Escalating a hold is a takeover request, started from the hold's reason
-(takeovers:request)."""
+releases the hold; or holds every agent lease a live-page filter matches ("hold all N
+matching this filter": counted first, confirmed, an outcome per lease). Escalating a hold
+is a takeover request, started from the hold's reason (takeovers:request)."""
 
 from __future__ import annotations
 
@@ -9,14 +10,21 @@ import uuid
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
 from django.urls import reverse
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_http_methods, require_POST
 
 from leaseboard.core.services import holds
+from leaseboard.core.services.bulk import BULK_MAX
+from leaseboard.dashboard.forms import ReasonForm
+from leaseboard.dashboard.selectors import revocations as lease_reads
 from leaseboard.domain.authority import Act
 from leaseboard.domain.errors import LeaseboardError, NotFound
+from leaseboard.web.kept import keep_input
+from leaseboard.web.pages import render_page
 from leaseboard.web.redirects import redirect_next
-from leaseboard.web.refusals import refuse
+from leaseboard.web.refusals import refuse, refused_for_form
 from leaseboard.web.roles import act_required, acting
+
+REASON_FIELDS = ("reason_category", "reason_text")
 
 
 @require_POST
@@ -33,6 +41,7 @@ def lease_hold(request: HttpRequest, lease_id: uuid.UUID) -> HttpResponse:
     except NotFound:
         raise Http404("no such lease") from None
     except LeaseboardError as exc:
+        keep_input(request, f"hold:{lease_id}", REASON_FIELDS)
         refuse(request, exc, prefix="Hold: ")
         return redirect_next(request, reverse("dashboard:live"))
     messages.success(
@@ -53,7 +62,41 @@ def lease_hold_release(request: HttpRequest, lease_id: uuid.UUID) -> HttpRespons
     except NotFound:
         raise Http404("no such lease") from None
     except LeaseboardError as exc:
+        keep_input(request, f"hold_release:{lease_id}", ("note",))
         refuse(request, exc, prefix="Release hold: ")
         return redirect_next(request, reverse("dashboard:live"))
     messages.success(request, f"Hold released: {lease.holder.name} may propose effects again.")
     return redirect_next(request, reverse("dashboard:work_item", args=[lease.work_item.key]))
+
+
+@require_http_methods(["GET", "POST"])
+@act_required(Act.HOLD)
+def leases_hold_bulk(request: HttpRequest) -> HttpResponse:
+    """GET: every agent lease the live page's filters match and not on hold yet, counted
+    first (the server evaluates the filter). POST: hold the ones still ticked, with one
+    reason; an outcome per lease. After an error the page keeps what was typed and ticked."""
+    form = ReasonForm(request.POST or None, auto_id="hold-%s")
+    picked = request.POST.getlist("lease") if request.method == "POST" else []
+    matching = lease_reads.leases_matching(request.GET, unheld=True)
+    bulk = None
+    if request.method == "POST" and form.is_valid():
+        try:
+            bulk = holds.leases_hold_bulk(
+                lease_ids=picked,
+                reason_category=form.cleaned_data["reason_category"],
+                reason_text=form.cleaned_data["reason_text"],
+                query=matching.query,
+                **acting(request),
+            )
+        except LeaseboardError as exc:
+            form.add_error(None, refused_for_form(exc))
+    context = {
+        "form": form,
+        "matching": matching,
+        "rows": matching.rows,
+        "picked": set(picked),
+        "bulk": bulk,
+        "bulk_max": BULK_MAX,
+    }
+    status = 400 if request.method == "POST" and bulk is None else 200
+    return render_page(request, "dashboard/hold_bulk.html", context, status)

@@ -17,6 +17,7 @@ from leaseboard.dashboard.forms import BulkRevokeForm
 from leaseboard.dashboard.selectors import revocations as revoke_reads
 from leaseboard.domain.authority import Act
 from leaseboard.domain.errors import LeaseboardError, NotFound
+from leaseboard.web.kept import keep_input
 from leaseboard.web.pages import render_page
 from leaseboard.web.params import reason_posted
 from leaseboard.web.redirects import redirect_next
@@ -37,6 +38,7 @@ def lease_revoke(request: HttpRequest, lease_id: uuid.UUID) -> HttpResponse:
     except NotFound:
         raise Http404("no such lease") from None
     except LeaseboardError as exc:
+        keep_input(request, f"revoke:{lease_id}", ("reason_category", "reason_text"))
         refuse(request, exc, prefix="Revoke: ")
         return redirect_next(request, reverse("dashboard:live"))
     messages.success(

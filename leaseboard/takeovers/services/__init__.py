@@ -25,6 +25,7 @@ from leaseboard.takeovers.services.requests import (
 from leaseboard.takeovers.services.standing import (
     effect_record_human,
     standing_assign,
+    standing_checkpoint,
     standing_complete,
     standing_extend,
     standing_hand_back,
@@ -39,6 +40,7 @@ __all__ = [
     "standing_assign",
     "standing_complete",
     "standing_default_ms",
+    "standing_checkpoint",
     "standing_extend",
     "standing_hand_back",
     "standing_max_ms",

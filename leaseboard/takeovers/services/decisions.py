@@ -33,7 +33,11 @@ from leaseboard.takeovers.services._common import (
     standing_max_ms,
     timeline,
 )
-from leaseboard.takeovers.services.requests import TakeoverAsk, request_locked
+from leaseboard.takeovers.services.requests import (
+    TakeoverAsk,
+    request_hold_lift_locked,
+    request_locked,
+)
 
 
 def _intervention_open(
@@ -245,6 +249,9 @@ def _approve_or_refuse(
     # The refusal is committed (the request leaves the queue), then raised.
     by = actor.user_id if req.status == TakeoverRequest.Status.CONFLICT else None
     _decided(req, now=now, by=by, note=refusal.detail)
+    lifted = request_hold_lift_locked(
+        req=req, item=item, act=Act.APPROVE_TAKEOVER, actor=actor, now=now, request_id=request_id
+    )
     audited(
         act=Act.APPROVE_TAKEOVER,
         actor=actor,
@@ -254,7 +261,7 @@ def _approve_or_refuse(
         now=now,
         reason=refusal.detail,
         before={"status": "pending", "target_epoch": req.target_epoch},
-        after={"status": req.status, "current_epoch": item.epoch},
+        after={"status": req.status, "current_epoch": item.epoch, "hold_lifted": lifted},
         request_id=request_id,
     )
     return None, refusal
@@ -288,6 +295,9 @@ def takeover_reject(
     )
     req.status = TakeoverRequest.Status.REJECTED
     _decided(req, now=now, by=actor.user_id, note=note)
+    lifted = request_hold_lift_locked(
+        req=req, item=item, act=Act.REJECT_TAKEOVER, actor=actor, now=now, request_id=request_id
+    )
     audited(
         act=Act.REJECT_TAKEOVER,
         actor=actor,
@@ -297,7 +307,7 @@ def takeover_reject(
         now=now,
         reason=note,
         before={"status": "pending"},
-        after={"status": "rejected"},
+        after={"status": "rejected", "hold_lifted": lifted},
         request_id=request_id,
     )
     return req

@@ -5,13 +5,16 @@ its own transaction."""
 from __future__ import annotations
 
 from django.db import transaction
+from django.db.models import F
 
 from leaseboard.core.clock import db_now_ms
 from leaseboard.core.models import Alert
 from leaseboard.core.models.leases import LIVE_STATES
 from leaseboard.core.services.alerts import alerts_open
+from leaseboard.domain.authority import Act
 from leaseboard.takeovers.models import Intervention, TakeoverRequest
-from leaseboard.takeovers.services._common import timeline
+from leaseboard.takeovers.services._common import decision_ttl_ms, locked, timeline
+from leaseboard.takeovers.services.requests import request_hold_lift_locked
 
 
 def takeover_requests_expire_due(*, now_ms: int | None = None, batch: int = 500) -> int:
@@ -23,7 +26,38 @@ def takeover_requests_expire_due(*, now_ms: int | None = None, batch: int = 500)
         changed += n
         if n < batch:
             break
+    _expired_holds_lift(batch=batch)  # a kill in between: the next sweep finishes it
     return changed + _lapsed_batch(batch=batch)
+
+
+# Expired requests this recent are looked at for the hold they placed (index
+# takeover_requested_idx): a sweep that died after expiring them is finished by the next.
+HOLD_LIFT_LOOKBACK_MS = 3_600_000
+
+
+def _expired_holds_lift(*, batch: int) -> int:
+    """Lift the holds that expired requests placed while they waited, each with its work
+    item's lock first (the core's lock order) in its own transaction."""
+    since = db_now_ms() - decision_ttl_ms() - HOLD_LIFT_LOOKBACK_MS
+    due = list(
+        TakeoverRequest.objects.filter(
+            status=TakeoverRequest.Status.EXPIRED,
+            requested_at_ms__gte=since,
+            work_item__held_at_ms=F("requested_at_ms"),
+            work_item__held_by_id=F("requested_by_id"),
+        ).values_list("id", flat=True)[:batch]
+    )
+    return sum(_expired_hold_lift(pk) for pk in due)
+
+
+@transaction.atomic(durable=True)
+def _expired_hold_lift(request_pk: int) -> bool:
+    req, item = locked(TakeoverRequest, request_pk, what="takeover request")
+    if req.status != TakeoverRequest.Status.EXPIRED:
+        return False
+    return request_hold_lift_locked(
+        req=req, item=item, act=Act.REQUEST_TAKEOVER, actor=None, now=db_now_ms()
+    )
 
 
 @transaction.atomic(durable=True)

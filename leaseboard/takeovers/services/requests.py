@@ -12,7 +12,7 @@ from leaseboard.core.clock import db_now_ms
 from leaseboard.core.locking import work_item_locked_by
 from leaseboard.core.models import WorkItem
 from leaseboard.core.services.executors import human_executor_for_user_id
-from leaseboard.core.services.holds import lease_hold_locked
+from leaseboard.core.services.holds import lease_hold_locked, work_hold_lift_locked
 from leaseboard.core.services.leases import lease_expire_if_due_locked, live_lease_locked
 from leaseboard.domain.authority import Act
 from leaseboard.domain.errors import LeaseboardError, ValidationFailed
@@ -144,10 +144,47 @@ def request_locked(
                 actor=actor,
                 now_ms=now,
                 reason_category=reason_category,
-                reason_text=f"while takeover #{req.id} waits: {text}"[:1000],
+                reason_text=f"{_hold_marker(req.id)} {text}"[:1000],
                 request_id=request_id,
             )
     return req
+
+
+def _hold_marker(request_pk: int | None) -> str:
+    return f"while takeover #{request_pk} waits:"
+
+
+def hold_placed_by(req: TakeoverRequest, item: WorkItem) -> bool:
+    """Whether the work item's hold now is the one this request placed ("hold the agent
+    while this waits"): put on when it was asked, by its requester, naming it. A hold an
+    operator placed separately (before the request, or after releasing this one) is not."""
+    return (
+        item.held_at_ms == req.requested_at_ms
+        and item.held_by_id == req.requested_by_id
+        and _hold_marker(req.id) in item.hold_reason
+    )
+
+
+def request_hold_lift_locked(
+    *,
+    req: TakeoverRequest,
+    item: WorkItem,
+    act: Act,
+    actor: Actor | None,
+    now: int,
+    request_id: str = "",
+) -> bool:
+    """A request that ends without an approval (rejected, expired, refused as stale) takes
+    the hold it placed with it: the hold was "while this waits", and nothing waits any
+    more. A hold placed separately stays. The caller holds the work item's lock; no actor:
+    the sweep. True if a hold was lifted (and audited)."""
+    if not hold_placed_by(req, item):
+        return False
+    why = f"takeover #{req.id} {req.status}: the hold it placed while it waited goes with it"
+    work_hold_lift_locked(
+        item=item, act=act, actor=actor, now_ms=now, why=why, request_id=request_id
+    )
+    return True
 
 
 @transaction.atomic(durable=True)

@@ -1,5 +1,6 @@
-"""Acting under human standing: extend it, complete the work, hand it back to the agent
-pool, assign it to a named agent, record an effect performed by hand, reconcile.
+"""Acting under human standing: extend it, write a checkpoint, complete the work, hand it
+back to the agent pool, assign it to a named agent, record an effect performed by hand,
+reconcile.
 
 Every act is the core's (the authority decides; core services write the lease, event and
 effect rows); this module keeps the intervention's outcome and timeline and the audit.
@@ -9,24 +10,29 @@ already happened answers as before and changes nothing.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 
-from leaseboard.core.authority import Actor, refusal, verdict
+from leaseboard.core.authority import Actor, authorize, refusal, verdict
 from leaseboard.core.clock import db_now_ms
-from leaseboard.core.models import Effect, Lease, WorkItem
+from leaseboard.core.models import Checkpoint, Effect, Lease, WorkItem
 from leaseboard.core.services.effects import effect_record_locked
+from leaseboard.core.services.jsondocs import json_size_checked
 from leaseboard.core.services.leases import (
+    checkpoint_save_locked,
     lease_assign_locked,
     lease_extend_locked,
     lease_hand_back_locked,
+    parse_lease_id,
     unreconciled_effects_exist,
 )
 from leaseboard.core.services.work import work_complete_locked
 from leaseboard.domain.authority import IDENTITY_CODES, Act
-from leaseboard.domain.errors import NeedsReconciliation, ValidationFailed
+from leaseboard.domain.errors import NeedsReconciliation, NotFound, ValidationFailed
 from leaseboard.takeovers.models import Intervention
 from leaseboard.takeovers.services._common import (
     agent_named,
@@ -314,3 +320,62 @@ def effect_record_human(
         epoch=at.lease.epoch,
     )
     return effect
+
+
+def checkpoint_document(text: str) -> Any:
+    """A checkpoint typed into a form: a JSON document (not null), or a clear refusal that
+    says what and where."""
+    try:
+        data = json.loads(text or "")
+    except json.JSONDecodeError as exc:
+        raise ValidationFailed(
+            f"the checkpoint is not JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}",
+            param="data",
+        ) from None
+    if data is None:
+        raise ValidationFailed("the checkpoint is a JSON document, not null", param="data")
+    return data
+
+
+@transaction.atomic(durable=True)
+def standing_checkpoint(
+    *,
+    lease_id: Any,
+    actor: Actor,
+    epoch: int,
+    document: str,
+    note: str = "",
+    request_id: str = "",
+) -> Checkpoint:
+    """Write a checkpoint under human standing, fenced by the standing's epoch (a checkpoint
+    for an epoch that moved on, or a standing that ended, is refused as for an agent): the
+    next agent to acquire the work reads it. On the intervention's timeline and audited."""
+    data = checkpoint_document(document)
+    size = json_size_checked(data, param="data", limit=settings.LEASEBOARD_MAX_CHECKPOINT_BYTES)
+    lid = parse_lease_id(lease_id)
+    iv_pk = Intervention.objects.filter(lease_id=lid).values_list("pk", flat=True).first()
+    if iv_pk is None:
+        raise NotFound("no standing under that lease")
+    at = _under_standing(iv_pk, lid, epoch, actor, request_id)
+    authorize(
+        Act.CHECKPOINT,
+        actor,
+        now_ms=at.now,
+        lease=at.lease,
+        epoch=epoch,
+        current_epoch=at.item.epoch,
+    )
+    cp = checkpoint_save_locked(lease=at.lease, data=data, size=size, now_ms=at.now)
+    note = (note or "").strip()[:1000]
+    at.recorded(
+        Act.CHECKPOINT,
+        "standing.checkpoint",
+        "checkpointed",
+        audit_reason=note or "checkpoint under standing",
+        before={"epoch": at.lease.epoch, "seq": cp.seq - 1},
+        after={"epoch": cp.epoch, "seq": cp.seq, "size_bytes": size},
+        seq=cp.seq,
+        epoch=cp.epoch,
+        note=note,
+    )
+    return cp

@@ -16,3 +16,11 @@ register = template.Library()
 @register.simple_tag
 def pending_takeover(item: Any) -> Any:
     return pending_request(item.id) if item is not None else None
+
+
+@register.simple_tag(takes_context=True)
+def kept_field(context: Any, form: str, pk: Any, field: str) -> str:
+    """What was typed into `field` of the form "<form>:<pk>" before it was refused (the
+    view puts leaseboard.web.kept's `kept_inputs` in the context as `kept`), or ""."""
+    kept = context.get("kept") or {}
+    return str((kept.get(f"{form}:{pk}") or {}).get(field, ""))

@@ -11,11 +11,13 @@ from django.shortcuts import redirect
 from django.views.decorators.http import require_GET, require_POST
 
 from leaseboard.core.services import approvals
+from leaseboard.core.services.bulk import BULK_MAX as BULK_MAX_BY_QUERY
 from leaseboard.domain.authority import Act
 from leaseboard.domain.errors import LeaseboardError
 from leaseboard.takeovers import services
 from leaseboard.takeovers.selectors.approvals import effect_decision_page, inbox
 from leaseboard.web.htmx import page_or_fragment, polled_fragment, wants_fragment
+from leaseboard.web.kept import forget_input, keep_input, kept_input
 from leaseboard.web.pages import render_page
 from leaseboard.web.refusals import WHO_YOU_ARE, refuse, with_code
 from leaseboard.web.roles import act_required, acting
@@ -27,7 +29,11 @@ BULK_MAX = 100
 @act_required(Act.APPROVE_TAKEOVER, Act.APPROVE_EFFECT)
 def pending(request: HttpRequest) -> HttpResponse:
     page = inbox()
-    context = {"page": page}
+    context = {
+        "page": page,
+        "bulk_max": BULK_MAX_BY_QUERY,
+        "kept_note": kept_input(request, "decide").get("note", ""),
+    }
     if wants_fragment(request, "inbox"):
         return polled_fragment(
             request, "takeovers/_inbox.html", context, version=page.version, seq=page.now_ms
@@ -60,7 +66,8 @@ def effect_page(request: HttpRequest, effect_id: uuid.UUID) -> HttpResponse:
     page = effect_decision_page(effect_id)
     if page is None:
         raise Http404("no such effect")
-    return render_page(request, "takeovers/effect.html", {"page": page})
+    kept = kept_input(request, f"effect:{effect_id}")
+    return render_page(request, "takeovers/effect.html", {"page": page, "kept": kept})
 
 
 @require_POST
@@ -86,7 +93,10 @@ def effect_decide(request: HttpRequest, effect_id: uuid.UUID, decision: str) -> 
             request, _decide_effect(request, str(effect_id), decision, _note(request), digest)
         )
     except LeaseboardError as exc:
+        keep_input(request, f"effect:{effect_id}", ("note",))
         refuse(request, exc, prefix="Effect: ")
+    else:
+        forget_input(request, f"effect:{effect_id}")
     if request.POST.get("back") == "effect":
         return redirect("takeovers:effect", effect_id=effect_id)
     return redirect("takeovers:pending")
@@ -104,6 +114,7 @@ def decide_many(request: HttpRequest) -> HttpResponse:
     picked = [("request", v) for v in request.POST.getlist("request")]
     picked += [("effect", v) for v in request.POST.getlist("effect")]
     if not picked:
+        keep_input(request, "decide", ("note",))
         messages.error(request, with_code("Select at least one row to decide.", "validation_error"))
         return redirect("takeovers:pending")
     done, refused, codes = 0, [], []
@@ -123,9 +134,12 @@ def decide_many(request: HttpRequest) -> HttpResponse:
             else:
                 refused.append(f"{kind} {value}: not a valid id")
     verb = "approved" if decision == "approve" else "rejected"
+    if not refused:
+        forget_input(request, "decide")
     if done:
         messages.success(request, f"{done} {verb} with your note.")
     if refused:
+        keep_input(request, "decide", ("note",))
         text = "Not decided: " + "; ".join(refused)
         messages.error(request, with_code(text, ", ".join(dict.fromkeys(codes))) if codes else text)
     return redirect("takeovers:pending")

@@ -1,6 +1,7 @@
-"""What an operator does under human standing: see it, extend it, complete the work, hand
-it back or assign it, record and reconcile effects. Each action redirects back to a
-local `next` (or the standing page)."""
+"""What an operator does under human standing: see it, extend it, write a checkpoint,
+complete the work, hand it back or assign it, record and reconcile effects. Each action
+redirects back to a local `next` (or the standing page); after a refusal what was typed is
+kept (leaseboard.web.kept) and shown again there."""
 
 from __future__ import annotations
 
@@ -17,11 +18,23 @@ from leaseboard.domain.errors import LeaseboardError
 from leaseboard.takeovers import services
 from leaseboard.takeovers.selectors.standing import my_standing
 from leaseboard.web.htmx import page_or_fragment, polled_fragment, wants_fragment
+from leaseboard.web.kept import forget_input, keep_input, kept_inputs
 from leaseboard.web.pages import render_page
 from leaseboard.web.params import int_param
 from leaseboard.web.redirects import redirect_next
 from leaseboard.web.refusals import refuse
 from leaseboard.web.roles import act_required, acting, signed_in_user
+
+# What each act's form posts that a person typed (kept after a refusal).
+TYPED = {
+    "extend": ("minutes", "reason"),
+    "complete": ("note",),
+    "hand_back": ("note",),
+    "assign": ("agent", "note"),
+    "record": ("kind", "target", "outcome", "detail"),
+    "reconcile": ("resolution", "note"),
+    "checkpoint": ("data", "note"),
+}
 
 RESOLUTIONS = [
     ("confirmed", "confirmed: it happened"),
@@ -36,7 +49,7 @@ def standing(request: HttpRequest) -> HttpResponse:
     """The operator's standing, polled: a warning once less than a fifth is left, lapsed
     items kept listed with a way to take the work over again."""
     page = my_standing(signed_in_user(request))
-    context = {"page": page, "resolutions": RESOLUTIONS}
+    context = {"page": page, "resolutions": RESOLUTIONS, "kept": kept_inputs(request)}
     if wants_fragment(request, "standings"):
         return polled_fragment(
             request, "takeovers/_standings.html", context, version=page.version, seq=page.now_ms
@@ -80,8 +93,10 @@ def _standing_action(request: HttpRequest, pk: int, action: str) -> HttpResponse
             )
             msg = "Effect recorded under your epoch."
     except LeaseboardError as exc:
+        keep_input(request, f"{action}:{pk}", TYPED[action])
         refuse(request, exc)
     else:
+        forget_input(request, f"{action}:{pk}")
         messages.success(request, msg)
     return redirect_next(request, reverse("takeovers:standing"))
 
@@ -127,7 +142,33 @@ def effect_reconcile(request: HttpRequest, effect_id: uuid.UUID) -> HttpResponse
             **acting(request),
         )
     except LeaseboardError as exc:
+        keep_input(request, f"reconcile:{effect_id}", TYPED["reconcile"])
         refuse(request, exc)
     else:
+        forget_input(request, f"reconcile:{effect_id}")
         messages.success(request, "Effect reconciled.")
+    return redirect_next(request, reverse("takeovers:standing"))
+
+
+@require_POST
+@act_required(Act.CHECKPOINT)
+def standing_checkpoint(request: HttpRequest, lease_id: uuid.UUID) -> HttpResponse:
+    """A checkpoint written by the person holding standing, under the standing's epoch."""
+    form = f"checkpoint:{lease_id}"
+    try:
+        cp = services.standing_checkpoint(
+            lease_id=lease_id,
+            epoch=int_param(request.POST.get("epoch")),
+            document=request.POST.get("data", ""),
+            note=request.POST.get("note", ""),
+            **acting(request),
+        )
+    except LeaseboardError as exc:
+        keep_input(request, form, TYPED["checkpoint"])
+        refuse(request, exc, prefix="Checkpoint: ")
+    else:
+        forget_input(request, form)
+        messages.success(
+            request, f"Checkpoint #{cp.seq} saved at epoch {cp.epoch}: the next holder reads it."
+        )
     return redirect_next(request, reverse("takeovers:standing"))

@@ -30,6 +30,7 @@ from leaseboard.core.services.leases.grants import (
     live_lease_locked,
 )
 from leaseboard.core.services.leases.holding import (
+    checkpoint_save_locked,
     held_lease_locked,
     lease_checkpoint,
     lease_extend_locked,
@@ -54,6 +55,7 @@ __all__ = [
     "lease_end_locked",
     "lease_expire_if_due_locked",
     "lease_extend_locked",
+    "checkpoint_save_locked",
     "lease_for_revoke_locked",
     "lease_grant_locked",
     "lease_hand_back_locked",

@@ -47,6 +47,13 @@ def lease_checkpoint(*, lease_id: Any, executor: Executor, epoch: int, data: Any
     lease, now = held_lease_locked(
         act=Act.CHECKPOINT, lease_id=lease_id, executor=executor, epoch=epoch
     )
+    return checkpoint_save_locked(lease=lease, data=data, size=size, now_ms=now)
+
+
+def checkpoint_save_locked(*, lease: Lease, data: Any, size: int, now_ms: int) -> Checkpoint:
+    """The next checkpoint of the lease's work item, under the lease's epoch: the caller
+    holds the lease's lock and has had CHECKPOINT authorized (an agent above, a person under
+    standing in takeovers.services.standing)."""
     last = Checkpoint.objects.filter(work_item_id=lease.work_item_id).order_by("-seq").first()
     return Checkpoint.objects.create(
         work_item_id=lease.work_item_id,
@@ -55,7 +62,7 @@ def lease_checkpoint(*, lease_id: Any, executor: Executor, epoch: int, data: Any
         seq=(last.seq + 1) if last else 1,
         data=data,
         size_bytes=size,
-        at_ms=now,
+        at_ms=now_ms,
     )
 
 
