@@ -212,6 +212,10 @@ class Applied:
     # Changes waiting for a second admin (four-eyes): (change id, what it is about).
     proposals: list[tuple[int, str]] = field(default_factory=list)
 
+    def waiting(self, proposal: PolicyChange | None) -> None:
+        if proposal is not None:
+            self.proposals.append((proposal.pk, proposal.what))
+
 
 @transaction.atomic(durable=True)
 def config_apply(
@@ -224,19 +228,29 @@ def config_apply(
     applied = Applied(plan)
     if dry_run or not plan.changes:
         return applied
-
-    def waiting(proposal: PolicyChange | None) -> None:
-        if proposal is not None:
-            applied.proposals.append((proposal.pk, proposal.what))
-
     if plan.four_eyes is True:  # on first: the rest of the file is then decided under it
         four_eyes.four_eyes_change_locked(on=True, actor=actor, note="config apply")
+    _apply_rules_and_queues_locked(plan, applied, actor)
+    if plan.sso is not None and plan.sso != sso_config.sso_snapshot():
+        # Before the people: a fresh database needs no people, the groups say who is who.
+        sso_config.sso_apply_locked(plan.sso, actor=actor)
+    _apply_people_locked(plan, applied, actor)
+    if plan.four_eyes is False:  # off last, and only ever as a proposal
+        applied.waiting(
+            four_eyes.four_eyes_change_locked(on=False, actor=actor, note="config apply").proposal
+        )
+    _audit_apply(doc, plan, actor, source)
+    return applied
+
+
+def _apply_rules_and_queues_locked(plan: Plan, applied: Applied, actor: Actor) -> None:
+    """The rules for every queue, then each queue's settings, notify targets and rules."""
     if plan.global_rules is not None:
         specs, default = plan.global_rules
         change = rules.rule_set_change_locked(
             queue_name=None, rules=specs, default=default, actor=actor, summary="config apply"
         )
-        waiting(change.proposal)
+        applied.waiting(change.proposal)
     for q in plan.queues:
         queues.queue_save_locked(name=q.name, values=q.values, actor=actor, create=not q.exists)
         if q.notify is not None:
@@ -244,10 +258,11 @@ def config_apply(
         change = rules.rule_set_change_locked(
             queue_name=q.name, rules=q.rules, default=q.default, actor=actor, summary="config apply"
         )
-        waiting(change.proposal)
-    if plan.sso is not None and plan.sso != sso_config.sso_snapshot():
-        # Before the people: a fresh database needs no people, the groups say who is who.
-        sso_config.sso_apply_locked(plan.sso, actor=actor)
+        applied.waiting(change.proposal)
+
+
+def _apply_people_locked(plan: Plan, applied: Applied, actor: Actor) -> None:
+    """Each person whose roles change (four-eyes may make a grant a proposal)."""
     for username, (roles, scopes, break_glass) in plan.people.items():
         user = get_user_model().objects.get(username=username)
         person = people.person_update_locked(
@@ -258,11 +273,11 @@ def config_apply(
             active=user.is_active,
             actor=actor,
         )
-        waiting(person.proposal)
-    if plan.four_eyes is False:  # off last, and only ever as a proposal
-        waiting(
-            four_eyes.four_eyes_change_locked(on=False, actor=actor, note="config apply").proposal
-        )
+        applied.waiting(person.proposal)
+
+
+def _audit_apply(doc: dict[str, Any], plan: Plan, actor: Actor, source: str) -> None:
+    """One `config.apply` entry beside the per-change ones: what changed, the file's digest."""
     digest = hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
     audited(
         Act.CONFIGURE_QUEUE,
@@ -274,7 +289,6 @@ def config_apply(
         after={"changes": [c.what for c in plan.changes], "sha256": digest},
         reason=source,
     )
-    return applied
 
 
 def config_apply_text(
