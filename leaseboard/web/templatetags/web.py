@@ -14,6 +14,7 @@ from django.conf import settings
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from leaseboard.domain.diffs import field_diff
 from leaseboard.domain.vocabulary import REASON_LABELS, ReasonCategory
 
 register = template.Library()
@@ -140,3 +141,10 @@ def in_queue(can: Any, queue: str) -> Any:
     """`{% with c=can|in_queue:item.queue.name %}{% if c.revoke %}`: what the person may
     do with work in this queue (leaseboard.web.roles.Can)."""
     return can.in_queue(queue)
+
+
+@register.inclusion_tag("dashboard/_diff.html")
+def history_diff(before: Any, after: Any) -> dict[str, Any]:
+    """An audit entry's before -> after as field-by-field differences (added, removed,
+    changed, each said in words, not by colour alone)."""
+    return {"diffs": field_diff(before, after)}
