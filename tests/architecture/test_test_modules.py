@@ -83,7 +83,6 @@ ALLOWED = {
     "leaseboard.takeovers.services.standing": "through leaseboard.takeovers.services",
     "leaseboard.takeovers.sweep": "through the sweep tests",
     "leaseboard.telemetry": "through tests/services/test_tracing*.py",
-    "leaseboard.web.charts": "through tests/web charts",
     "leaseboard.web.roles": "through tests/web role checks",
     "leaseboard.web.signin": "through tests/security/test_signin_throttle.py",
 }
