@@ -46,7 +46,7 @@ def test_an_admin_configures_a_queue_and_a_rule_that_decides_effects(
     ad.select_option('select[name="decision"]', "require_approval")
     ad.click("#rule-form button[type=submit]")
     error = ad.locator('.field-error[data-field="when"]').inner_text()
-    assert "Syntax error" in error
+    assert "line 1, column 23: the condition ends too early" in error
     assert not EffectRule.objects.exists()
     ad.screenshot(path=str(SHOTS / "settings-1-rule-error.png"), full_page=True)
     ad.fill('textarea[name="when"]', "payload.amount_cents > 50000")

@@ -70,7 +70,7 @@ def test_an_admin_creates_a_queue_and_a_rule_and_the_page_lists_them(admin_clien
 @pytest.mark.parametrize(
     ("changes", "field", "message"),
     [
-        ({"when": "payload.amount_cents >"}, "when", "Syntax error"),
+        ({"when": "payload.amount_cents >"}, "when", "column 23: the condition ends too early"),
         ({"when": "evidence.checkpoint_agee < 5"}, "when", "unknown field"),
         ({"kind": "p" * 101}, "kind", "matches nothing"),
         ({"name": "Big Payments"}, "name", "a-z 0-9"),
