@@ -29,7 +29,7 @@ from leaseboard.core.dbfaults import long_bounds
 from leaseboard.core.models import Queue
 from leaseboard.domain.authority import Act
 from leaseboard.policy.models import PolicyChange
-from leaseboard.policy.services import four_eyes, people, queues, rules, sso_config
+from leaseboard.policy.services import display_hints, four_eyes, people, queues, rules, sso_config
 from leaseboard.policy.services.common import SettingsInvalid, audited
 from leaseboard.policy.services.config_tables import (
     ENVELOPE_KEYS,
@@ -99,12 +99,14 @@ def config_export() -> dict[str, Any]:
         "queues": {q.name: _queue_doc(q) for q in Queue.objects.order_by("name")},
         "people": people_doc,
         "sso": sso_config.sso_snapshot(),
+        **({"effect_kinds": hints} if (hints := display_hints.display_hints_snapshot()) else {}),
     }
 
 
 HEADER = """\
 # Leaseboard configuration: four-eyes, the rules for every queue ([global], tried before each
-# queue's own, which can only tighten them), queues, admission envelopes, rules, roles.
+# queue's own, which can only tighten them), queues, admission envelopes, rules, roles, and how
+# pages show effect kinds' amounts ([effect_kinds."GLOB"]).
 # Apply with `manage.py config apply FILE --dry-run` (shows the difference), then without
 # --dry-run. Queues and people not named here are left as they are. No secrets: a webhook
 # keeps its secret, or takes it from the environment with secret_env = "VAR".
@@ -128,7 +130,7 @@ def config_loads(text: str) -> dict[str, Any]:
 def config_plan(doc: dict[str, Any]) -> Plan:
     """Validate the whole document and list its changes; writes nothing."""
     errors: dict[str, str] = {}
-    known = ("version", "four_eyes", "global", "queues", "people", "sso")
+    known = ("version", "four_eyes", "global", "queues", "people", "sso", "effect_kinds")
     for key in sorted(set(doc) - set(known)):
         errors[key] = f"unknown field; a configuration has {', '.join(known)}"
     if doc.get("version", FORMAT_VERSION) != FORMAT_VERSION:
@@ -151,9 +153,25 @@ def config_plan(doc: dict[str, Any]) -> Plan:
             before = sso_config.sso_snapshot()
             if before != plan.sso:
                 plan.changes.append(Change("sso", "update", before, plan.sso))
+    _plan_effect_kinds(doc, plan, errors)
     if errors:
         raise SettingsInvalid(errors)
     return plan
+
+
+def _plan_effect_kinds(doc: dict[str, Any], plan: Plan, errors: dict[str, str]) -> None:
+    """`[effect_kinds."GLOB"]`: the display hints, the whole set (absent: left as it is)."""
+    if "effect_kinds" not in doc:
+        return
+    try:
+        plan.effect_kinds = display_hints.display_hints_checked(doc["effect_kinds"])
+    except SettingsInvalid as exc:
+        errors.update({f"effect_kinds.{k}".rstrip("."): v for k, v in exc.errors.items()})
+        return
+    before = display_hints.display_hints_snapshot()
+    after = {h.kind: h.as_dict() for h in plan.effect_kinds}
+    if before != after:
+        plan.changes.append(Change("effect kinds' display", "update", before, after))
 
 
 def _plan_four_eyes(doc: dict[str, Any], plan: Plan, errors: dict[str, str]) -> None:
@@ -235,6 +253,8 @@ def config_apply(
         # Before the people: a fresh database needs no people, the groups say who is who.
         sso_config.sso_apply_locked(plan.sso, actor=actor)
     _apply_people_locked(plan, applied, actor)
+    if plan.effect_kinds is not None:
+        display_hints.display_hints_replace_locked(plan.effect_kinds, actor=actor)
     if plan.four_eyes is False:  # off last, and only ever as a proposal
         applied.waiting(
             four_eyes.four_eyes_change_locked(on=False, actor=actor, note="config apply").proposal

@@ -67,6 +67,7 @@ class Plan:
     global_rules: tuple[list[Any], str] | None = None  # ([RuleSpec], default) if in the file
     four_eyes: bool | None = None  # None: not in the file
     sso: dict[str, Any] | None = None  # the `[sso]` table, checked; None: not in the file
+    effect_kinds: list[Any] | None = None  # [DisplayHint] if `[effect_kinds]` is in the file
     # Not refusals: a rule's `when` naming payload fields no recent effect of its kind had.
     warnings: dict[str, str] = field(default_factory=dict)
 
