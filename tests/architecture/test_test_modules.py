@@ -71,7 +71,6 @@ ALLOWED = {
     "leaseboard.takeovers.services._common": "through leaseboard.takeovers.services",
     "leaseboard.takeovers.services.expiry": "through leaseboard.takeovers.services",
     "leaseboard.takeovers.sweep": "through the sweep tests",
-    "leaseboard.web.charts": "through the chart pages (tests/dashboard/views)",
     "leaseboard.web.signin": "through tests/security/test_signin_throttle.py",
 }
 
