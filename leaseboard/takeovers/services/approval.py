@@ -5,6 +5,8 @@ any of them (the approval is all or nothing)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from leaseboard.core.authority import Actor
 from leaseboard.core.clock import db_now_ms
 from leaseboard.core.models import Alert, Executor, Lease, WorkItem
@@ -120,6 +122,11 @@ def _live_revoked(
     return lease_revoke_locked(lease=live, actor=actor, now_ms=now, reason=reason)
 
 
+def _named(lease: Lease, holder: str) -> dict[str, Any]:
+    """A lease as a timeline step names it."""
+    return {"lease_id": str(lease.id), "epoch": lease.epoch, "holder": holder}
+
+
 def _approval_timeline(
     iv: Intervention,
     *,
@@ -146,23 +153,13 @@ def _approval_timeline(
     )
     timeline(iv, "break_glass" if req.break_glass else "approved", now, actor.name, note=note)
     if revoked is not None:
-        timeline(
-            iv,
-            "revoked",
-            now,
-            actor.name,
-            lease_id=str(revoked.id),
-            epoch=revoked.epoch,
-            holder=revoked.holder.name,
-        )
+        timeline(iv, "revoked", now, actor.name, **_named(revoked, revoked.holder.name))
     timeline(
         iv,
         "granted",
         now,
         actor.name,
-        lease_id=str(lease.id),
-        epoch=lease.epoch,
-        holder=req.grantee.name,
+        **_named(lease, req.grantee.name),
         expires_at_ms=lease.expires_at_ms,
     )
     if resolved:
