@@ -39,9 +39,14 @@ from leaseboard.core.clock import db_now_ms
 from leaseboard.core.models import Effect
 from leaseboard.core.services.approvals import effect_approver_reached
 from leaseboard.domain.authority import Role
-from leaseboard.domain.targets import email_problem
 from leaseboard.sweeps.models import ApprovalNotice
-from leaseboard.sweeps.notifications import NO_SECRET_ERROR, REMOVED, backoff_s, signed_post
+from leaseboard.sweeps.notifications import (
+    NO_SECRET_ERROR,
+    REMOVED,
+    backoff_s,
+    email_claimed,
+    signed_post,
+)
 
 log = logging.getLogger(__name__)
 
@@ -280,17 +285,7 @@ def _deliver(notice: ApprovalNotice, now_ms: int) -> None:
 
 def _email(notice: ApprovalNotice, rows: Any, now_ms: int) -> None:
     effect = notice.effect
-    problem = email_problem(notice.target)
-    if problem:
-        rows.update(status=ApprovalNotice.Status.DEAD, last_error=f"not sent: {problem}")
-        return
-    # Claim first (pending -> delivered): a concurrent run then sends nothing. A crash
-    # between claim and send loses one e-mail rather than sending it twice.
-    if not rows.update(
-        status=ApprovalNotice.Status.DELIVERED,
-        attempts=F("attempts") + 1,
-        delivered_at=timezone.now(),
-    ):
+    if not email_claimed(rows, notice.target, ApprovalNotice.Status):
         return
     lead = "Reminder: " if notice.kind == ApprovalNotice.Kind.REMINDER else ""
     # Headers carry only our words and the queue's and rule's names (an admin's): the

@@ -257,6 +257,22 @@ def signed_post(url: str, payload: dict[str, Any], secret: str, headers: dict[st
     return Sent(ok, code, error, permanent=answer.permanent)
 
 
+def email_claimed(rows: Any, target: str, status: Any) -> bool:
+    """Claim an e-mail row before its one send (pending -> delivered), so a concurrent or
+    redelivered run sends nothing; a crash between claim and send loses one e-mail rather
+    than sending it twice. False if the address cannot be mailed (the row dead, saying
+    why) or another run claimed the row first."""
+    problem = email_problem(target)
+    if problem:
+        rows.update(status=status.DEAD, last_error=f"not sent: {problem}")
+        return False
+    return bool(
+        rows.update(
+            status=status.DELIVERED, attempts=F("attempts") + 1, delivered_at=timezone.now()
+        )
+    )
+
+
 def email_deliver(*, delivery_id: int) -> None:
     delivery = (
         NotificationDelivery.objects.select_related("alert__work_item__queue", "alert__queue")
@@ -272,17 +288,7 @@ def email_deliver(*, delivery_id: int) -> None:
     if delivery.target not in (_config(alert).get("emails") or []):
         rows.update(status=NotificationDelivery.Status.FAILED, last_error=REMOVED)
         return
-    problem = email_problem(delivery.target)
-    if problem:
-        rows.update(status=NotificationDelivery.Status.DEAD, last_error=f"not sent: {problem}")
-        return
-    # Claim the row first (pending -> delivered): a redelivered task then sends nothing.
-    # A crash between claim and send loses one e-mail rather than sending it twice.
-    if not rows.update(
-        status=NotificationDelivery.Status.DELIVERED,
-        attempts=F("attempts") + 1,
-        delivered_at=timezone.now(),
-    ):
+    if not email_claimed(rows, delivery.target, NotificationDelivery.Status):
         return
     # The subject is ours alone: an alert's message quotes agents' names and effect kinds,
     # and a header carries nothing an agent chose (a line break in one was a BadHeaderError

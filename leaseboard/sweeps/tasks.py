@@ -11,6 +11,7 @@ request and is never the record: every sweep starts a drain of whatever is due.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from celery import shared_task
 from django.conf import settings
@@ -22,6 +23,7 @@ from leaseboard.sweeps.models import NotificationDelivery
 from leaseboard.sweeps.wakeups import wake
 
 log = logging.getLogger(__name__)
+DELIVERY_BATCHES = 10  # at most, per run of a notice outbox's delivery
 # Set when this process's sweep failed on the database, cleared by its next sweep: the gap
 # that sweep finds was a database outage (a failover, a restart), not stopped sweeps.
 _database_was_unavailable = False
@@ -131,14 +133,19 @@ def epoch_notices_on_commit(sender: object = None, *, notice_ids: list[int], **_
     )
 
 
+def _drained(deliver_due: Callable[[], bool]) -> str:
+    """A few batches of an outbox at most: what is left waits for a later run."""
+    for _ in range(DELIVERY_BATCHES):
+        if not deliver_due():
+            break
+    return "done"
+
+
 @shared_task(name="leaseboard.sweeps.tasks.deliver_epoch_notices", ignore_result=True)
 def deliver_epoch_notices() -> str:
     """Deliver the due epoch-advance notices, a few batches at most; failures wait for
     their backoff and a later run (the sweep starts one whenever notices are due)."""
-    for _ in range(10):
-        if not notifications.epoch_notices_deliver_due():
-            break
-    return "done"
+    return _drained(notifications.epoch_notices_deliver_due)
 
 
 def approval_requested_on_commit(sender: object = None, *, effect: object, **_: object) -> None:
@@ -153,7 +160,4 @@ def approval_requested_on_commit(sender: object = None, *, effect: object, **_: 
 def deliver_approval_notices() -> str:
     """Send the due approver notices, a few batches at most; a failed webhook waits for
     its backoff and a later run (the sweep starts one whenever notices are due)."""
-    for _ in range(10):
-        if not approver_notices.approval_notices_deliver_due():
-            break
-    return "done"
+    return _drained(approver_notices.approval_notices_deliver_due)

@@ -10,7 +10,7 @@ from typing import Any
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
-from leaseboard.core.models import Executor, Queue
+from leaseboard.core.models import Executor, Queue, Recipient
 from leaseboard.core.models.executors import HUMAN_PREFIX, hash_token
 from leaseboard.core.services.audit import audit_admin
 from leaseboard.domain.errors import NotFound, ValidationFailed
@@ -142,6 +142,29 @@ def _agent_locked(name: str) -> Executor:
     return executor
 
 
+def token_cleared(row: Executor | Recipient) -> bool:
+    """Remove a locked row's credential (an agent's or a recipient's token); False when it
+    had none."""
+    if row.token_hash is None:
+        return False
+    row.token_hash = None
+    row.save(update_fields=["token_hash"])
+    return True
+
+
+def _token_audited(
+    action: str, executor: Executor, actor_name: str, *, had: bool, has: bool
+) -> None:
+    audit_admin(
+        action,
+        "executor",
+        executor.id,
+        actor_name=actor_name,
+        before={"name": executor.name, "had_token": had},
+        after={"name": executor.name, "had_token": has},
+    )
+
+
 @transaction.atomic(durable=True)
 def agent_token_rotate(*, name: str, actor_name: str = "cli") -> tuple[Executor, str]:
     """Give an agent a new token (returned once); its old token stops working. A revoked
@@ -149,14 +172,7 @@ def agent_token_rotate(*, name: str, actor_name: str = "cli") -> tuple[Executor,
     executor = _agent_locked(name)
     had_token = executor.token_hash is not None
     token = agent_rotate_token_locked(executor)
-    audit_admin(
-        "agent.token_rotate",
-        "executor",
-        executor.id,
-        actor_name=actor_name,
-        before={"name": executor.name, "had_token": had_token},
-        after={"name": executor.name, "had_token": True},
-    )
+    _token_audited("agent.token_rotate", executor, actor_name, had=had_token, has=True)
     # This process forgets tokens it has verified; others within their cache ttl.
     transaction.on_commit(token_cache_forget)
     return executor, token
@@ -167,18 +183,9 @@ def agent_token_revoke(*, name: str, actor_name: str = "cli") -> bool:
     """Remove an agent's token: every request with it is refused (in other processes,
     within LEASEBOARD_TOKEN_CACHE_SECONDS). False when it had none (nothing recorded)."""
     executor = _agent_locked(name)
-    if executor.token_hash is None:
+    if not token_cleared(executor):
         return False
-    executor.token_hash = None
-    executor.save(update_fields=["token_hash"])
-    audit_admin(
-        "agent.token_revoke",
-        "executor",
-        executor.id,
-        actor_name=actor_name,
-        before={"name": executor.name, "had_token": True},
-        after={"name": executor.name, "had_token": False},
-    )
+    _token_audited("agent.token_revoke", executor, actor_name, had=True, has=False)
     transaction.on_commit(token_cache_forget)
     return True
 

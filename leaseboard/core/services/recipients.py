@@ -19,6 +19,7 @@ from leaseboard.core.models import Alert, Effect, Lease, Recipient, WorkItem
 from leaseboard.core.models.executors import hash_token
 from leaseboard.core.services.alerts import alerts_open
 from leaseboard.core.services.audit import audit_admin
+from leaseboard.core.services.executors import token_cleared
 from leaseboard.core.tracing import current_trace_id
 from leaseboard.domain.authority import Act
 from leaseboard.domain.errors import NotFound, ValidationFailed
@@ -90,10 +91,8 @@ def recipient_token_rotate(*, name: str, actor_name: str = "cli") -> tuple[Recip
 def recipient_token_revoke(*, name: str, actor_name: str = "cli") -> bool:
     """Remove the credential; False (nothing recorded) when there was none."""
     recipient = _recipient_locked(name)
-    if recipient.token_hash is None:
+    if not token_cleared(recipient):
         return False
-    recipient.token_hash = None
-    recipient.save(update_fields=["token_hash"])
     _audit(
         "recipient.token_revoke", recipient, actor_name, {"has_token": True}, {"has_token": False}
     )

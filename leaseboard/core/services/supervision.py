@@ -104,6 +104,38 @@ def _revoke_one(
     return RevokeOutcome(raw_id, True, **named)
 
 
+def _revoked_in_item_order(
+    ids: list[str],
+    *,
+    actor: Actor,
+    reason_category: str,
+    reason_text: str,
+    request_id: str,
+    detail: dict[str, Any],
+) -> dict[str, RevokeOutcome]:
+    """Revoke each asked lease, locking in work item order whatever order the leases were
+    asked in: two bulks over the same items never wait for each other in a circle."""
+    known = {
+        str(lease.id): lease
+        for lease in Lease.objects.filter(
+            id__in=[u for u in map(_uuid_or_none, ids) if u]
+        ).select_related("work_item", "holder")
+    }
+    order = sorted(ids, key=lambda raw: (known[raw].work_item_id if raw in known else 0, raw))
+    return {
+        raw: _revoke_one(
+            raw,
+            known.get(raw),
+            actor=actor,
+            reason_category=reason_category,
+            reason_text=reason_text,
+            request_id=request_id,
+            detail=detail,
+        )
+        for raw in order
+    }
+
+
 @transaction.atomic(durable=True)
 def leases_revoke_bulk(
     *,
@@ -148,27 +180,14 @@ def leases_revoke_bulk(
         # A concurrent retry with the same key committed first.
         first = BulkRevoke.objects.get(requested_by_id=actor.user_id, idempotency_key=key)
         return _replayed(first, ids, reason_category, text)
-    # Lock in work item order, whatever order the leases were asked in: two bulks over the
-    # same items never wait for each other in a circle.
-    known = {
-        str(lease.id): lease
-        for lease in Lease.objects.filter(
-            id__in=[u for u in map(_uuid_or_none, ids) if u]
-        ).select_related("work_item", "holder")
-    }
-    order = sorted(ids, key=lambda raw: (known[raw].work_item_id if raw in known else 0, raw))
-    outcomes = {
-        raw: _revoke_one(
-            raw,
-            known.get(raw),
-            actor=actor,
-            reason_category=reason_category,
-            reason_text=text,
-            request_id=request_id,
-            detail={"bulk_revoke": bulk.id},
-        )
-        for raw in order
-    }
+    outcomes = _revoked_in_item_order(
+        ids,
+        actor=actor,
+        reason_category=reason_category,
+        reason_text=text,
+        request_id=request_id,
+        detail={"bulk_revoke": bulk.id},
+    )
     bulk.results = [asdict(outcomes[raw]) for raw in ids]
     bulk.save(update_fields=["results"])
     return bulk
@@ -227,6 +246,42 @@ def agent_quarantine(
     raise AssertionError("unreachable")
 
 
+def _live_revoked(
+    executor: Executor,
+    quarantine: Quarantine,
+    *,
+    actor: Actor,
+    reason_category: str,
+    reason_text: str,
+    request_id: str,
+) -> tuple[int, list[RevokeOutcome]]:
+    """Revoke every live lease the quarantined agent holds, in work item order; how many
+    were live, and the outcomes of those still live under their lock."""
+    live = list(
+        Lease.objects.filter(holder=executor, state__in=LIVE_STATES)
+        .order_by("work_item_id")
+        .values_list("id", flat=True)
+    )
+    reason = f"agent quarantined: {revoke_reason(reason_category, reason_text)}"
+    revoked: list[RevokeOutcome] = []
+    for lease_id in live:
+        item, lease = lease_for_revoke_locked(lease_id)
+        if lease.state not in LIVE_STATES or lease_expire_if_due_locked(lease, db_now_ms()):
+            continue  # ended meanwhile, or by time: nothing left to revoke
+        lease_revoke_audited_locked(
+            item=item,
+            lease=lease,
+            actor=actor,
+            reason_category=reason_category,
+            reason_text=reason_text,
+            request_id=request_id,
+            reason=reason,
+            detail={"quarantine": quarantine.id},
+        )
+        revoked.append(RevokeOutcome(str(lease.id), True, item.key, executor.name, lease.epoch))
+    return len(live), revoked
+
+
 @transaction.atomic(durable=True)
 def _quarantine_once(
     *, executor_id: int, actor: Actor, reason_category: str, reason_text: str, request_id: str
@@ -251,28 +306,14 @@ def _quarantine_once(
         started_at_ms=now,
         started_by_id=actor.user_id,  # type: ignore[misc]  # a human: authorized above
     )
-    live = list(
-        Lease.objects.filter(holder=executor, state__in=LIVE_STATES)
-        .order_by("work_item_id")
-        .values_list("id", flat=True)
+    live, revoked = _live_revoked(
+        executor,
+        quarantine,
+        actor=actor,
+        reason_category=reason_category,
+        reason_text=text,
+        request_id=request_id,
     )
-    reason = f"agent quarantined: {revoke_reason(reason_category, text)}"
-    revoked: list[RevokeOutcome] = []
-    for lease_id in live:
-        item, lease = lease_for_revoke_locked(lease_id)
-        if lease.state not in LIVE_STATES or lease_expire_if_due_locked(lease, db_now_ms()):
-            continue  # ended meanwhile, or by time: nothing left to revoke
-        lease_revoke_audited_locked(
-            item=item,
-            lease=lease,
-            actor=actor,
-            reason_category=reason_category,
-            reason_text=text,
-            request_id=request_id,
-            reason=reason,
-            detail={"quarantine": quarantine.id},
-        )
-        revoked.append(RevokeOutcome(str(lease.id), True, item.key, executor.name, lease.epoch))
     quarantine.revoked_leases = [
         {"lease_id": r.lease_id, "work_key": r.work_key, "epoch": r.epoch} for r in revoked
     ]
@@ -285,7 +326,7 @@ def _quarantine_once(
         object_id=str(executor.id),
         at_ms=now,
         reason=revoke_reason(reason_category, text),
-        before={"name": executor.name, "is_active": executor.is_active, "live_leases": len(live)},
+        before={"name": executor.name, "is_active": executor.is_active, "live_leases": live},
         after={
             "name": executor.name,
             "is_active": False,

@@ -4,6 +4,9 @@ with one note."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
@@ -110,38 +113,50 @@ def alert_acknowledge(request: HttpRequest, pk: int) -> HttpResponse:
     return redirect_next(request, reverse("dashboard:alerts"))
 
 
+def _groups_acted(
+    request: HttpRequest, act: Callable[[], Any], *, prefix: str, said: Callable[[Any], str]
+) -> HttpResponse:
+    """An act on the picked alert groups: its refusal, or `said(result)`, on the alerts
+    page."""
+    try:
+        result = act()
+    except LeaseboardError as exc:
+        refuse(request, exc, prefix=prefix)
+    else:
+        messages.success(request, said(result))
+    return redirect_next(request, reverse("dashboard:alerts"))
+
+
 @require_POST
 @act_required(Act.ACKNOWLEDGE_ALERT)
 def alerts_acknowledge_groups(request: HttpRequest) -> HttpResponse:
-    try:
-        n = alert_services.alerts_acknowledge_groups(
+    return _groups_acted(
+        request,
+        lambda: alert_services.alerts_acknowledge_groups(
             groups=request.POST.getlist("group"),
             upto_id=int_param(request.POST.get("upto"), 0),
             note=request.POST.get("note", ""),
             **acting(request),
-        )
-    except LeaseboardError as exc:
-        refuse(request, exc, prefix="Acknowledge: ")
-    else:
-        messages.success(request, f"{n} alert(s) acknowledged with your note.")
-    return redirect_next(request, reverse("dashboard:alerts"))
+        ),
+        prefix="Acknowledge: ",
+        said=lambda n: f"{n} alert(s) acknowledged with your note.",
+    )
 
 
 @require_POST
 @act_required(Act.ACKNOWLEDGE_ALERT)
 def alerts_snooze_groups(request: HttpRequest) -> HttpResponse:
     minutes = int_param(request.POST.get("minutes"), 0)
-    try:
-        snoozes = alert_services.alerts_snooze_groups(
+    return _groups_acted(
+        request,
+        lambda: alert_services.alerts_snooze_groups(
             groups=request.POST.getlist("group"),
             minutes=minutes,
             note=request.POST.get("note", ""),
             **acting(request),
-        )
-    except LeaseboardError as exc:
-        refuse(request, exc, prefix="Snooze: ")
-    else:
-        messages.success(
-            request, f"{len(snoozes)} group(s) snoozed for {minutes} minutes, new alerts included."
-        )
-    return redirect_next(request, reverse("dashboard:alerts"))
+        ),
+        prefix="Snooze: ",
+        said=lambda snoozes: (
+            f"{len(snoozes)} group(s) snoozed for {minutes} minutes, new alerts included."
+        ),
+    )

@@ -7,21 +7,18 @@ from __future__ import annotations
 
 import uuid
 
-from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse
-from django.urls import reverse
+from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_http_methods, require_POST
 
 from leaseboard.core.services import holds
 from leaseboard.core.services.bulk import BULK_MAX
 from leaseboard.dashboard.forms import ReasonForm
 from leaseboard.dashboard.selectors import revocations as lease_reads
+from leaseboard.dashboard.views.revocations import lease_acted
 from leaseboard.domain.authority import Act
-from leaseboard.domain.errors import LeaseboardError, NotFound
-from leaseboard.web.kept import keep_input
+from leaseboard.domain.errors import LeaseboardError
 from leaseboard.web.pages import render_page
-from leaseboard.web.redirects import redirect_next
-from leaseboard.web.refusals import refuse, refused_for_form
+from leaseboard.web.refusals import refused_for_form
 from leaseboard.web.roles import act_required, acting
 
 REASON_FIELDS = ("reason_category", "reason_text")
@@ -31,42 +28,35 @@ REASON_FIELDS = ("reason_category", "reason_text")
 @act_required(Act.HOLD)
 def lease_hold(request: HttpRequest, lease_id: uuid.UUID) -> HttpResponse:
     """Hold: renewals go on, new effects are refused on_hold."""
-    try:
-        lease = holds.lease_hold(
+    return lease_acted(
+        request,
+        lambda: holds.lease_hold(
             lease_id=lease_id,
             reason_category=request.POST.get("reason_category", ""),
             reason_text=request.POST.get("reason_text", ""),
             **acting(request),
-        )
-    except NotFound:
-        raise Http404("no such lease") from None
-    except LeaseboardError as exc:
-        keep_input(request, f"hold:{lease_id}", REASON_FIELDS)
-        refuse(request, exc, prefix="Hold: ")
-        return redirect_next(request, reverse("dashboard:live"))
-    messages.success(
-        request,
-        f"{lease.holder.name}'s lease at epoch {lease.epoch} is on hold: it keeps renewing, "
-        "and its new effects are refused (on_hold) until you release the hold.",
+        ),
+        kept=(f"hold:{lease_id}", REASON_FIELDS),
+        prefix="Hold: ",
+        done=lambda lease: (
+            f"{lease.holder.name}'s lease at epoch {lease.epoch} is on hold: it keeps renewing, "
+            "and its new effects are refused (on_hold) until you release the hold."
+        ),
     )
-    return redirect_next(request, reverse("dashboard:work_item", args=[lease.work_item.key]))
 
 
 @require_POST
 @act_required(Act.RELEASE_HOLD)
 def lease_hold_release(request: HttpRequest, lease_id: uuid.UUID) -> HttpResponse:
-    try:
-        lease = holds.lease_hold_release(
+    return lease_acted(
+        request,
+        lambda: holds.lease_hold_release(
             lease_id=lease_id, note=request.POST.get("note", ""), **acting(request)
-        )
-    except NotFound:
-        raise Http404("no such lease") from None
-    except LeaseboardError as exc:
-        keep_input(request, f"hold_release:{lease_id}", ("note",))
-        refuse(request, exc, prefix="Release hold: ")
-        return redirect_next(request, reverse("dashboard:live"))
-    messages.success(request, f"Hold released: {lease.holder.name} may propose effects again.")
-    return redirect_next(request, reverse("dashboard:work_item", args=[lease.work_item.key]))
+        ),
+        kept=(f"hold_release:{lease_id}", ("note",)),
+        prefix="Release hold: ",
+        done=lambda lease: f"Hold released: {lease.holder.name} may propose effects again.",
+    )
 
 
 @require_http_methods(["GET", "POST"])

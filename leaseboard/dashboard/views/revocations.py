@@ -5,12 +5,14 @@ answered with an outcome per lease."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
+from leaseboard.core.models import Lease
 from leaseboard.core.services import leases as lease_services
 from leaseboard.core.services import supervision
 from leaseboard.dashboard.forms import BulkRevokeForm
@@ -25,28 +27,45 @@ from leaseboard.web.refusals import refuse, refused_for_form
 from leaseboard.web.roles import act_required, acting
 
 
+def lease_acted(
+    request: HttpRequest,
+    act: Callable[[], Lease],
+    *,
+    kept: tuple[str, tuple[str, ...]],
+    prefix: str,
+    done: Callable[[Lease], str],
+) -> HttpResponse:
+    """One operator act on one lease (revoke, hold, release): an unknown lease is a 404; a
+    refusal goes back to the live page with the typed input kept (`kept`: the form's key
+    and fields); done, `done(lease)` is said on the work item's page."""
+    try:
+        lease = act()
+    except NotFound:
+        raise Http404("no such lease") from None
+    except LeaseboardError as exc:
+        keep_input(request, *kept)
+        refuse(request, exc, prefix=prefix)
+        return redirect_next(request, reverse("dashboard:live"))
+    messages.success(request, done(lease))
+    return redirect_next(request, reverse("dashboard:work_item", args=[lease.work_item.key]))
+
+
 @require_POST
 @act_required(Act.REVOKE)
 def lease_revoke(request: HttpRequest, lease_id: uuid.UUID) -> HttpResponse:
     """Revoke one agent's lease; the work item returns to the pool."""
-    try:
-        lease = lease_services.lease_revoke(
-            lease_id=lease_id,
-            **reason_posted(request),
-            **acting(request),
-        )
-    except NotFound:
-        raise Http404("no such lease") from None
-    except LeaseboardError as exc:
-        keep_input(request, f"revoke:{lease_id}", ("reason_category", "reason_text"))
-        refuse(request, exc, prefix="Revoke: ")
-        return redirect_next(request, reverse("dashboard:live"))
-    messages.success(
+    return lease_acted(
         request,
-        f"Revoked {lease.holder.name}'s lease at epoch {lease.epoch}; "
-        "its next renew is refused with your reason.",
+        lambda: lease_services.lease_revoke(
+            lease_id=lease_id, **reason_posted(request), **acting(request)
+        ),
+        kept=(f"revoke:{lease_id}", ("reason_category", "reason_text")),
+        prefix="Revoke: ",
+        done=lambda lease: (
+            f"Revoked {lease.holder.name}'s lease at epoch {lease.epoch}; "
+            "its next renew is refused with your reason."
+        ),
     )
-    return redirect_next(request, reverse("dashboard:work_item", args=[lease.work_item.key]))
 
 
 @require_http_methods(["GET", "POST"])

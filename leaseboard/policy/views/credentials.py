@@ -5,6 +5,7 @@ and never again; a refusal of bad input is said at the field it is about."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib import messages
@@ -53,21 +54,44 @@ def _form_error(form: Any, field: str, exc: LeaseboardError) -> None:
     form.add_error(field if exc.code == "validation_error" else None, refused_for_form(exc))
 
 
+def _token_shown(request: HttpRequest, who: str, token: str) -> HttpResponse:
+    """The page with a new token on it, shown this once."""
+    return _credentials_page(request, shown={"who": who, "what": "token", "secret": token})
+
+
+def _created(
+    request: HttpRequest,
+    create: Callable[[], tuple[Any, str]],
+    *,
+    fields: tuple[str, ...],
+    **form: Any,
+) -> HttpResponse:
+    """Make a credential and show its token once; a refusal goes under the form field it
+    names (its `param`, when that is one of `fields`, else the first), the form kept."""
+    try:
+        row, token = create()
+    except LeaseboardError as exc:
+        param = exc.extra.get("param")
+        (bound,) = form.values()
+        _form_error(bound, param if param in fields else fields[0], exc)
+        return _credentials_page(request, **form)
+    return _token_shown(request, row.name, token)
+
+
 @require_http_methods(["GET", "POST"])
 @act_required(Act.MANAGE_CREDENTIALS)
 def credentials_page(request: HttpRequest) -> HttpResponse:
     form = CredentialForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         d = form.cleaned_data
-        try:
-            executor, token = credentials.credential_create(
+        return _created(
+            request,
+            lambda: credentials.credential_create(
                 name=d["name"], queues=d["queues"], all_queues=d["all_queues"], **_actor(request)
-            )
-        except LeaseboardError as exc:
-            _form_error(form, "queues" if exc.extra.get("param") == "queues" else "name", exc)
-        else:
-            shown = {"who": executor.name, "what": "token", "secret": token}
-            return _credentials_page(request, shown=shown)
+            ),
+            form=form,
+            fields=("name", "queues"),
+        )
     return _credentials_page(request, form=form)
 
 
@@ -90,8 +114,7 @@ def credential_act(request: HttpRequest, name: str, action: str) -> HttpResponse
             return redirect("policy:credentials")
         if action == "rotate":
             executor, token = credentials.credential_rotate(name=name, **_actor(request))
-            shown = {"who": executor.name, "what": "token", "secret": token}
-            return _credentials_page(request, shown=shown)
+            return _token_shown(request, executor.name, token)
         done = credentials.credential_revoke(name=name, **_actor(request))
         messages.success(request, f"{name}: token revoked." if done else "No token to revoke.")
     except NotFound:
@@ -109,15 +132,13 @@ def credential_act(request: HttpRequest, name: str, action: str) -> HttpResponse
 def recipient_new(request: HttpRequest) -> HttpResponse:
     form = RecipientForm(request.POST, prefix="recipient")
     if form.is_valid():
-        try:
-            recipient, token = credentials.recipient_credential_create(
-                name=form.cleaned_data["name"], **_actor(request)
-            )
-        except LeaseboardError as exc:
-            _form_error(form, "name", exc)
-        else:
-            shown = {"who": recipient.name, "what": "token", "secret": token}
-            return _credentials_page(request, shown=shown)
+        name = form.cleaned_data["name"]
+        return _created(
+            request,
+            lambda: credentials.recipient_credential_create(name=name, **_actor(request)),
+            recipient_form=form,
+            fields=("name",),
+        )
     return _credentials_page(request, recipient_form=form)
 
 
@@ -132,8 +153,7 @@ def recipient_act(request: HttpRequest, pk: int, action: str) -> HttpResponse:
     try:
         if action == "rotate":
             recipient, token = credentials.recipient_credential_rotate(name=name, **_actor(request))
-            shown = {"who": recipient.name, "what": "token", "secret": token}
-            return _credentials_page(request, shown=shown)
+            return _token_shown(request, recipient.name, token)
         if action == "webhook":
             return _webhook_set(request, pk, name)
         if action == "revoke":

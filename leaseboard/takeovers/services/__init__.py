@@ -1,7 +1,8 @@
 """Takeover workflow services, one subject per module: requests, decisions (approve,
-reject, break-glass, review), standing (acts under human standing) and expiry (the sweep
-step). Each public service is the outermost transaction (`atomic(durable=True)`), asks the
-core authority, and changes leases, effects and alerts only through core services."""
+reject, break-glass, review) with approval (the approval's steps), standing (acts under
+human standing) and expiry (the sweep step). Each public service is the outermost
+transaction (`atomic(durable=True)`), asks the core authority, and changes leases, effects
+and alerts only through core services."""
 
 from leaseboard.takeovers.services._common import (
     decision_ttl_ms,

@@ -10,7 +10,7 @@ from django.db import IntegrityError, transaction
 from leaseboard.core.authority import Actor, audit_role, authorize, authorize_who
 from leaseboard.core.clock import db_now_ms
 from leaseboard.core.locking import work_item_locked_by
-from leaseboard.core.models import WorkItem
+from leaseboard.core.models import Executor, Lease, WorkItem
 from leaseboard.core.services.executors import human_executor_for_user_id
 from leaseboard.core.services.holds import lease_hold_locked, work_hold_lift_locked
 from leaseboard.core.services.leases import lease_expire_if_due_locked, live_lease_locked
@@ -58,6 +58,71 @@ class TakeoverAsk(TypedDict):
     request_id: NotRequired[str]
 
 
+def _target_locked(
+    act: Act, actor: Actor, work_key: str, now: int
+) -> tuple[WorkItem, Lease | None]:
+    """The open work item to take over, locked, and its live lease (None if it ended by
+    time)."""
+    item = work_item_locked_by(key=work_key)
+    authorize(act, actor, work_item_id=item.pk)  # in the work item's queue
+    if item.status != WorkItem.Status.OPEN:
+        raise ValidationFailed(f"work item {work_key!r} is {item.status}")
+    live = live_lease_locked(item)
+    if live is not None and lease_expire_if_due_locked(live, now):
+        live = None
+    return item, live
+
+
+def _grantee(actor: Actor, agent: str | None, operator: str | None) -> Executor:
+    """Who gets standing: the named agent, the named operator, or else the requester."""
+    if agent and operator:
+        raise ValidationFailed("give standing to an agent or to an operator, not both")
+    if agent:
+        return agent_named(agent)
+    if operator:
+        return operator_named(operator)
+    return human_executor_for_user_id(actor.user_id)
+
+
+def _recorded(req: TakeoverRequest, work_key: str) -> TakeoverRequest:
+    """Save the request; one already waiting on the item (its unique constraint) refuses it."""
+    try:
+        with transaction.atomic():
+            req.save(force_insert=True)
+    except IntegrityError:
+        raise ValidationFailed(
+            f"a takeover of {work_key!r} is already waiting for a decision"
+        ) from None
+    return req
+
+
+def _hold_while_waiting(
+    *,
+    req: TakeoverRequest,
+    item: WorkItem,
+    live: Lease | None,
+    actor: Actor,
+    now: int,
+    request_id: str,
+) -> None:
+    """Hold the work item through its live lease while the request waits (unless a hold is
+    on it already)."""
+    if live is None:
+        raise ValidationFailed(
+            "there is no live lease to hold while the request waits", param="hold"
+        )
+    if item.held_at_ms is None:
+        lease_hold_locked(
+            item=item,
+            lease=live,
+            actor=actor,
+            now_ms=now,
+            reason_category=req.reason_category,
+            reason_text=f"{_hold_marker(req.id)} {req.reason_text}"[:1000],
+            request_id=request_id,
+        )
+
+
 def request_locked(
     *,
     now: int,
@@ -70,56 +135,35 @@ def request_locked(
     unexpected = set(ask) - set(TakeoverAsk.__annotations__)
     if unexpected:  # as a plain signature would (typed callers never get here)
         raise TypeError(f"unexpected keyword arguments: {sorted(unexpected)}")
-    work_key, actor = ask["work_key"], ask["actor"]
-    reason_category, reason_text = ask["reason_category"], ask["reason_text"]
-    standing_ms, grantee_agent = ask.get("standing_ms"), ask.get("grantee_agent")
-    grantee_operator, hold = ask.get("grantee_operator"), ask.get("hold_while_waiting", False)
-    request_id = ask.get("request_id", "")
+    work_key, actor, request_id = ask["work_key"], ask["actor"], ask.get("request_id", "")
     act = Act.BREAK_GLASS if break_glass else Act.REQUEST_TAKEOVER
     authorize_who(act, actor)
-    text = reason_checked(reason_category, reason_text)
-    standing = standing_checked(standing_ms)
-    item = work_item_locked_by(key=work_key)
-    authorize(act, actor, work_item_id=item.pk)  # in the work item's queue
-    if item.status != WorkItem.Status.OPEN:
-        raise ValidationFailed(f"work item {work_key!r} is {item.status}")
-    live = live_lease_locked(item)
-    if live is not None and lease_expire_if_due_locked(live, now):
-        live = None
-    if grantee_agent and grantee_operator:
-        raise ValidationFailed("give standing to an agent or to an operator, not both")
-    if grantee_agent:
-        grantee = agent_named(grantee_agent)
-    elif grantee_operator:
-        grantee = operator_named(grantee_operator)
-    else:
-        grantee = human_executor_for_user_id(actor.user_id)
+    text = reason_checked(ask["reason_category"], ask["reason_text"])
+    standing = standing_checked(ask.get("standing_ms"))
+    item, live = _target_locked(act, actor, work_key, now)
+    grantee = _grantee(actor, ask.get("grantee_agent"), ask.get("grantee_operator"))
     if live is not None and live.holder_id == grantee.id:
         raise ValidationFailed(f"{grantee.name} already holds this work item")
-    req = TakeoverRequest(
-        work_item=item,
-        target_lease=live,
-        target_epoch=item.epoch,
-        target_holder=live.holder if live else None,
-        requested_by_id=actor.human_user_id,
-        requester_role=audit_role(act, actor),
-        grantee=grantee,
-        reason_category=reason_category,
-        reason_text=text,
-        standing_ms=standing,
-        break_glass=break_glass,
-        bulk=bulk,
-        requested_at_ms=now,
-        decide_by_ms=now + decision_ttl_ms(),
-        request_id=request_id[:64],
+    req = _recorded(
+        TakeoverRequest(
+            work_item=item,
+            target_lease=live,
+            target_epoch=item.epoch,
+            target_holder=live.holder if live else None,
+            requested_by_id=actor.human_user_id,
+            requester_role=audit_role(act, actor),
+            grantee=grantee,
+            reason_category=ask["reason_category"],
+            reason_text=text,
+            standing_ms=standing,
+            break_glass=break_glass,
+            bulk=bulk,
+            requested_at_ms=now,
+            decide_by_ms=now + decision_ttl_ms(),
+            request_id=request_id[:64],
+        ),
+        work_key,
     )
-    try:
-        with transaction.atomic():
-            req.save(force_insert=True)
-    except IntegrityError:
-        raise ValidationFailed(
-            f"a takeover of {work_key!r} is already waiting for a decision"
-        ) from None
     audited(
         act=act,
         actor=actor,
@@ -127,26 +171,15 @@ def request_locked(
         obj=req,
         item=item,
         now=now,
-        reason=f"{reason_category}: {text}",
+        reason=f"{req.reason_category}: {text}",
         before=lease_view(live),
         after={"grantee": grantee.name, "standing_ms": standing, "target_epoch": item.epoch},
         request_id=request_id,
     )
-    if hold and not break_glass:
-        if live is None:
-            raise ValidationFailed(
-                "there is no live lease to hold while the request waits", param="hold"
-            )
-        if item.held_at_ms is None:
-            lease_hold_locked(
-                item=item,
-                lease=live,
-                actor=actor,
-                now_ms=now,
-                reason_category=reason_category,
-                reason_text=f"{_hold_marker(req.id)} {text}"[:1000],
-                request_id=request_id,
-            )
+    if ask.get("hold_while_waiting", False) and not break_glass:
+        _hold_while_waiting(
+            req=req, item=item, live=live, actor=actor, now=now, request_id=request_id
+        )
     return req
 
 
@@ -193,6 +226,47 @@ def takeover_request(**ask: Unpack[TakeoverAsk]) -> TakeoverRequest:
     return request_locked(now=db_now_ms(), **ask)
 
 
+def _bulk_keys(work_keys: list[str]) -> list[str]:
+    """The asked work keys, each once, in order; between 1 and BULK_MAX_ITEMS of them."""
+    keys = list(dict.fromkeys(k.strip() for k in work_keys if k and k.strip()))
+    if not keys:
+        raise ValidationFailed("select at least one work item", param="work_keys")
+    if len(keys) > BULK_MAX_ITEMS:
+        raise ValidationFailed(f"at most {BULK_MAX_ITEMS} work items per bulk request")
+    return keys
+
+
+def _bulk_outcomes(
+    bulk: BulkTakeover,
+    keys: list[str],
+    *,
+    actor: Actor,
+    standing_ms: int | None,
+    request_id: str,
+    now: int,
+) -> list[dict[str, Any]]:
+    """One request per work key, each in a savepoint: a refusal undoes only its own."""
+    results: list[dict[str, Any]] = []
+    for work_key in keys:
+        try:
+            with transaction.atomic():
+                req = request_locked(
+                    work_key=work_key,
+                    actor=actor,
+                    reason_category=bulk.reason_category,
+                    reason_text=bulk.reason_text,
+                    standing_ms=standing_ms,
+                    grantee_agent=None,
+                    request_id=request_id,
+                    now=now,
+                    bulk=bulk,
+                )
+            results.append(asdict(BulkOutcome(work_key, True, request_id=req.id)))
+        except LeaseboardError as exc:
+            results.append(asdict(BulkOutcome(work_key, False, code=exc.code, detail=exc.detail)))
+    return results
+
+
 @transaction.atomic(durable=True)
 def takeover_bulk_request(
     *,
@@ -215,11 +289,7 @@ def takeover_bulk_request(
         return first
     text = reason_checked(reason_category, reason_text)
     standing_checked(standing_ms)
-    keys = list(dict.fromkeys(k.strip() for k in work_keys if k and k.strip()))
-    if not keys:
-        raise ValidationFailed("select at least one work item", param="work_keys")
-    if len(keys) > BULK_MAX_ITEMS:
-        raise ValidationFailed(f"at most {BULK_MAX_ITEMS} work items per bulk request")
+    keys = _bulk_keys(work_keys)
     now = db_now_ms()
     bulk = BulkTakeover(
         requested_by_id=actor.human_user_id,
@@ -234,24 +304,8 @@ def takeover_bulk_request(
     except IntegrityError:
         # A concurrent retry with the same key committed first.
         return BulkTakeover.objects.get(requested_by_id=actor.user_id, idempotency_key=key)
-    results: list[dict[str, Any]] = []
-    for work_key in keys:
-        try:
-            with transaction.atomic():
-                req = request_locked(
-                    work_key=work_key,
-                    actor=actor,
-                    reason_category=reason_category,
-                    reason_text=text,
-                    standing_ms=standing_ms,
-                    grantee_agent=None,
-                    request_id=request_id,
-                    now=now,
-                    bulk=bulk,
-                )
-            results.append(asdict(BulkOutcome(work_key, True, request_id=req.id)))
-        except LeaseboardError as exc:
-            results.append(asdict(BulkOutcome(work_key, False, code=exc.code, detail=exc.detail)))
-    bulk.results = results
+    bulk.results = _bulk_outcomes(
+        bulk, keys, actor=actor, standing_ms=standing_ms, request_id=request_id, now=now
+    )
     bulk.save(update_fields=["results"])
     return bulk

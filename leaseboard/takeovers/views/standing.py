@@ -101,6 +101,8 @@ def _standing_action(request: HttpRequest, pk: int, action: str) -> HttpResponse
     return redirect_next(request, reverse("takeovers:standing"))
 
 
+# deliberate: one decorated view per act (Django's declarative shape), so each URL's
+# guard reads where the view is defined; the work is in _standing_action, once.
 @require_POST
 @act_required(Act.EXTEND_STANDING)
 def standing_extend(request: HttpRequest, pk: int) -> HttpResponse:

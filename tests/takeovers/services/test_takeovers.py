@@ -20,7 +20,7 @@ from leaseboard.domain.errors import (
 )
 from leaseboard.takeovers import services
 from leaseboard.takeovers.models import Intervention, InterventionEvent, TakeoverRequest
-from leaseboard.takeovers.services import decisions
+from leaseboard.takeovers.services import approval, decisions
 from tests.builders import (
     age_lease,
     effect_rules,
@@ -36,7 +36,7 @@ MIN = 60_000
 
 
 def approve(req, user, **kw):  # type: ignore[no-untyped-def]
-    return services.takeover_approve(
+    return decisions.takeover_approve(
         request_pk=req.id, actor=Actor.human(user), note=kw.pop("note", "ok"), **kw
     )
 
@@ -134,7 +134,7 @@ def test_approval_is_atomic_whichever_step_fails(people, scene, monkeypatch, ste
     def boom(*args, **kwargs):  # type: ignore[no-untyped-def]
         raise RuntimeError(f"injected failure in {step}")
 
-    monkeypatch.setattr(decisions, step, boom)
+    monkeypatch.setattr(approval, step, boom)
     with pytest.raises(RuntimeError, match="injected"):
         approve(req, people.approver)
     monkeypatch.undo()
