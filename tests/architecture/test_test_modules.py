@@ -51,13 +51,8 @@ ALLOWED = {
     # direct tests belong with those changes.
     "leaseboard.api.openapi": "the served schema, tests/api/test_contract.py",
     "leaseboard.core.services.audit_checkpoints": "through the audit_checkpoint command tests",
-    "leaseboard.dashboard.selectors.audit": "through tests/dashboard/views audit pages",
     "leaseboard.dashboard.selectors.charts": "through the chart pages (tests/dashboard/views)",
-    "leaseboard.dashboard.selectors.fleet": "through tests/dashboard/views fleet page",
-    "leaseboard.dashboard.selectors.work_item": "through tests/dashboard/views work item page",
     "leaseboard.policy.forms": "through tests/policy/views pages",
-    "leaseboard.policy.selectors": "through tests/policy/views pages",
-    "leaseboard.policy.services.four_eyes": "through the four-eyes policy tests",
     "leaseboard.sandbox.services": "the payments sandbox, tests/recipient/test_sandbox.py",
     "leaseboard.sweeps.consumer": "the worker's consumer, tests/e2e/test_celery_worker.py",
     "leaseboard.takeovers.selectors.approvals": "through the takeover pages",
@@ -66,7 +61,6 @@ ALLOWED = {
     "leaseboard.takeovers.services._common": "through leaseboard.takeovers.services",
     "leaseboard.takeovers.services.expiry": "through leaseboard.takeovers.services",
     "leaseboard.web.charts": "through the chart pages (tests/dashboard/views)",
-    "leaseboard.web.signin": "through tests/security/test_signin_throttle.py",
 }
 
 
