@@ -53,8 +53,6 @@ ALLOWED = {
     "leaseboard.policy.forms": "through tests/policy/views pages",
     "leaseboard.sandbox.services": "the payments sandbox, tests/recipient/test_sandbox.py",
     "leaseboard.sweeps.consumer": "the worker's consumer, tests/e2e/test_celery_worker.py",
-    "leaseboard.takeovers.services._common": "through leaseboard.takeovers.services",
-    "leaseboard.takeovers.services.expiry": "through leaseboard.takeovers.services",
     "leaseboard.web.charts": "through the chart pages (tests/dashboard/views)",
 }
 
