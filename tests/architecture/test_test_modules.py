@@ -43,7 +43,6 @@ ALLOWED = {
     # Run by `dev.py demo`; tests/e2e/test_demo.py runs that end to end.
     "leaseboard.sandbox.management.commands.demo_setup": "run by dev.py demo (test_demo.py)",
     "leaseboard.sandbox.management.commands.simulate_agents": "run by dev.py demo (test_demo)",
-    "leaseboard.sandbox.demo": "dev.py demo's set-up, run end to end by tests/e2e/test_demo.py",
     "leaseboard.sandbox.fleet": "dev.py demo's simulated agents, run by tests/e2e/test_demo.py",
     # The charts are being reworked in another branch: their direct tests belong with that
     # change. The consumer acts only when the Redis broker is lost under a running worker
