@@ -9,6 +9,7 @@ not discovered when an effect is decided. Pure: the caller supplies the values.
 
 from __future__ import annotations
 
+import difflib
 import re
 import threading
 from dataclasses import dataclass
@@ -75,19 +76,75 @@ class ExpressionError(ValueError):
 
 _UNDECLARED = re.compile(r"undeclared reference to '([^']+)'")
 _POSITION = re.compile(r"<input>:(\d+):(\d+): (.*)")
+_OVERLOAD = re.compile(r"no matching overload for '([^']+)' applied to '\((.*)\)'")
+_OPERATORS = {
+    "_+_": "+", "_-_": "-", "_*_": "*", "_/_": "/", "_%_": "%", "_<_": "<", "_<=_": "<=",
+    "_>_": ">", "_>=_": ">=", "_==_": "==", "_!=_": "!=", "_&&_": "&&", "_||_": "||",
+    "@in": "in", "!_": "!", "-_": "-",
+}  # fmt: skip
 
 
-def _friendly(raw: str) -> str:
-    first = raw.replace("INVALID_ARGUMENT: ", "").replace("ERROR: ", "").strip().splitlines()
-    line = first[0] if first else raw
-    missing = _UNDECLARED.search(line)
+def _friendly(raw: str, text: str = "") -> str:
+    """The runtime's first compile error in plain words: where (line and column), what
+    (the offending token) and, where one helps, a hint. The parser's dump is not shown."""
+    lines = raw.replace("INVALID_ARGUMENT: ", "").replace(" [INVALID_ARGUMENT]", "")
+    first = next((ln for ln in lines.splitlines() if "<input>:" in ln), lines.strip())
+    first = first.replace("ERROR: ", "").strip()
+    where = _POSITION.search(first)
+    if not where:
+        return first[:300]
+    line_no, column, message = int(where.group(1)), int(where.group(2)), where.group(3)
+    at = f"line {line_no}, column {column}"
+    source_line = (
+        text.splitlines()[line_no - 1] if text and line_no <= len(text.splitlines()) else ""
+    )
+    before = source_line[: column - 1].rstrip()
+    return f"{at}: {_what(message, before, source_line[column - 1 : column + 11])}"[:400]
+
+
+def _what(message: str, before: str, here: str) -> str:
+    """What is wrong at one place, and a hint (the parser's message, decoded)."""
+    after = f" after `{before[-30:]}`" if before else ""
+    missing = _UNDECLARED.search(message)
     if missing:
+        name = missing.group(1)
+        if re.match(rf"(?:{re.escape(name.split('.')[-1])})?\s*\(", here):
+            return f"there is no function `{name}`"
+        close = difflib.get_close_matches(name, VARIABLES, n=1, cutoff=0.75)
+        hint = f"did you mean `{close[0]}`? " if close else ""
         known = ", ".join(sorted(VARIABLES))
-        return f"unknown field {missing.group(1)!r}; a condition may read: {known}"
-    where = _POSITION.search(line)
-    if where:
-        return f"column {where.group(2)}: {where.group(3)}"
-    return line[:300]
+        return f"unknown field '{name}'; {hint}a condition may read: {known}"
+    overload = _OVERLOAD.search(message)
+    if overload:
+        op = _OPERATORS.get(overload.group(1), overload.group(1).strip("_"))
+        types = " and ".join(t.strip() for t in overload.group(2).split(","))
+        return (
+            f"`{op}` cannot be applied to {types}; convert one side "
+            "(int(...), double(...), string(...)) or compare like with like"
+        )
+    if "mismatched input '<EOF>'" in message or "at '<EOF>'" in message:
+        closer = re.search(r"missing '([)\]}])'", message) or re.search(
+            r"expecting \{?'([)\]}])'", message
+        )
+        if closer:
+            return f"the condition ends{after} before its `{closer.group(1)}`; add it"
+        return f"the condition ends too early{after}: a value, a field or `(` should follow"
+    token = re.search(r"(?:token recognition error at: |input )'(.*?)'(?: |$)", message)
+    bad = token.group(1).strip() if token else here[:1]
+    if "token recognition error" in message:
+        if bad[:1] in "'\"":
+            return f"the string starting `{bad[:12]}` is not closed; add its closing {bad[0]}"
+        if bad[:1] == "=":
+            return "`=` alone is not a comparison; write `==`"
+        if bad[:1] in "&|":
+            return f"`{bad[:1]}` alone is not an operator; write `&&` for and, `||` for or"
+        return f"`{bad[:12]}` is not part of CEL"
+    if bad.startswith(">") and before.endswith(">") or bad.startswith("<") and before.endswith("<"):
+        return f"`{before[-1]}{bad[0]}` is not an operator in CEL; compare with <, <=, >, >="
+    words = {"and": "&&", "or": "||", "not": "!"}
+    if bad in words:
+        return f"`{bad}` is not an operator in CEL; write `{words[bad]}`"
+    return f"`{bad or here[:12]}` is not expected here{after}"
 
 
 @dataclass(frozen=True)
@@ -174,7 +231,7 @@ def compile_condition(source: str) -> Condition:
     try:
         program = _environment().compile(text)
     except RuntimeError as exc:
-        raise ExpressionError(_friendly(str(exc))) from None
+        raise ExpressionError(_friendly(str(exc), text)) from None
     returns = program.return_type().name()
     if returns not in {"bool", "dyn", "BOOL", "DYN"}:
         raise ExpressionError(

@@ -34,6 +34,15 @@ QUEUES: dict[str, dict] = {
     },
     "ledger-sync": {"timing": {"ttl_ms": 6000}, "rules": [], "default": "allow"},
 }
+# How pages show the payments' amounts: the fleet pays in minor units of euros (sandbox.fleet).
+EFFECT_KINDS: dict[str, dict] = {
+    "payment.*": {
+        "amount_field": "amount_cents",
+        "currency": "EUR",
+        "minor_units": 2,
+        "currency_field": "currency",
+    },
+}
 
 
 def agent_queues(index: int) -> list[str]:

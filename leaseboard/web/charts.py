@@ -15,10 +15,23 @@ from typing import Any
 PAD_LEFT, PAD_RIGHT, PAD_TOP, PAD_BOTTOM = 36, 8, 8, 22
 
 
+# What a series says about the fleet, and so its colour: normal outcomes are neutral,
+# only warnings are amber and only faults red (a normal release is never drawn as alarm).
+TONES = {"normal": "normal", "warn": "warning", "fault": "fault"}
+
+
 @dataclass(frozen=True)
 class Series:
     name: str
     values: list[float]
+    tone: str = ""  # one of TONES, or "" for a series of one kind among equals (s0..s5)
+
+    def __post_init__(self) -> None:
+        if self.tone and self.tone not in TONES:
+            raise ValueError(f"tone {self.tone!r}: one of {', '.join(TONES)}")
+
+    def css(self, index: int) -> str:
+        return f"tone-{self.tone}" if self.tone else f"s{index % 6}"
 
 
 @dataclass
@@ -41,7 +54,11 @@ class Chart:
 
     @property
     def legend(self) -> list[tuple[str, str]]:
-        return [(f"s{i % 6}", s.name) for i, s in enumerate(self.series)]
+        """(css class, words) per series; a toned series says its tone in words too."""
+        return [
+            (s.css(i), f"{s.name} ({TONES[s.tone]})" if s.tone else s.name)
+            for i, s in enumerate(self.series)
+        ]
 
 
 def _scale(value: float) -> tuple[float, float]:
@@ -136,7 +153,7 @@ def bars(
                         "y": round(y, 1),
                         "w": round(inner, 1),
                         "h": round(h, 1),
-                        "css": f"s{k % 6}",
+                        "css": s.css(k),
                         "title": f"{label}: {s.name} {v:g}{unit}",
                     }
                 )

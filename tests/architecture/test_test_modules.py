@@ -44,12 +44,11 @@ ALLOWED = {
     "leaseboard.sandbox.management.commands.demo_setup": "run by dev.py demo (test_demo.py)",
     "leaseboard.sandbox.management.commands.simulate_agents": "run by dev.py demo (test_demo)",
     "leaseboard.sandbox.fleet": "dev.py demo's simulated agents, run by tests/e2e/test_demo.py",
-    # The charts are being reworked in another branch: their direct tests belong with that
-    # change. The consumer acts only when the Redis broker is lost under a running worker
-    # holding messages, which tests/faults/test_broker.py makes happen to a real worker.
+    # The chart selector is being reworked in another branch: its direct test belongs with
+    # that change. The consumer acts only when the Redis broker is lost under a running
+    # worker holding messages, which tests/faults/test_broker.py makes happen to a real one.
     "leaseboard.dashboard.selectors.charts": "through the chart pages (tests/dashboard/views)",
     "leaseboard.sweeps.consumer": "a real worker losing Redis, tests/faults/test_broker.py",
-    "leaseboard.web.charts": "through the chart pages (tests/dashboard/views)",
 }
 
 

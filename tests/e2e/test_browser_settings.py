@@ -46,7 +46,7 @@ def test_an_admin_configures_a_queue_and_a_rule_that_decides_effects(
     ad.select_option('select[name="decision"]', "require_approval")
     ad.click("#rule-form button[type=submit]")
     error = ad.locator('.field-error[data-field="when"]').inner_text()
-    assert "Syntax error" in error
+    assert "line 1, column 23: the condition ends too early" in error
     assert not EffectRule.objects.exists()
     ad.screenshot(path=str(SHOTS / "settings-1-rule-error.png"), full_page=True)
     ad.fill('textarea[name="when"]', "payload.amount_cents > 50000")
@@ -107,13 +107,17 @@ def test_an_admin_configures_a_queue_and_a_rule_that_decides_effects(
     assert "require_approval" in ad.locator("#explanation").inner_text()
     ad.screenshot(path=str(SHOTS / "settings-3-explain.png"), full_page=True)
 
-    # The history: each change, before -> after.
+    # The history: each change as the fields it added, removed or changed (the recorded
+    # before -> after JSON one click away).
     ad.click(".settings-nav >> text=History")
     rows = ad.locator("#history tbody tr")
     texts = [rows.nth(i).inner_text() for i in range(rows.count())]
     rule_change = next(t for t in texts if "policy.rules_change" in t)
-    assert '"rules": []' in rule_change and "big-payments" in rule_change
-    assert "payload.amount_cents > 50000" in rule_change
+    assert '+ added rules[0].name: "big-payments"' in rule_change
+    assert '+ added rules[0].when: "payload.amount_cents > 50000"' in rule_change
     queue_create = next(t for t in texts if "queue.create" in t)
-    assert '"capacity": 2' in queue_create
+    assert "+ added capacity: 2" in queue_create
+    row = rows.filter(has_text="policy.rules_change").first
+    row.locator("summary", has_text="recorded JSON").click()
+    assert '"rules": []' in row.inner_text()
     ad.screenshot(path=str(SHOTS / "settings-4-history.png"), full_page=True)

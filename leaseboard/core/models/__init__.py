@@ -6,7 +6,7 @@ from leaseboard.core.models.effects import Effect
 from leaseboard.core.models.executors import Executor
 from leaseboard.core.models.leases import Checkpoint, FencingKey, Lease, LeaseEvent
 from leaseboard.core.models.people import RoleScope
-from leaseboard.core.models.policy import EffectRule, GlobalPolicy
+from leaseboard.core.models.policy import EffectKindDisplay, EffectRule, GlobalPolicy
 from leaseboard.core.models.recipients import EpochNotice, Recipient
 from leaseboard.core.models.supervision import BulkRevoke, Quarantine, ReasonCategory
 from leaseboard.core.models.work import Queue, WorkItem
@@ -19,6 +19,7 @@ __all__ = [
     "BulkRevoke",
     "Checkpoint",
     "Effect",
+    "EffectKindDisplay",
     "EffectRule",
     "EpochNotice",
     "Executor",

@@ -108,3 +108,27 @@ class GlobalPolicy(models.Model):
 
     def __str__(self) -> str:
         return f"rules for every queue, version {self.version}"
+
+
+class EffectKindDisplay(models.Model):
+    """How pages show an effect kind's amount (leaseboard.domain.amounts.DisplayHint):
+    which payload field holds it in minor units, its currency and minor units. One row a
+    kind glob; the most specific glob matching a kind applies. Config as code's
+    `[effect_kinds."GLOB"]`; written only by leaseboard.policy.services.display_hints, read by
+    leaseboard.core.display_hints."""
+
+    kind = models.CharField(max_length=100, unique=True)
+    amount_field = models.CharField(max_length=100)
+    currency = models.CharField(max_length=3)
+    minor_units = models.PositiveSmallIntegerField(default=2)
+    currency_field = models.CharField(max_length=100, blank=True, default="")
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(minor_units__lte=4), name="effect_kind_display_minor_units_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.amount_field} in {self.currency}"

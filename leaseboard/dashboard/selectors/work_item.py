@@ -7,12 +7,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from leaseboard.core.clock import db_now_ms
+from leaseboard.core.display_hints import amount_fields_annotated, display_hints_loaded
 from leaseboard.core.models import Alert, AuditEntry, Checkpoint, Effect, Lease, WorkItem
 from leaseboard.core.models.leases import LIVE_STATES
 from leaseboard.core.services.leases import next_grant_at
 from leaseboard.dashboard.selectors.audit import AuditRow, name_objects
 from leaseboard.dashboard.selectors.charts import GapPoint, gap_chart
 from leaseboard.dashboard.selectors.rows import LeaseRow, lease_row
+from leaseboard.domain.amounts import amount_shown
 from leaseboard.domain.text import storable
 
 TIMELINE_LIMIT = 50
@@ -74,6 +76,23 @@ def renewal_history(lease: Lease) -> RenewalHistory:
     )
 
 
+def _effects(item: WorkItem) -> list[Effect]:
+    """The item's newest effects, each with `amount` (its kind's display hint applied to
+    the payload fields it names, read in the same query; the payload itself is deferred)."""
+    hints = display_hints_loaded()
+    effects = list(
+        amount_fields_annotated(
+            Effect.objects.select_related("executor", "lease")
+            .defer("payload", "fencing_token", "lease__recent_renewals")
+            .filter(work_item=item),
+            hints,
+        ).order_by("-proposed_at_ms", "-id")[:EFFECT_LIMIT]
+    )
+    for e in effects:
+        e.amount = amount_shown(e.kind, getattr(e, "display_payload", None), hints)  # type: ignore[attr-defined]
+    return effects
+
+
 def work_item_page(*, key: str, lease_id: str = "") -> WorkItemPage | None:
     """Everything about one work item in 7 queries, each list bounded."""
     if not storable(key):
@@ -94,12 +113,7 @@ def work_item_page(*, key: str, lease_id: str = "") -> WorkItemPage | None:
     chosen = next((r.lease for r in rows if str(r.lease.id) == lease_id), None)
     if chosen is None and rows:
         chosen = rows[0].lease
-    effects = list(
-        Effect.objects.select_related("executor", "lease")
-        .defer("payload", "fencing_token", "lease__recent_renewals")
-        .filter(work_item=item)
-        .order_by("-proposed_at_ms", "-id")[:EFFECT_LIMIT]
-    )
+    effects = _effects(item)
     checkpoints = list(
         Checkpoint.objects.filter(work_item=item).order_by("-seq")[:CHECKPOINT_LIMIT]
     )

@@ -33,14 +33,14 @@ def fleet(request: HttpRequest) -> HttpResponse:
             name="live leases",
         ),
         "change_chart": charts.bars(
-            f"Entered jeopardy and expired, per {per}",
+            f"Leases ended normally, entered jeopardy and expired, per {per}",
             f"{sum(h.jeopardy)} leases entered jeopardy and {sum(h.expired)} expired in the "
             f"range; {sum(h.ended)} were released or revoked.",
             labels,
-            [
-                charts.Series("entered jeopardy", [float(v) for v in h.jeopardy]),
-                charts.Series("expired", [float(v) for v in h.expired]),
-                charts.Series("released or revoked", [float(v) for v in h.ended]),
+            [  # stacked bottom up: the normal ends first, the faults on top
+                charts.Series("released or revoked", [float(v) for v in h.ended], "normal"),
+                charts.Series("entered jeopardy", [float(v) for v in h.jeopardy], "warn"),
+                charts.Series("expired", [float(v) for v in h.expired], "fault"),
             ],
         ),
         "gap_chart": charts.bars(

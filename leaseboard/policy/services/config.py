@@ -29,7 +29,7 @@ from leaseboard.core.dbfaults import long_bounds
 from leaseboard.core.models import Queue
 from leaseboard.domain.authority import Act
 from leaseboard.policy.models import PolicyChange
-from leaseboard.policy.services import four_eyes, people, queues, rules, sso_config
+from leaseboard.policy.services import display_hints, four_eyes, people, queues, rules, sso_config
 from leaseboard.policy.services.common import SettingsInvalid, audited
 from leaseboard.policy.services.config_tables import (
     ENVELOPE_KEYS,
@@ -99,12 +99,14 @@ def config_export() -> dict[str, Any]:
         "queues": {q.name: _queue_doc(q) for q in Queue.objects.order_by("name")},
         "people": people_doc,
         "sso": sso_config.sso_snapshot(),
+        **({"effect_kinds": hints} if (hints := display_hints.display_hints_snapshot()) else {}),
     }
 
 
 HEADER = """\
 # Leaseboard configuration: four-eyes, the rules for every queue ([global], tried before each
-# queue's own, which can only tighten them), queues, admission envelopes, rules, roles.
+# queue's own, which can only tighten them), queues, admission envelopes, rules, roles, and how
+# pages show effect kinds' amounts ([effect_kinds."GLOB"]).
 # Apply with `manage.py config apply FILE --dry-run` (shows the difference), then without
 # --dry-run. Queues and people not named here are left as they are. No secrets: a webhook
 # keeps its secret, or takes it from the environment with secret_env = "VAR".
@@ -128,7 +130,7 @@ def config_loads(text: str) -> dict[str, Any]:
 def config_plan(doc: dict[str, Any]) -> Plan:
     """Validate the whole document and list its changes; writes nothing."""
     errors: dict[str, str] = {}
-    known = ("version", "four_eyes", "global", "queues", "people", "sso")
+    known = ("version", "four_eyes", "global", "queues", "people", "sso", "effect_kinds")
     for key in sorted(set(doc) - set(known)):
         errors[key] = f"unknown field; a configuration has {', '.join(known)}"
     if doc.get("version", FORMAT_VERSION) != FORMAT_VERSION:
@@ -151,9 +153,25 @@ def config_plan(doc: dict[str, Any]) -> Plan:
             before = sso_config.sso_snapshot()
             if before != plan.sso:
                 plan.changes.append(Change("sso", "update", before, plan.sso))
+    _plan_effect_kinds(doc, plan, errors)
     if errors:
         raise SettingsInvalid(errors)
     return plan
+
+
+def _plan_effect_kinds(doc: dict[str, Any], plan: Plan, errors: dict[str, str]) -> None:
+    """`[effect_kinds."GLOB"]`: the display hints, the whole set (absent: left as it is)."""
+    if "effect_kinds" not in doc:
+        return
+    try:
+        plan.effect_kinds = display_hints.display_hints_checked(doc["effect_kinds"])
+    except SettingsInvalid as exc:
+        errors.update({f"effect_kinds.{k}".rstrip("."): v for k, v in exc.errors.items()})
+        return
+    before = display_hints.display_hints_snapshot()
+    after = {h.kind: h.as_dict() for h in plan.effect_kinds}
+    if before != after:
+        plan.changes.append(Change("effect kinds' display", "update", before, after))
 
 
 def _plan_four_eyes(doc: dict[str, Any], plan: Plan, errors: dict[str, str]) -> None:
@@ -212,6 +230,10 @@ class Applied:
     # Changes waiting for a second admin (four-eyes): (change id, what it is about).
     proposals: list[tuple[int, str]] = field(default_factory=list)
 
+    def waiting(self, proposal: PolicyChange | None) -> None:
+        if proposal is not None:
+            self.proposals.append((proposal.pk, proposal.what))
+
 
 @transaction.atomic(durable=True)
 def config_apply(
@@ -224,19 +246,31 @@ def config_apply(
     applied = Applied(plan)
     if dry_run or not plan.changes:
         return applied
-
-    def waiting(proposal: PolicyChange | None) -> None:
-        if proposal is not None:
-            applied.proposals.append((proposal.pk, proposal.what))
-
     if plan.four_eyes is True:  # on first: the rest of the file is then decided under it
         four_eyes.four_eyes_change_locked(on=True, actor=actor, note="config apply")
+    _apply_rules_and_queues_locked(plan, applied, actor)
+    if plan.sso is not None and plan.sso != sso_config.sso_snapshot():
+        # Before the people: a fresh database needs no people, the groups say who is who.
+        sso_config.sso_apply_locked(plan.sso, actor=actor)
+    _apply_people_locked(plan, applied, actor)
+    if plan.effect_kinds is not None:
+        display_hints.display_hints_replace_locked(plan.effect_kinds, actor=actor)
+    if plan.four_eyes is False:  # off last, and only ever as a proposal
+        applied.waiting(
+            four_eyes.four_eyes_change_locked(on=False, actor=actor, note="config apply").proposal
+        )
+    _audit_apply(doc, plan, actor, source)
+    return applied
+
+
+def _apply_rules_and_queues_locked(plan: Plan, applied: Applied, actor: Actor) -> None:
+    """The rules for every queue, then each queue's settings, notify targets and rules."""
     if plan.global_rules is not None:
         specs, default = plan.global_rules
         change = rules.rule_set_change_locked(
             queue_name=None, rules=specs, default=default, actor=actor, summary="config apply"
         )
-        waiting(change.proposal)
+        applied.waiting(change.proposal)
     for q in plan.queues:
         queues.queue_save_locked(name=q.name, values=q.values, actor=actor, create=not q.exists)
         if q.notify is not None:
@@ -244,10 +278,11 @@ def config_apply(
         change = rules.rule_set_change_locked(
             queue_name=q.name, rules=q.rules, default=q.default, actor=actor, summary="config apply"
         )
-        waiting(change.proposal)
-    if plan.sso is not None and plan.sso != sso_config.sso_snapshot():
-        # Before the people: a fresh database needs no people, the groups say who is who.
-        sso_config.sso_apply_locked(plan.sso, actor=actor)
+        applied.waiting(change.proposal)
+
+
+def _apply_people_locked(plan: Plan, applied: Applied, actor: Actor) -> None:
+    """Each person whose roles change (four-eyes may make a grant a proposal)."""
     for username, (roles, scopes, break_glass) in plan.people.items():
         user = get_user_model().objects.get(username=username)
         person = people.person_update_locked(
@@ -258,11 +293,11 @@ def config_apply(
             active=user.is_active,
             actor=actor,
         )
-        waiting(person.proposal)
-    if plan.four_eyes is False:  # off last, and only ever as a proposal
-        waiting(
-            four_eyes.four_eyes_change_locked(on=False, actor=actor, note="config apply").proposal
-        )
+        applied.waiting(person.proposal)
+
+
+def _audit_apply(doc: dict[str, Any], plan: Plan, actor: Actor, source: str) -> None:
+    """One `config.apply` entry beside the per-change ones: what changed, the file's digest."""
     digest = hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
     audited(
         Act.CONFIGURE_QUEUE,
@@ -274,7 +309,6 @@ def config_apply(
         after={"changes": [c.what for c in plan.changes], "sha256": digest},
         reason=source,
     )
-    return applied
 
 
 def config_apply_text(

@@ -67,11 +67,14 @@ class Plan:
     global_rules: tuple[list[Any], str] | None = None  # ([RuleSpec], default) if in the file
     four_eyes: bool | None = None  # None: not in the file
     sso: dict[str, Any] | None = None  # the `[sso]` table, checked; None: not in the file
+    effect_kinds: list[Any] | None = None  # [DisplayHint] if `[effect_kinds]` is in the file
+    # Not refusals: a rule's `when` naming payload fields no recent effect of its kind had.
+    warnings: dict[str, str] = field(default_factory=dict)
 
     def text(self) -> str:
-        if not self.changes:
-            return "no changes"
-        return "\n".join(line for c in self.changes for line in c.lines())
+        lines = [line for c in self.changes for line in c.lines()] or ["no changes"]
+        lines += [f"warning: {path}: {message}" for path, message in self.warnings.items()]
+        return "\n".join(lines)
 
 
 def prefixed(errors: dict[str, str], prefix: str) -> dict[str, str]:
@@ -96,6 +99,7 @@ def plan_queue(
     if checked is None or any(k == path or k.startswith(path + ".") for k in errors):
         return
     specs, default = checked
+    plan.warnings.update(prefixed(rules.payload_field_warnings(specs, name), path))
     plan.queues.append(QueuePlan(name, queue is not None, values, notify, specs, default))
     plan.changes.extend(_queue_changes(name, queue, values, notify, specs, default))
 
@@ -228,6 +232,7 @@ def plan_global(doc: dict[str, Any], plan: Plan, errors: dict[str, str]) -> None
     if checked is None:
         return
     specs, default = checked
+    plan.warnings.update(prefixed(rules.payload_field_warnings(specs, None), "global"))
     plan.global_rules = (specs, default)
     before = rules.policy_snapshot(None)
     after = {"default": default, "rules": [r.as_dict() for r in specs]}

@@ -10,6 +10,8 @@ whole set before -> after."""
 
 from __future__ import annotations
 
+import difflib
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,10 +19,11 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 
 from leaseboard.core.authority import Actor, authorize
-from leaseboard.core.models import EffectRule, GlobalPolicy, Queue
+from leaseboard.core.models import Effect, EffectRule, GlobalPolicy, Queue, WorkItem
 from leaseboard.core.services.rule_sets import global_head, global_rule_specs
 from leaseboard.domain.authority import Act
 from leaseboard.domain.errors import NotFound, TakeoverConflict, ValidationFailed
+from leaseboard.domain.globs import glob_match
 from leaseboard.domain.policy import RuleSetInvalid, RuleSpec, rule_set_compiled
 from leaseboard.policy.models import PolicyChange
 from leaseboard.policy.services.common import SettingsInvalid, audited
@@ -256,3 +259,69 @@ def rule_change_apply_locked(
         reason=f"change {change.pk} by {change.requested_by_name}: {change.summary}. {note}",
         request_id=request_id,
     )
+
+
+# -- payload fields a condition names, against what recent effects carried ----------------
+
+RECENT_ITEMS = 50  # the queue's newest work items whose effects are looked at
+RECENT_EFFECTS = 1000
+# A string literal (skipped: `'payload.x'` names no field), or a payload field reference.
+_PAYLOAD_FIELD = re.compile(
+    r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\""
+    r"|(?<![\w.])payload(?:\.([A-Za-z_][A-Za-z0-9_]*)|\[\s*(?:'([^']*)'|\"([^\"]*)\")\s*\])"
+)
+
+
+def payload_fields(when: str) -> list[str]:
+    """The top-level payload fields a condition names (`payload.amount`, `payload['a-b']`)."""
+    found = [
+        next(g for g in m.groups() if g is not None)
+        for m in _PAYLOAD_FIELD.finditer(when)
+        if any(g is not None for g in m.groups())
+    ]
+    return list(dict.fromkeys(found))
+
+
+def _recent_effects(queue_name: str | None) -> list[tuple[str, str, Any]]:
+    """(kind, target, payload) of the effects of the newest work items (one queue's, or
+    every queue's): bounded reads through the work items' index, never a scan of effects."""
+    items = WorkItem.objects.order_by("-id")
+    if queue_name is not None:
+        items = items.filter(queue__name=queue_name)
+    ids = list(items.values_list("id", flat=True)[:RECENT_ITEMS])
+    rows = Effect.objects.filter(work_item_id__in=ids).values_list("kind", "target", "payload")
+    return list(rows[:RECENT_EFFECTS])
+
+
+def payload_field_warnings(rules: list[RuleSpec], queue_name: str | None) -> dict[str, str]:
+    """For each rule whose `when` names a payload field that none of the recent effects it
+    matches carried (`payload.amount` where refunds have `amount_cents`): a warning under
+    `rules[i].when`. A warning, never a refusal: the field may be new; but a misspelt one
+    makes the condition undecidable, and the rule then fails closed for every effect."""
+    wanted = {i: payload_fields(r.when) for i, r in enumerate(rules) if r.when}
+    if not any(wanted.values()):
+        return {}
+    recent = _recent_effects(queue_name)
+    warnings: dict[str, str] = {}
+    for i, names in wanted.items():
+        rule = rules[i]
+        matched = [
+            p
+            for kind, target, p in recent
+            if glob_match(rule.kind, kind) and glob_match(rule.target, target)
+        ]
+        if not matched:
+            continue  # nothing seen to compare with
+        seen = {str(k) for p in matched if isinstance(p, dict) for k in p}
+        missing = [n for n in names if n not in seen]
+        if missing:
+            fields = ", ".join(f"payload.{n}" for n in missing)
+            has = ", ".join(sorted(seen)[:8]) or "no fields"
+            close = difflib.get_close_matches(missing[0], seen, n=1, cutoff=0.5)
+            hint = f" Did you mean payload.{close[0]}?" if close else ""
+            warnings[f"rules[{i}].when"] = (
+                f"{fields}: in none of the {len(matched)} recent {rule.kind} effects "
+                f"(their payloads have {has}). If it is misspelt, `has()` of it is false and "
+                f"any other use cannot be decided, so the rule fails closed.{hint}"
+            )
+    return warnings

@@ -175,8 +175,13 @@ def rule_edit(request: HttpRequest, name: str | None = None, rule: str = "") -> 
         except LeaseboardError as exc:
             form.add_error(None, refused_for_form(exc))
         else:
+            warning = rules.payload_field_warnings([spec], name).get("rules[0].when")
+            if warning:  # saved all the same: a warning, not a refusal
+                messages.warning(request, f"Rule {spec.name}, condition: {warning}")
             return redirect(_queue_url(name))
+    shown = [form.spec()] if form.is_bound and form.is_valid() else specs[index : index + 1]
     context = {
+        "when_warning": rules.payload_field_warnings(shown, name).get("rules[0].when", ""),
         "form": form,
         "queue": name,
         "where": name or "the rules for every queue",

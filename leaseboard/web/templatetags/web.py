@@ -14,6 +14,9 @@ from django.conf import settings
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from leaseboard.core.display_hints import display_hints_loaded
+from leaseboard.domain.amounts import Amount, amount_shown
+from leaseboard.domain.diffs import field_diff
 from leaseboard.domain.vocabulary import REASON_LABELS, ReasonCategory
 
 register = template.Library()
@@ -140,3 +143,26 @@ def in_queue(can: Any, queue: str) -> Any:
     """`{% with c=can|in_queue:item.queue.name %}{% if c.revoke %}`: what the person may
     do with work in this queue (leaseboard.web.roles.Can)."""
     return can.in_queue(queue)
+
+
+@register.inclusion_tag("dashboard/_diff.html")
+def history_diff(before: Any, after: Any) -> dict[str, Any]:
+    """An audit entry's before -> after as field-by-field differences (added, removed,
+    changed, each said in words, not by colour alone)."""
+    return {"diffs": field_diff(before, after)}
+
+
+@register.simple_tag(takes_context=True)
+def effect_amount(context: template.Context, effect: Any) -> Amount | None:
+    """`{% effect_amount e as amount %}`: the effect's amount as its kind's display hint
+    says ("$1,250.00", from `amount_field`), or None. The hints are read once a request."""
+    request = context.get("request")
+    hints = getattr(request, "_display_hints", None)
+    if hints is None:
+        hints = display_hints_loaded()
+        if request is not None:
+            request._display_hints = hints  # type: ignore[attr-defined]
+    payload = getattr(effect, "display_payload", None)  # core.display_hints' annotation
+    if payload is None and "payload" not in effect.get_deferred_fields():
+        payload = effect.payload
+    return amount_shown(effect.kind, payload, hints)

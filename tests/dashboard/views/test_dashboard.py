@@ -63,8 +63,8 @@ def test_work_item_alerts_executor_and_audit_pages_have_fixed_query_counts(opera
     for key in ("few", "many"):
         counts[key], response = _queries(operator_client, f"/work/{key}")
         assert b"epoch" in response.content
-    assert counts["few"] == counts["many"] == 12  # auth 3 + item, clock, leases, effects,
-    # checkpoints, alerts, audit, the pending takeover, badge
+    assert counts["few"] == counts["many"] == 13  # auth 3 + item, clock, leases, effects,
+    # checkpoints, alerts, audit, the pending takeover, badge, effect kinds' display hints
 
     ex_few, _ = _queries(operator_client, f"/executors/{b.id}")
     ex_many, _ = _queries(operator_client, f"/executors/{a.id}")

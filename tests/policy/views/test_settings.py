@@ -70,7 +70,7 @@ def test_an_admin_creates_a_queue_and_a_rule_and_the_page_lists_them(admin_clien
 @pytest.mark.parametrize(
     ("changes", "field", "message"),
     [
-        ({"when": "payload.amount_cents >"}, "when", "Syntax error"),
+        ({"when": "payload.amount_cents >"}, "when", "column 23: the condition ends too early"),
         ({"when": "evidence.checkpoint_agee < 5"}, "when", "unknown field"),
         ({"kind": "p" * 101}, "kind", "matches nothing"),
         ({"name": "Big Payments"}, "name", "a-z 0-9"),
@@ -180,3 +180,18 @@ def test_an_admin_edits_the_rules_for_every_queue_on_their_page(admin_client):
     assert not EffectRule.objects.filter(queue__isnull=True).exists()
     home = admin_client.get("/settings/").content.decode()
     assert 'id="global-rules-link"' in home and 'id="four-eyes-state">off' in home
+
+
+def test_the_history_shows_each_changed_field_with_its_change_in_words(admin_client):
+    post(admin_client, "/settings/queues/new", QUEUE)
+    post(admin_client, "/settings/queues/payments/", {**QUEUE, "capacity": "5"})
+    page = admin_client.get("/settings/history/").content.decode()
+    row = page[page.index("queue.update") :].split("</tr>")[0]
+    assert '<li class="diff-changed"><span class="diff-mark">~ changed</span> ' in row
+    assert '<code class="diff-path">capacity</code>: <del>2</del> → <ins>5</ins>' in row
+    assert "overflow</code>" not in row  # unchanged fields are not listed
+    created = page[page.index("queue.create") :].split("</tr>")[0]
+    assert (
+        '<span class="diff-mark">+ added</span> <code class="diff-path">capacity</code>' in created
+    )
+    assert "recorded JSON" in row  # the entry as recorded is still one click away

@@ -26,6 +26,7 @@ from leaseboard.core.services.recipients import recipient_create, recipient_toke
 from leaseboard.domain.authority import ROLE_NAMES
 from leaseboard.domain.policy import RuleSpec
 from leaseboard.policy.services.common import cli_actor
+from leaseboard.policy.services.display_hints import display_hints_checked, display_hints_replace
 from leaseboard.policy.services.queues import queue_create, queue_snapshot, queue_update
 from leaseboard.policy.services.rules import rule_set_change
 from leaseboard.sandbox import demo
@@ -102,6 +103,7 @@ class Command(BaseCommand):
                 queue_update(name=name, values=values, actor=actor)
             rules = [RuleSpec(n, kind, when=when, decision=d) for n, kind, when, d in spec["rules"]]
             rule_set_change(queue_name=name, rules=rules, default=spec["default"], actor=actor)
+        display_hints_replace(display_hints_checked(demo.EFFECT_KINDS), actor=actor)
 
     def _agent_token(self, name: str, token: str | None, queues: list[str]) -> tuple[str, bool]:
         """A working token for agent `name`, which may use `queues` only: the saved one, a
