@@ -342,3 +342,60 @@ def age_approval(effect_id: Any, ms: int) -> None:
             "UPDATE core_effect SET decide_by_ms = decide_by_ms - %s WHERE id = %s",
             [ms, str(effect_id)],
         )
+
+
+def open_alerts(executor: Executor, n: int, *, prefix: str = "fl") -> list[Any]:
+    """`n` open jeopardy alerts, each on its own work item `<prefix>-<i>` leased by
+    `executor`: what the bulk acknowledge acts on."""
+    from leaseboard.core.models import Alert
+
+    alerts = []
+    for i in range(n):
+        lease = leased_item(executor, key=f"{prefix}-{i}")
+        alerts.append(
+            Alert.objects.create(
+                kind="jeopardy",
+                dedupe_key=f"j:{prefix}-{i}",
+                message=f"{prefix}-{i} missed renewals",
+                opened_at_ms=1,
+                work_item=lease.work_item,
+                lease=lease,
+            )
+        )
+    return alerts
+
+
+def pending_refunds(
+    executor: Executor,
+    n: int,
+    *,
+    rule: str = "refunds",
+    amount_cents: int | None = None,
+    **timing: int,
+) -> list[Any]:
+    """`n` refunds waiting for an approver, each under its own lease on `rf-<i>` (the
+    default queue's rule `rule` requires approval of `payment.*`); amounts 100 + i cents
+    unless `amount_cents` is given."""
+    from leaseboard.core.services.effects import effect_propose
+    from leaseboard.domain.policy import RuleSpec
+
+    effects = []
+    for i in range(n):
+        lease = leased_item(executor, key=f"rf-{i}", **timing)
+        if i == 0:
+            effect_rules(
+                lease.work_item.queue,
+                RuleSpec(name=rule, kind="payment.*", decision="require_approval"),
+            )
+        effects.append(
+            effect_propose(
+                lease_id=lease.id,
+                executor=executor,
+                epoch=lease.epoch,
+                kind="payment.refund",
+                target=f"order-{i}",
+                idempotency_key=f"k-{i}",
+                payload={"amount_cents": 100 + i if amount_cents is None else amount_cents},
+            )
+        )
+    return effects

@@ -12,8 +12,7 @@ from leaseboard.core.authority import Actor
 from leaseboard.core.models import Effect, Lease, WorkItem
 from leaseboard.core.services import approvals, holds
 from leaseboard.core.services.effects import effect_propose
-from leaseboard.domain.policy import RuleSpec
-from tests.builders import effect_rules, leased_item, make_user
+from tests.builders import leased_item, make_user, pending_refunds
 from tests.e2e.pages import confirm, shot, sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -70,25 +69,7 @@ def test_approve_all_matching_counts_first_and_reports_each_effect(
     make_user("abe", "approver")
     other = make_user("ann", "approver")
     bot, _ = agent("refund-bot")
-    refunds = []
-    for i in range(3):
-        lease = leased_item(bot, key=f"rf-{i}", ttl_ms=600_000)
-        if i == 0:
-            effect_rules(
-                lease.work_item.queue,
-                RuleSpec(name="money", kind="payment.*", decision="require_approval"),
-            )
-        refunds.append(
-            effect_propose(
-                lease_id=lease.id,
-                executor=bot,
-                epoch=lease.epoch,
-                kind="payment.refund",
-                target=f"order-{i}",
-                idempotency_key=f"r{i}",
-                payload={"amount_cents": 1250},
-            )
-        )
+    refunds = pending_refunds(bot, 3, rule="money", amount_cents=1250, ttl_ms=600_000)
     void_lease = leased_item(bot, key="vd-1", ttl_ms=600_000)
     void = effect_propose(
         lease_id=void_lease.id,

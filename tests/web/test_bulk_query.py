@@ -8,9 +8,7 @@ import pytest
 from django.test import Client
 
 from leaseboard.core.models import Alert, Effect, WorkItem
-from leaseboard.core.services.effects import effect_propose
-from leaseboard.domain.policy import RuleSpec
-from tests.builders import effect_rules, leased_item, make_user
+from tests.builders import leased_item, make_user, open_alerts, pending_refunds
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
 
@@ -71,20 +69,7 @@ def test_bulk_pages_are_gated_by_their_acts(agent):
 
 def _alerts(agent, n: int) -> list[Alert]:  # type: ignore[no-untyped-def]
     bot, _ = agent("flaky")
-    out = []
-    for i in range(n):
-        lease = leased_item(bot, key=f"fl-{i}")
-        out.append(
-            Alert.objects.create(
-                kind="jeopardy",
-                dedupe_key=f"j{i}",
-                message=f"missed renewals {i}",
-                opened_at_ms=1,
-                work_item=lease.work_item,
-                lease=lease,
-            )
-        )
-    return out
+    return open_alerts(bot, n)
 
 
 def test_acknowledge_by_query_counts_then_reports_each_alert(agent):
@@ -111,25 +96,7 @@ def test_acknowledge_by_query_counts_then_reports_each_alert(agent):
 
 def test_approve_by_query_counts_then_decides_each_with_its_digest(agent):
     bot, _ = agent("refund-bot")
-    effects = []
-    for i in range(3):
-        lease = leased_item(bot, key=f"rf-{i}")
-        if i == 0:
-            effect_rules(
-                lease.work_item.queue,
-                RuleSpec(name="refunds", kind="payment.*", decision="require_approval"),
-            )
-        effects.append(
-            effect_propose(
-                lease_id=lease.id,
-                executor=bot,
-                epoch=lease.epoch,
-                kind="payment.refund",
-                target=f"order-{i}",
-                idempotency_key=f"k{i}",
-                payload={"amount_cents": 100},
-            )
-        )
+    effects = pending_refunds(bot, 3, amount_cents=100)
     client = _signed_in(make_user("abe", "approver"))
     inbox = client.get("/takeovers/pending/").content.decode()
     assert 'id="effects-query"' in inbox and "at most 200 at once" in inbox

@@ -10,27 +10,14 @@ from leaseboard.core.models import Alert, AuditEntry
 from leaseboard.core.services.alerts import alert_acknowledge
 from leaseboard.core.services.alerts_bulk import alerts_acknowledge_bulk
 from leaseboard.domain.errors import Forbidden, ValidationFailed
-from tests.builders import leased_item, make_user
+from tests.builders import make_user, open_alerts
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
 
 
 def _alerts(agent, n: int) -> list[Alert]:  # type: ignore[no-untyped-def]
     bot, _ = agent("flaky")
-    out = []
-    for i in range(n):
-        lease = leased_item(bot, key=f"fl-{i}")
-        out.append(
-            Alert.objects.create(
-                kind="jeopardy",
-                dedupe_key=f"j:{i}",
-                message=f"fl-{i} missed renewals",
-                opened_at_ms=1,
-                work_item=lease.work_item,
-                lease=lease,
-            )
-        )
-    return out
+    return open_alerts(bot, n)
 
 
 def test_it_acknowledges_each_alert_and_says_which_were_done_already(agent):

@@ -8,35 +8,15 @@ import pytest
 from leaseboard.core.authority import Actor
 from leaseboard.core.models import AuditEntry, Effect
 from leaseboard.core.services.approvals_bulk import effects_decide_bulk
-from leaseboard.core.services.effects import effect_propose
 from leaseboard.domain.errors import Forbidden, ValidationFailed
-from leaseboard.domain.policy import RuleSpec
-from tests.builders import effect_rules, leased_item, make_user
+from tests.builders import make_user, pending_refunds
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
 
 
 def _waiting(agent, n: int) -> list[Effect]:  # type: ignore[no-untyped-def]
     bot, _ = agent("refund-bot")
-    out = []
-    for i in range(n):
-        lease = leased_item(bot, key=f"rf-{i}")
-        if i == 0:
-            effect_rules(
-                lease.work_item.queue,
-                RuleSpec(name="refunds", kind="payment.*", decision="require_approval"),
-            )
-        out.append(
-            effect_propose(
-                lease_id=lease.id,
-                executor=bot,
-                epoch=lease.epoch,
-                kind="payment.refund",
-                target=f"order-{i}",
-                idempotency_key=f"k-{i}",
-                payload={"amount_cents": 100 + i},
-            )
-        )
+    out = pending_refunds(bot, n)
     assert {e.decision for e in out} == {"pending_approval"}
     return out
 
