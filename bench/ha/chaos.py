@@ -45,7 +45,8 @@ from bench.chaos.services import Services
 from bench.common import migrate, sayer, wait_until
 from bench.faults_fleet import Record
 from bench.faults_fleet import agent as sdk_agent
-from bench.ha.cluster import TTL_S, Cluster, Node
+from bench.ha.cluster import Cluster
+from bench.ha.nodes import TTL_S, Node
 from bench.ha.probe import Probe, create_table
 from bench.servers import OwnPostgres, OwnRedis
 

@@ -16,7 +16,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
 from bench.common import sayer, wait_until
-from bench.ha.cluster import TTL_S, Cluster
+from bench.ha.cluster import Cluster
+from bench.ha.nodes import TTL_S
 from bench.ha.probe import Probe, create_table
 
 say = sayer("ha-failover")

@@ -1,6 +1,6 @@
 """One failover under a small fleet, for CI: `python -m bench.ha.chaos` with one SIGKILL of
 the primary's postmaster (no freezes), in a subprocess on a cluster of its own (etcd, two
-PostgreSQL nodes under Patroni, HAProxy; bench/ha/cluster.py), free ports, temporary
+PostgreSQL nodes under Patroni, HAProxy; bench/ha/cluster.py and nodes.py), free ports, temporary
 folders. The three figures of `make ha-chaos` must be zero, the failover must have happened
 and nothing may be left running. Skipped where Patroni, etcd or HAProxy is missing, except
 under CI=true, where that fails (.ci/run installs them)."""
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.ha.cluster import missing_tools, patroni_command
+from bench.ha.nodes import missing_tools, patroni_command
 from tests.pg_env import IN_CI
 
 ROOT = Path(__file__).resolve().parents[2]
