@@ -149,7 +149,7 @@ def _guard_worker(args: tuple[str, int, float, str, str]) -> int:
         sha = client.script_load(_LUA_CHECK_AND_ADVANCE)
         while time.monotonic() < end:
             epoch += 1
-            client.evalsha(sha, 1, "lb-bench-raw:" + keys[n % 100], epoch)
+            client.evalsha(sha, 1, "lb-bench-raw:" + keys[n % 100], 0, epoch)  # generation, epoch
             n += 1
     return n
 
