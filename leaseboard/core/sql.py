@@ -40,7 +40,7 @@ def literal(value: StrEnum) -> str:
     return f"'{value.value}'"
 
 
-def _unsupported(vendor: str) -> NotImplementedError:
+def unsupported_vendor(vendor: str) -> NotImplementedError:
     return NotImplementedError(f"no SQL for database vendor {vendor!r}; use one of {VENDORS}")
 
 
@@ -83,7 +83,7 @@ def now_ms(vendor: str) -> str:
     elif vendor == SQLITE:
         expr = "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)"
     else:
-        raise _unsupported(vendor)
+        raise unsupported_vendor(vendor)
     offset = int(settings.LEASEBOARD_DB_CLOCK_OFFSET_MS)
     return f"({expr} + {offset})" if offset else expr
 
@@ -107,7 +107,7 @@ def lease_renew(vendor: str, n_rows: int) -> str:
         # SQLite's RETURNING cannot name FROM tables; renewed_at_ms is the same clock read.
         returning = "id, epoch, expires_at_ms - renewed_at_ms, hold_reason"
     else:
-        raise _unsupported(vendor)
+        raise unsupported_vendor(vendor)
     pairs = rows_source(vendor, ["uuid", "bigint"], n_rows, ["lid", "ep"])
     return (
         f"UPDATE {Lease._meta.db_table} AS l SET "
@@ -138,101 +138,7 @@ def executor_active_shared(vendor: str) -> str:
     if vendor == SQLITE:
         # SQLite has no row locks: IMMEDIATE transactions already serialize every writer.
         return f"SELECT is_active FROM {table} WHERE id = %s"
-    raise _unsupported(vendor)
-
-
-def lease_versions_unchanged(vendor: str, n_rows: int) -> str:
-    """The ids of leases whose stored version still equals the one given: the sweep's
-    compare-and-set check between its claim and its write.
-
-    Parameters: `rows_params` of rows (lease id, state, epoch, renewed_at_ms,
-    expires_at_ms, due_at_ms)."""
-    names = ["id", "state", "epoch", "renewed", "expires", "due"]
-    types = ["uuid", "text", "bigint", "bigint", "bigint", "bigint"]
-    versions = rows_source(vendor, types, n_rows, names)
-    stored = ("l.id", "l.state", "l.epoch", "l.renewed_at_ms", "l.expires_at_ms", "l.due_at_ms")
-    match = " AND ".join(f"{a} = v.{b}" for a, b in zip(stored, names, strict=True))
-    return f"SELECT l.id FROM {Lease._meta.db_table} l JOIN {versions} ON {match}"
-
-
-# The columns of `lease_jeopardy_mark`'s row source, and their PostgreSQL types.
-JEOPARDY_MARK_COLUMNS = (
-    ("id", "uuid"),
-    ("state", "text"),
-    ("epoch", "bigint"),
-    ("renewed", "bigint"),
-    ("expires", "bigint"),
-    ("due", "bigint"),
-    ("dedupe", "text"),
-    ("message", "text"),
-    ("holder", "text"),
-    ("holder_kind", "text"),
-    ("swept_at", "bigint"),
-)
-
-
-def lease_jeopardy_mark(vendor: str, n_rows: int) -> list[str]:
-    """A sweep batch's jeopardy transition for leases it has locked: each lease still at
-    the version the claim read (compare-and-set, as `lease_versions_unchanged`) moves to
-    JEOPARDY with its next due time at its expiry, gets its JEOPARDY event (dated when
-    jeopardy began) and its jeopardy alert (unique per lease and epoch through the dedupe
-    key; one that exists already is not opened again). PostgreSQL: one statement; SQLite:
-    three, in its IMMEDIATE transaction, the writes before the state change that decides
-    them.
-
-    Parameters of each statement: `rows_params` of rows in JEOPARDY_MARK_COLUMNS order
-    (the dedupe key and the message are the alert's, built by the caller). Each row a
-    statement returns is ('lease', NULL) for a lease marked or ('alert', its due time) for
-    an alert opened, with the alert's id in the middle."""
-    from leaseboard.core.models.alerts import Alert
-    from leaseboard.core.models.leases import LeaseEvent
-
-    names = [name for name, _ in JEOPARDY_MARK_COLUMNS]
-    types = [kind for _, kind in JEOPARDY_MARK_COLUMNS]
-    source = rows_source(vendor, types, n_rows, names)
-    table, events, alerts = Lease._meta.db_table, LeaseEvent._meta.db_table, Alert._meta.db_table
-    jeopardy = literal(Certainty.JEOPARDY)
-    match = (
-        "l.id = v.id AND l.state = v.state AND l.epoch = v.epoch "
-        "AND l.renewed_at_ms = v.renewed AND l.expires_at_ms = v.expires AND l.due_at_ms = v.due"
-    )
-    event_cols = "lease_id, work_item_id, epoch, kind, at_ms, detail, actor_id"
-    alert_cols = (
-        "kind, dedupe_key, lease_id, work_item_id, epoch, message, detail, due_at_ms, "
-        "opened_at_ms, acknowledge_note, occurrences"
-    )
-    if vendor == POSTGRESQL:
-        return [
-            f"WITH j AS (UPDATE {table} l SET state = {jeopardy}, due_at_ms = l.expires_at_ms "
-            f"FROM {source} WHERE {match} RETURNING l.id, l.work_item_id, l.epoch, "
-            "l.jeopardy_at_ms, l.expires_at_ms, v.dedupe, v.message, v.holder, v.holder_kind, "
-            "v.swept_at), "
-            f"e AS (INSERT INTO {events} ({event_cols}) SELECT id, work_item_id, epoch, "
-            f"{jeopardy}, LEAST(swept_at, jeopardy_at_ms), jsonb_build_object("
-            "'materialized_at_ms', swept_at, 'expires_at_ms', expires_at_ms), NULL FROM j), "
-            f"a AS (INSERT INTO {alerts} ({alert_cols}) SELECT {jeopardy}, dedupe, id, "
-            "work_item_id, epoch, message, jsonb_build_object('holder', holder, 'holder_kind', "
-            "holder_kind, 'expires_at_ms', expires_at_ms), jeopardy_at_ms, swept_at, '', 1 "
-            "FROM j ON CONFLICT (dedupe_key) DO NOTHING RETURNING id, due_at_ms) "
-            "SELECT 'lease', NULL::bigint, NULL::bigint FROM j "
-            "UNION ALL SELECT 'alert', id, due_at_ms FROM a"
-        ]
-    if vendor == SQLITE:
-        locked = f"{table} l JOIN {source} ON {match}"
-        return [
-            f"INSERT INTO {events} ({event_cols}) SELECT l.id, l.work_item_id, l.epoch, "
-            f"{jeopardy}, MIN(v.swept_at, l.jeopardy_at_ms), json_object("
-            "'materialized_at_ms', v.swept_at, 'expires_at_ms', l.expires_at_ms), NULL "
-            f"FROM {locked}",
-            f"INSERT INTO {alerts} ({alert_cols}) SELECT {jeopardy}, v.dedupe, l.id, "
-            "l.work_item_id, l.epoch, v.message, json_object('holder', v.holder, "
-            "'holder_kind', v.holder_kind, 'expires_at_ms', l.expires_at_ms), "
-            f"l.jeopardy_at_ms, v.swept_at, '', 1 FROM {locked} WHERE true "
-            "ON CONFLICT (dedupe_key) DO NOTHING RETURNING 'alert', id, due_at_ms",
-            f"UPDATE {table} SET state = {jeopardy}, due_at_ms = expires_at_ms "
-            f"WHERE id IN (SELECT l.id FROM {locked}) RETURNING 'lease', NULL, NULL",
-        ]
-    raise _unsupported(vendor)
+    raise unsupported_vendor(vendor)
 
 
 def epoch_mark_upsert(vendor: str, table: str) -> str:
@@ -258,7 +164,7 @@ def epoch_mark_upsert(vendor: str, table: str) -> str:
             "<= (excluded.generation, excluded.high_water) "
             "RETURNING generation, high_water"
         )
-    raise _unsupported(vendor)
+    raise unsupported_vendor(vendor)
 
 
 # The fencing generation (docs/design.md §5): the timeline of the WAL this primary writes
@@ -339,7 +245,7 @@ def lease_grant(vendor: str) -> list[str]:
             f"INSERT INTO {LeaseEvent._meta.db_table} ({', '.join(event_cols)}) "
             f"VALUES ({', '.join(event_vals)}) RETURNING id, 0",
         ]
-    raise _unsupported(vendor)
+    raise unsupported_vendor(vendor)
 
 
 @functools.cache
@@ -370,7 +276,7 @@ def rows_source(vendor: str, types: list[str], n_rows: int, names: list[str]) ->
         values = ", ".join([row] * n_rows)
         selected = ", ".join(f"column{i + 1} AS {name}" for i, name in enumerate(names))
         return f"(SELECT {selected} FROM (VALUES {values})) AS v"
-    raise _unsupported(vendor)
+    raise unsupported_vendor(vendor)
 
 
 def rows_params(vendor: str, rows: list[list[Any]]) -> list[Any]:
@@ -381,4 +287,4 @@ def rows_params(vendor: str, rows: list[list[Any]]) -> list[Any]:
         return [list(column) for column in zip(*rows, strict=True)] if rows else []
     if vendor == SQLITE:
         return [value for row in rows for value in row]
-    raise _unsupported(vendor)
+    raise unsupported_vendor(vendor)

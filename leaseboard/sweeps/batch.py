@@ -2,8 +2,9 @@
 `lease_due_idx` with `FOR UPDATE SKIP LOCKED` (concurrent sweeps split the work, a killed
 sweep leaves nothing but row locks PostgreSQL drops with the connection), plan each
 lease's transition, re-check every claimed lease against the version read before writing
-(compare-and-set), and write: jeopardy (one statement for the batch), recovery grace after
-an outage, expiry (core's one expiry path), or only a later due time.
+(compare-and-set), and write: jeopardy and expiry (one statement each for the batch, on the
+claimed rows; expiry is core's one expiry path), recovery grace after an outage, or only a
+later due time.
 """
 
 from __future__ import annotations
@@ -14,14 +15,14 @@ from typing import Any
 from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.db.models import F
 
-from leaseboard.core import sql
+from leaseboard.core import sql, sql_batch
 from leaseboard.core.clock import db_now_ms
 from leaseboard.core.dbfaults import long_bounds
 from leaseboard.core.models import Alert, Lease, LeaseEvent
 from leaseboard.core.models.leases import LIVE_STATES
-from leaseboard.core.services.alerts import alerts_fold
-from leaseboard.core.services.leases import leases_expire_locked
+from leaseboard.core.services.alerts import alerts_fold, lease_alert_key
 from leaseboard.core.services.leases.base import lease_events_insert
+from leaseboard.core.services.leases.ending import lease_rows_expire_locked
 from leaseboard.core.signals import alerts_opened
 from leaseboard.sweeps.outage import Claimed, OutageWindow
 from leaseboard.sweeps.report import EXPIRE, JEOPARDY, RECOVER, REDUE, SweepReport
@@ -41,6 +42,7 @@ def _plan(lease: Claimed, now: int, window: OutageWindow | None) -> str:
 # the write, that it is still the version read (compare-and-set), plus its holder's name.
 _CLAIMED = (
     "id",
+    "work_item_id",
     "state",
     "epoch",
     "renewed_at_ms",
@@ -80,19 +82,28 @@ def sweep_batch(
     report.skipped += len(plans[JEOPARDY]) - marked
     report.opened(opened, now)
 
+    # Expiry on the claimed rows (a storm's whole batch, no model instance), compare-and-set
+    # inside its statement.
+    _expire(plans[EXPIRE], now, window, report)
+
     # The rarer transitions, on model instances. Compare-and-set: only leases still exactly
     # as claimed are written. The row locks make this hold against other transactions; the
     # check also guards this one.
-    rest = plans[EXPIRE] + plans[RECOVER] + plans[REDUE]
+    rest = plans[RECOVER] + plans[REDUE]
     unchanged = _unchanged_ids(rest) if rest else set()
     report.skipped += len(rest) - len(unchanged)
-    leases = Lease.objects.select_related("holder").in_bulk(unchanged) if unchanged else {}
+    leases = (
+        Lease.objects.select_related("holder")
+        .filter(work_item_id__in={row.work_item_id for row in rest})  # each on its shard
+        .in_bulk(unchanged)
+        if unchanged
+        else {}
+    )
 
     def still(plan: str) -> list[Lease]:
         return [leases[row.id] for row in plans[plan] if row.id in leases]
 
     report.recovered += _recover(still(RECOVER), now)
-    _expire(still(EXPIRE), now, window, report)
     _redue(still(REDUE))
     return len(claimed)
 
@@ -137,17 +148,15 @@ def _recover(recovered: list[Lease], now: int) -> int:
     return len(recovered)
 
 
-def _expire(
-    expired: list[Lease], now: int, window: OutageWindow | None, report: SweepReport
-) -> None:
-    """Expire through core's one expiry path; count the alerts it opened."""
-    alert_ids = leases_expire_locked(expired, now, window.blamed_for if window else None)
+def _expire(rows: list[Any], now: int, window: OutageWindow | None, report: SweepReport) -> None:
+    """Expire the claimed rows through core's one expiry path (only those still as claimed);
+    count what it expired and the alerts it opened."""
+    if not rows:
+        return
+    expired, opened = lease_rows_expire_locked(rows, now, window.blamed_for if window else None)
     report.expired += len(expired)
-    if alert_ids:
-        report.opened(
-            list(Alert.objects.filter(id__in=alert_ids).values_list("id", "kind", "due_at_ms")),
-            now,
-        )
+    report.skipped += len(rows) - len(expired)
+    report.opened(opened, now)
 
 
 def _redue(leases: list[Lease]) -> None:
@@ -158,7 +167,7 @@ def _redue(leases: list[Lease]) -> None:
 
 def _jeopardy_mark(rows: list[Any], now: int) -> tuple[int, list[tuple[int, str, int | None]]]:
     """Move claimed leases that missed their renewals to JEOPARDY, each with its event and
-    alert (core.sql.lease_jeopardy_mark: one statement on PostgreSQL). Returns how many
+    alert (core.sql_batch.lease_jeopardy_mark: one statement on PostgreSQL). Returns how many
     leases moved, and (id, kind, due time) of each alert opened."""
     if not rows:
         return 0, []
@@ -173,7 +182,7 @@ def _jeopardy_mark(rows: list[Any], now: int) -> tuple[int, list[tuple[int, str,
                 row.renewed_at_ms,
                 row.expires_at_ms,
                 row.due_at_ms,
-                f"{Alert.Kind.JEOPARDY.value}:{row.id}:{row.epoch}",
+                lease_alert_key(Alert.Kind.JEOPARDY.value, row.id, row.epoch),
                 # A fact that stays true when read later (no countdown frozen into the
                 # text); the page shows the expiry time from the detail.
                 (
@@ -190,7 +199,7 @@ def _jeopardy_mark(rows: list[Any], now: int) -> tuple[int, list[tuple[int, str,
     )
     marked, opened = 0, []
     with connection.cursor() as cursor:
-        for statement in sql.lease_jeopardy_mark(connection.vendor, len(rows)):
+        for statement in sql_batch.lease_jeopardy_mark(connection.vendor, len(rows)):
             cursor.execute(statement, params)
             for what, alert_id, due in cursor.fetchall():
                 if what == "lease":
@@ -212,6 +221,7 @@ def _unchanged_ids(claimed: list[Any]) -> set:
     rows: list[list[Any]] = [
         [
             pk.get_db_prep_value(lease.id, conn),
+            lease.work_item_id,
             lease.state,
             lease.epoch,
             lease.renewed_at_ms,
@@ -222,7 +232,7 @@ def _unchanged_ids(claimed: list[Any]) -> set:
     ]
     with connection.cursor() as cursor:
         cursor.execute(
-            sql.lease_versions_unchanged(connection.vendor, len(claimed)),
-            sql.rows_params(connection.vendor, rows),
+            sql_batch.lease_versions_unchanged(connection.vendor, len(claimed)),
+            sql_batch.keyed_params(conn.vendor, rows, [lease.work_item_id for lease in claimed]),
         )
         return {pk.to_python(row[0]) for row in cursor.fetchall()}

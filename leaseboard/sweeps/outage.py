@@ -32,6 +32,7 @@ class Claimed(Protocol):
     """What a sweep's claim reads of a due lease (a row of the claim, or a Lease)."""
 
     state: str
+    renewed_at_ms: int
     ttl_ms: int
     jeopardy_at_ms: int
     expires_at_ms: int
@@ -51,7 +52,7 @@ class OutageWindow:
             self.to_ms - self.from_ms > lease.ttl_ms
         )
 
-    def blamed_for(self, lease: Lease) -> dict[str, Any] | None:
+    def blamed_for(self, lease: Claimed) -> dict[str, Any] | None:
         """The outage as the cause of this lease's expiry, or None: only a database outage
         (no renewal could commit during it), only a lease still live when it began whose
         holder has not renewed since it ended (so it expired during it, or at the end of

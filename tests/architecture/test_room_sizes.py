@@ -27,7 +27,6 @@ LONG_FUNCTIONS = {
         "one paragraph per connection option, each with its reason (fail-fast timeouts, "
         "the HA hosts list of docs/deployment.md §11)"
     ),
-    ("core/sql.py", "lease_jeopardy_mark"): "SQL text, both dialects side by side",
     ("dashboard/templatetags/live_rows.py", "_row"): (
         "a deliberate fast path: the live page's row as one f-string, 10,000 rows a render "
         "(docs/benchmarks.md, the dashboard at fleet scale)"

@@ -113,19 +113,11 @@ ENTRY = {
     ("release", r'FROM "core_lease" .*WHERE "core_lease"\."id" = .* FOR NO KEY UPDATE'): (
         "the agent releases by lease id: routed as renew would be"
     ),
-    # The sweep batch (sweeps/batch.py): the claim by due time, then two statements by
-    # lease id still to be keyed (named, not yet changed).
+    # The sweep batch (sweeps/batch.py): the claim by due time; every write after it is
+    # keyed by the claimed rows' work item ids.
     ("sweep batch", r'FROM "core_lease" .*WHERE .*"core_lease"\."due_at_ms" <= .*SKIP LOCKED'): (
         "the claim scans every shard by due time, by design: in a Citus deployment each "
         "worker node sweeps its own shards (the claim with no key runs on every shard)"
-    ),
-    ("sweep batch", r"SELECT l\.id FROM core_lease l JOIN unnest\("): (
-        "the compare-and-set check of the claimed rows by lease id (sweeps/batch.py "
-        "_unchanged_ids): to be keyed with the claimed rows' work_item_id = ANY(...)"
-    ),
-    ("sweep batch", r'FROM "core_lease" .*WHERE "core_lease"\."id" IN \('): (
-        "the claimed leases read again by id (sweeps/batch.py in_bulk): to be keyed "
-        "with the claimed rows' work_item_id IN (...)"
     ),
 }
 
@@ -259,6 +251,6 @@ def test_hot_path_and_sweep_statements_are_keyed_by_the_work_item(agent: Any) ->
             used.add(entry)
             continue
         unkeyed.append(f"{name}: {why}: {statement[:300]}")
-    assert checked >= 25, checked
+    assert checked >= 20, checked  # the sweep's expiry is one statement for the batch
     assert not unkeyed, "\n".join(unkeyed)
     assert used == set(ENTRY), f"ENTRY names statements no path sends: {set(ENTRY) - used}"

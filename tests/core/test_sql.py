@@ -1,9 +1,9 @@
-"""Every statement in leaseboard.core.sql, run on PostgreSQL (the test database) and on a
-temporary SQLite database built from the same models with Django's schema editor (the
-embedded default's dialect, WAL and IMMEDIATE transactions as in settings). Rows are
-written through Django's insert compiler on the connection under test, so both dialects
-get the same rows. A statement added to the module without a case here fails
-`test_every_statement_in_the_module_runs_here`.
+"""Every statement in leaseboard.core.sql and leaseboard.core.sql_batch, run on
+PostgreSQL (the test database) and on a temporary SQLite database built from the same
+models with Django's schema editor (the embedded default's dialect, WAL and IMMEDIATE
+transactions as in settings). Rows are written through Django's insert compiler on the
+connection under test, so both dialects get the same rows. A statement added to either
+module without a case here fails `test_every_statement_in_the_module_runs_here`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from django.db.models import Model
 from django.db.models.sql import InsertQuery
 from django.db.utils import ConnectionHandler
 
-from leaseboard.core import sql
+from leaseboard.core import sql, sql_batch
 from leaseboard.core.compiled import CompiledRead, attnames, model_insert
 from leaseboard.core.models import Alert, Executor, Lease, LeaseEvent, Queue, WorkItem
 from leaseboard.core.models.leases import RENEWAL_SLOT
@@ -36,13 +36,21 @@ from leaseboard.sandbox.models import EpochMark
 COVERED = {
     "now_ms",
     "lease_renew",
-    "lease_versions_unchanged",
     "epoch_mark_upsert",
     "executor_active_shared",
     "lease_grant",
-    "lease_jeopardy_mark",
 }
-HELPERS = {"literal", "grant_columns", "rows_source", "rows_params", "prepared_cursor"}
+# leaseboard.core.sql_batch: the statements over a batch of locked leases.
+COVERED_BATCH = {"lease_versions_unchanged", "lease_jeopardy_mark", "lease_expire_mark"}
+HELPERS = {
+    "literal",
+    "grant_columns",
+    "rows_source",
+    "rows_params",
+    "prepared_cursor",
+    "unsupported_vendor",
+    "keyed_params",
+}
 # Parents first. Executor has a user link, so SQLite (foreign keys on) needs auth's tables.
 TABLES = (
     ContentType, Permission, Group, User, Queue, WorkItem, Executor, Lease, LeaseEvent, Alert,
@@ -50,15 +58,16 @@ TABLES = (
 )  # fmt: skip
 
 
-def test_every_statement_in_the_module_runs_here():
+@pytest.mark.parametrize(("module", "covered"), [(sql, COVERED), (sql_batch, COVERED_BATCH)])
+def test_every_statement_in_the_module_runs_here(module, covered):
     # Cached statements (functools.cache) count too: unwrap them.
-    functions = {name: inspect.unwrap(fn) for name, fn in inspect.getmembers(sql, callable)}
+    functions = {name: inspect.unwrap(fn) for name, fn in inspect.getmembers(module, callable)}
     public = {
         name
         for name, fn in functions.items()
-        if inspect.isfunction(fn) and fn.__module__ == sql.__name__ and not name.startswith("_")
+        if inspect.isfunction(fn) and fn.__module__ == module.__name__ and not name.startswith("_")
     }
-    assert public - HELPERS == COVERED
+    assert public - HELPERS == covered
 
 
 @pytest.mark.parametrize(
@@ -294,10 +303,17 @@ def test_lease_versions_unchanged_returns_only_leases_still_as_read(conn):
             swept.due_at_ms,
         ),  # fmt: skip
     }
-    versions = [[lease_id(conn, lid), *version] for lid, version in as_read.items()]
-    params = sql.rows_params(conn.vendor, versions)
-    rows = fetch(conn, sql.lease_versions_unchanged(conn.vendor, len(as_read)), params)
+    items_of = {same.id: same.work_item_id, renewed.id: renewed.work_item_id,
+                swept.id: swept.work_item_id}  # fmt: skip
+    versions = [[lease_id(conn, lid), items_of[lid], *v] for lid, v in as_read.items()]
+    params = sql_batch.keyed_params(conn.vendor, versions, list(items_of.values()))
+    statement = sql_batch.lease_versions_unchanged(conn.vendor, len(as_read))
+    rows = fetch(conn, statement, params)
     assert {Lease._meta.pk.to_python(row[0]) for row in rows} == {same.id}
+    # Read under another work item, the same lease is not as read (its shard's key).
+    versions[0][1] = renewed.work_item_id
+    params = sql_batch.keyed_params(conn.vendor, versions, list(items_of.values()))
+    assert fetch(conn, statement, params) == []
 
 
 def test_lease_jeopardy_mark_moves_only_unchanged_leases_and_opens_each_alert_once(conn):
@@ -324,7 +340,7 @@ def test_lease_jeopardy_mark_moves_only_unchanged_leases_and_opens_each_alert_on
     rows.append(row(renewed, renewed.renewed_at_ms - 1))
     params = sql.rows_params(conn.vendor, rows)
     answers = []
-    for statement in sql.lease_jeopardy_mark(conn.vendor, len(rows)):
+    for statement in sql_batch.lease_jeopardy_mark(conn.vendor, len(rows)):
         answers += fetch(conn, statement, params)
     assert sorted(what for what, _, _ in answers) == ["alert", "lease", "lease"]
     ((_, alert_id, alert_due),) = [a for a in answers if a[0] == "alert"]
@@ -353,6 +369,81 @@ def test_lease_jeopardy_mark_moves_only_unchanged_leases_and_opens_each_alert_on
     assert (opened[0], opened[2], opened[4]) == (alert_id, "message 990300", now)
     detail = json.loads(opened[3]) if isinstance(opened[3], str) else opened[3]
     assert detail == {"holder": "sql-holder", "holder_kind": "agent", "expires_at_ms": now + 4_500}
+
+
+def test_lease_expire_mark_expires_only_unchanged_leases_and_opens_each_alert_once(conn):
+    now = db_now(conn)
+    holder, _, _ = scene(conn, now)
+    items = work_items(conn, now, 990_400, "expire", 3)
+    due = {"state": Lease.State.JEOPARDY, "jeopardy_at_ms": now - 4_500,
+           "expires_at_ms": now - 500, "due_at_ms": now - 500}  # fmt: skip
+    fresh, alerted, renewed = (lease(items[n], holder, now, 1, **due) for n in range(3))
+    insert(conn, fresh, alerted, renewed)
+    # `fresh` has its open jeopardy alert, which the expiry resolves; `alerted` has its
+    # expiry alert already (another sweep, or a lazy expiry, raised it), not opened again.
+    jeopardy_key, expired_key = f"jeopardy:{fresh.id}:1", f"expired:{alerted.id}:1"
+    for n, (key, kind, of) in enumerate(
+        [(jeopardy_key, "jeopardy", fresh), (expired_key, "expired", alerted)]
+    ):
+        insert(conn, Alert(id=990_101 + n, kind=kind, dedupe_key=key, message="earlier",
+                           detail={}, opened_at_ms=now - 4_000, lease_id=of.id,
+                           work_item_id=of.work_item_id, epoch=1))  # fmt: skip
+
+    def row(claimed: Lease, renewed_at_ms: int) -> list[Any]:
+        return [
+            lease_id(conn, claimed.id), claimed.work_item_id, claimed.state, claimed.epoch,
+            renewed_at_ms, claimed.expires_at_ms, claimed.due_at_ms, "expired",
+            f"expired:{claimed.id}:1", f"jeopardy:{claimed.id}:1",
+            f"message {claimed.work_item_id}",
+            json.dumps({"holder": holder.name, "holder_kind": holder.kind}), now,
+        ]  # fmt: skip
+
+    # The caller read `renewed` before its renewal landed: its version no longer matches.
+    rows = [row(fresh, fresh.renewed_at_ms), row(alerted, alerted.renewed_at_ms)]
+    rows.append(row(renewed, renewed.renewed_at_ms - 1))
+    params = sql_batch.keyed_params(conn.vendor, rows, [item.id for item in items])
+    answers = []
+    for statement in sql_batch.lease_expire_mark(conn.vendor, len(rows)):
+        answers += fetch(conn, statement, params)
+    leases = {Lease._meta.pk.to_python(a[1]): a for a in answers if a[0] == "lease"}
+    assert set(leases) == {fresh.id, alerted.id}
+    for ended in (fresh, alerted):  # ended when validity ended, not when swept
+        assert leases[ended.id][2:4] == (ended.work_item_id, now - 500)
+    ((_, alert_id, _, alert_due, alert_kind),) = [a for a in answers if a[0] == "alert"]
+    assert (alert_due, alert_kind) == (now - 500, "expired")
+
+    ended_rows = fetch(
+        conn,
+        f"SELECT state, ended_at_ms, end_reason, ended_by_id FROM {Lease._meta.db_table} "
+        "WHERE id IN (%s, %s)",
+        [lease_id(conn, fresh.id), lease_id(conn, alerted.id)],
+    )
+    assert sorted(ended_rows) == [("expired", now - 500, "ttl elapsed", None)] * 2
+    assert lease_row(conn, renewed.id)["state"] == "jeopardy"
+    events = fetch(conn, f"SELECT lease_id, kind, at_ms, detail FROM {LeaseEvent._meta.db_table}")
+    assert {Lease._meta.pk.to_python(e[0]) for e in events} == {fresh.id, alerted.id}
+    for _, kind, at_ms, detail in events:
+        assert (kind, at_ms) == ("expired", now - 500)
+        detail = json.loads(detail) if isinstance(detail, str) else detail
+        assert detail == {"reason": "ttl elapsed", "materialized_at_ms": now}
+    alerts = fetch(
+        conn,
+        f"SELECT id, dedupe_key, message, detail, opened_at_ms, resolved_at_ms "
+        f"FROM {Alert._meta.db_table} ORDER BY id",
+    )
+    by_key = {a[1]: a for a in alerts}
+    assert set(by_key) == {jeopardy_key, expired_key, f"expired:{fresh.id}:1"}
+    assert by_key[jeopardy_key][5] == now  # the jeopardy it supersedes, resolved
+    assert by_key[expired_key][2:6:3] == ("earlier", None)  # not opened again, untouched
+    opened = by_key[f"expired:{fresh.id}:1"]
+    assert (opened[0], opened[2], opened[4], opened[5]) == (
+        int(alert_id),
+        "message 990400",
+        now,
+        None,
+    )
+    detail = json.loads(opened[3]) if isinstance(opened[3], str) else opened[3]
+    assert detail == {"holder": "sql-holder", "holder_kind": "agent"}
 
 
 def test_executor_active_shared_reads_the_flag_and_nothing_for_a_missing_executor(conn):

@@ -76,11 +76,16 @@ def alerts_open(alerts: list[Alert]) -> list[int]:
     return opened
 
 
+def lease_alert_key(kind: str, lease_id: Any, epoch: int) -> str:
+    """The dedupe key of a lease event's alert: one per (kind, lease, epoch)."""
+    return f"{kind}:{lease_id}:{epoch}"
+
+
 def lease_alert(lease: Lease, kind: str, message: str, *, due_at_ms: int, now_ms: int) -> Alert:
     """An alert about one lease event; one per (kind, lease, epoch) by its dedupe key."""
     return Alert(
         kind=kind,
-        dedupe_key=f"{kind}:{lease.id}:{lease.epoch}",
+        dedupe_key=lease_alert_key(kind, lease.id, lease.epoch),
         lease_id=lease.id,
         work_item_id=lease.work_item_id,
         epoch=lease.epoch,
@@ -91,24 +96,36 @@ def lease_alert(lease: Lease, kind: str, message: str, *, due_at_ms: int, now_ms
     )
 
 
-def expiry_alert(lease: Lease, now_ms: int, outage: dict[str, Any] | None = None) -> Alert:
-    """The alert of an expiry. With `outage` (the sweeps' window, leaseboard.sweeps: the
-    database was unavailable and the holder has not renewed since) it names that cause
-    instead of blaming the holder: nothing could renew while the database was away."""
-    if lease.holder.kind == Executor.Kind.HUMAN:
-        kind, message = Alert.Kind.STANDING_LAPSED, f"human standing of {lease.holder.name} lapsed"
+def expiry_alert_words(
+    holder_name: str, holder_kind: str, outage: dict[str, Any] | None = None
+) -> tuple[str, str, dict[str, Any]]:
+    """The kind, message and detail of an expiry's alert. With `outage` (the sweeps'
+    window, leaseboard.sweeps: the database was unavailable and the holder has not renewed
+    since) it names that cause instead of blaming the holder: nothing could renew while
+    the database was away."""
+    if holder_kind == Executor.Kind.HUMAN:
+        kind, message = Alert.Kind.STANDING_LAPSED.value, f"human standing of {holder_name} lapsed"
     else:
         kind, message = (
-            Alert.Kind.EXPIRED,
-            f"{lease.holder.name} stopped renewing; the lease expired",
+            Alert.Kind.EXPIRED.value,
+            f"{holder_name} stopped renewing; the lease expired",
         )
     if outage is not None:
         gap_s = (outage["outage_to_ms"] - outage["outage_from_ms"]) / 1000
         message = (
-            f"the database was unavailable for {gap_s:.1f} s; {lease.holder.name} has not "
+            f"the database was unavailable for {gap_s:.1f} s; {holder_name} has not "
             "renewed since, and the lease expired after its recovery grace"
         )
+    return (
+        kind,
+        message[:500],
+        {"holder": holder_name, "holder_kind": holder_kind, **(outage or {})},
+    )
+
+
+def expiry_alert(lease: Lease, now_ms: int, outage: dict[str, Any] | None = None) -> Alert:
+    """The alert of a lease's expiry (`expiry_alert_words`)."""
+    kind, message, detail = expiry_alert_words(lease.holder.name, lease.holder.kind, outage)
     alert = lease_alert(lease, kind, message, due_at_ms=lease.expires_at_ms, now_ms=now_ms)
-    if outage is not None:
-        alert.detail = {**alert.detail, **outage}
+    alert.detail = detail
     return alert

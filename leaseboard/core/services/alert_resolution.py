@@ -4,7 +4,8 @@ resolving the open alerts of a lease or a work item."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 from leaseboard.core.models import Alert, Effect, Lease
 from leaseboard.core.services.alert_raise import alerts_open
@@ -14,13 +15,40 @@ from leaseboard.domain import reconciliation as rc
 RECONCILIATION_EFFECTS_NAMED = 5
 
 
-def reconciliation_alerts_open(leases: list[Lease], now_ms: int) -> list[int]:
+class EndedLease(NamedTuple):
+    """What a needs_reconciliation alert says of the lease that ended: a Lease
+    (`ended_lease`), or a row the sweep's expiry returned."""
+
+    id: Any
+    work_item_id: int
+    epoch: int
+    state: str
+    ended_at_ms: int | None
+    holder_name: str
+    holder_kind: str
+
+
+def ended_lease(lease: Lease | EndedLease) -> EndedLease:
+    if isinstance(lease, EndedLease):
+        return lease
+    return EndedLease(
+        lease.id,
+        lease.work_item_id,
+        lease.epoch,
+        lease.state,
+        lease.ended_at_ms,
+        lease.holder.name,
+        lease.holder.kind,
+    )
+
+
+def reconciliation_alerts_open(leases: Sequence[Lease | EndedLease], now_ms: int) -> list[int]:
     """One `needs_reconciliation` alert per work item that these ended leases leave with
     effects of no known outcome and nobody holding it (an expiry, a lapse, a release, an
     operator's revoke; not a takeover, which hands the item to a person at once). Unique per
     (work item, epoch of the lease that ended): raised once per lost holder, resolved when
     the last of its effects is reconciled. One query over effect_unreconciled_idx."""
-    by_item = {lease.work_item_id: lease for lease in leases}
+    by_item = {lease.work_item_id: ended_lease(lease) for lease in leases}
     if not by_item:
         return []
     effects: dict[int, list[dict[str, Any]]] = {}
@@ -57,13 +85,13 @@ def reconciliation_alerts_open(leases: list[Lease], now_ms: int) -> list[int]:
                 work_item_id=item_id,
                 epoch=lease.epoch,
                 message=(
-                    f"{lease.holder.name} no longer holds the work ({lease.state}) and "
+                    f"{lease.holder_name} no longer holds the work ({lease.state}) and "
                     f"{len(found)} effect{'s' if len(found) != 1 else ''} have no known "
                     f"outcome: {named}{more}; it is blocked until someone reconciles them"
                 )[:500],
                 detail={
-                    "holder": lease.holder.name,
-                    "holder_kind": lease.holder.kind,
+                    "holder": lease.holder_name,
+                    "holder_kind": lease.holder_kind,
                     "ended": lease.state,
                     "effects": found[:RECONCILIATION_EFFECTS_NAMED],
                     "effect_count": len(found),

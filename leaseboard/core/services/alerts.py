@@ -30,7 +30,13 @@ from leaseboard.core.services.alert_folding import (
     alerts_fold,
     alerts_fold_per_agent,
 )
-from leaseboard.core.services.alert_raise import alerts_open, expiry_alert, lease_alert
+from leaseboard.core.services.alert_raise import (
+    alerts_open,
+    expiry_alert,
+    expiry_alert_words,
+    lease_alert,
+    lease_alert_key,
+)
 from leaseboard.core.services.alert_resolution import (
     RECONCILIATION_EFFECTS_NAMED,
     alerts_resolve,
@@ -57,7 +63,9 @@ __all__ = [
     "alerts_snooze_groups",
     "burst_message",
     "expiry_alert",
+    "expiry_alert_words",
     "lease_alert",
+    "lease_alert_key",
     "parse_alert_groups",
     "reconciliation_alerts_open",
     "reconciliation_alerts_resolve_if_done",

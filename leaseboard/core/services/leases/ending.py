@@ -3,31 +3,33 @@ one expiry path for sweeps and for lazy expiry at acquire, renew or effect time.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+import json
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
-from django.db import transaction
-from django.db.models import BigIntegerField, F, Value
-from django.db.models.functions import Least
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
 
+from leaseboard.core import sql_batch
 from leaseboard.core.authority import Actor, authorize
 from leaseboard.core.clock import db_now_ms
 from leaseboard.core.locking import lease_locked, work_item_locked
 from leaseboard.core.models import Alert, Executor, Lease, LeaseEvent, WorkItem
 from leaseboard.core.models.leases import LIVE_STATES
+from leaseboard.core.services.alert_resolution import EndedLease
 from leaseboard.core.services.alerts import (
-    alerts_open,
+    alerts_fold,
     alerts_resolve,
-    expiry_alert,
+    expiry_alert_words,
+    lease_alert_key,
     reconciliation_alerts_open,
 )
 from leaseboard.core.services.audit import audit_act
 from leaseboard.core.services.leases.base import (
     executor_id_of,
     fence_on_early_end,
-    lease_events_insert,
     parse_lease_id,
 )
+from leaseboard.core.signals import alerts_opened
 from leaseboard.core.tracing import Decision, decided
 from leaseboard.domain.authority import Act
 from leaseboard.domain.certainty import Certainty, LeaseTimes, state_at
@@ -82,57 +84,141 @@ def lease_end_locked(
     return lease
 
 
+class Expiring(NamedTuple):
+    """What expiring a lease reads of it: the version its caller read (the write is a
+    compare-and-set on it) and its holder's name and kind (the alert's words). A sweep's
+    claimed row has these fields too."""
+
+    id: Any
+    work_item_id: int
+    state: str
+    epoch: int
+    renewed_at_ms: int
+    expires_at_ms: int
+    due_at_ms: int
+    holder_name: str
+    holder_kind: str
+
+
 def leases_expire_locked(
     leases: list[Lease],
     now_ms: int,
-    outage_of: Callable[[Lease], dict[str, Any] | None] | None = None,
+    outage_of: Callable[[Any], dict[str, Any] | None] | None = None,
 ) -> list[int]:
-    """Expire live leases the caller has locked, in a few statements for the whole batch:
-    state, the EXPIRED event dated when validity ended, one expiry (or standing-lapsed)
-    alert each, and the jeopardy alerts it supersedes. (The lock delay needs no write: an
-    acquire derives it from the latest lease, so expiry never locks the work item row,
-    which would invert the work item -> lease lock order.) The one expiry path
-    for sweeps and for lazy expiry at acquire, renew or effect time. Returns the alert ids
-    opened now. `outage_of` (the sweeps') names a database outage as an expiry's cause."""
+    """Expire live leases the caller has locked (`lease_rows_expire_locked`, the one
+    expiry path) and bring the objects up to date. Returns the alert ids opened now."""
     if not leases:
         return []
-    reason = "ttl elapsed"
-    ids = [lease.id for lease in leases]
-    # Batched by the work items' ids as well: each lease on its work item's shard.
-    Lease.objects.filter(
-        id__in=ids, work_item_id__in={lease.work_item_id for lease in leases}
-    ).update(
-        state=Lease.State.EXPIRED,
-        # A millisecond clock needs a bigint: an untyped Value is an integer, which psycopg's
-        # server-side binding (opt-in, `server_side_binding=true`) truncates to 32 bits.
-        ended_at_ms=Least(Value(now_ms, output_field=BigIntegerField()), F("expires_at_ms")),
-        end_reason=reason,
-        ended_by=None,
-    )
-    events = []
-    for lease in leases:
-        lease.state = Lease.State.EXPIRED
-        lease.ended_at_ms = min(now_ms, lease.expires_at_ms)
-        lease.end_reason = reason
-        lease.ended_by = None
-        events.append(
-            LeaseEvent(
-                lease_id=lease.id,
-                work_item_id=lease.work_item_id,
-                epoch=lease.epoch,
-                kind=LeaseEvent.Kind.EXPIRED,
-                at_ms=lease.ended_at_ms,
-                detail={"reason": reason, "materialized_at_ms": now_ms},
-            )
+    rows = [
+        Expiring(
+            lease.id,
+            lease.work_item_id,
+            lease.state,
+            lease.epoch,
+            lease.renewed_at_ms,
+            lease.expires_at_ms,
+            lease.due_at_ms,
+            lease.holder.name,
+            lease.holder.kind,
         )
-    lease_events_insert(events)
-    Alert.objects.filter(
-        lease_id__in=ids, kind=Alert.Kind.JEOPARDY, resolved_at_ms__isnull=True
-    ).update(resolved_at_ms=now_ms)
-    opened = alerts_open(
-        [expiry_alert(lease, now_ms, outage_of(lease) if outage_of else None) for lease in leases]
-    )
-    return opened + reconciliation_alerts_open(leases, now_ms)
+        for lease in leases
+    ]
+    expired, opened = lease_rows_expire_locked(rows, now_ms, outage_of)
+    for lease in leases:
+        if lease.id in expired:
+            lease.state = Lease.State.EXPIRED
+            lease.ended_at_ms = expired[lease.id]
+            lease.end_reason = sql_batch.EXPIRE_REASON
+            lease.ended_by = None
+    return [alert_id for alert_id, _, _ in opened]
+
+
+def lease_rows_expire_locked(
+    rows: Sequence[Expiring],
+    now_ms: int,
+    outage_of: Callable[[Any], dict[str, Any] | None] | None = None,
+) -> tuple[dict[Any, int], list[tuple[int, str, int | None]]]:
+    """The one expiry path, for sweeps and for lazy expiry at acquire, renew or effect
+    time: expire the live leases the caller has locked that are still at the version it
+    read, in one statement for the batch on PostgreSQL (core.sql_batch.lease_expire_mark:
+    state, the EXPIRED event dated when validity ended, the jeopardy alerts it supersedes
+    resolved, one expiry or standing-lapsed alert each), then fold the alerts and raise
+    the needs_reconciliation ones. Rows, not Lease objects: a storm's batch never builds a
+    model instance. (The lock delay needs no write: an acquire derives it from the latest
+    lease, so expiry never locks the work item row, which would invert the work item ->
+    lease lock order.) `outage_of` (the sweeps') names a database outage as an expiry's
+    cause. Returns each expired lease's ended_at_ms by id, and (id, kind, due time) of
+    each alert opened now."""
+    if not rows:
+        return {}, []
+    conn = connections[DEFAULT_DB_ALIAS]  # looked up once, not per value
+    pk = Lease._meta.pk
+    by_id = {row.id: row for row in rows}
+    values = _expire_params(conn, rows, now_ms, outage_of)
+    ended: list[EndedLease] = []
+    opened: list[tuple[int, str, int | None]] = []
+    with conn.cursor() as cursor:
+        for statement in sql_batch.lease_expire_mark(conn.vendor, len(rows)):
+            cursor.execute(statement, values)
+            for what, row_id, _, at_ms, kind in cursor.fetchall():
+                if what == "alert":
+                    opened.append((int(row_id), kind, at_ms))
+                    continue
+                row = by_id[pk.to_python(row_id)]
+                ended.append(
+                    EndedLease(
+                        row.id,
+                        row.work_item_id,
+                        row.epoch,
+                        Lease.State.EXPIRED.value,
+                        at_ms,
+                        row.holder_name,
+                        row.holder_kind,
+                    )
+                )
+    # Recurrences of one agent's expiry fold into its open incident, and a burst across
+    # agents into one incident of the queue: counted as opened, notified once.
+    notify = alerts_fold([alert_id for alert_id, _, _ in opened])
+    if notify:
+        alerts_opened.send(sender=Alert, alert_ids=notify)
+    if reconciling := reconciliation_alerts_open(ended, now_ms):
+        opened += list(
+            Alert.objects.filter(id__in=reconciling).values_list("id", "kind", "due_at_ms")
+        )
+    return {lease.id: lease.ended_at_ms or now_ms for lease in ended}, opened
+
+
+def _expire_params(
+    conn: Any,
+    rows: Sequence[Expiring],
+    now_ms: int,
+    outage_of: Callable[[Any], dict[str, Any] | None] | None,
+) -> list[Any]:
+    """`lease_expire_mark`'s parameters: each row's version and its alert's words."""
+    pk = Lease._meta.pk
+    params: list[list[Any]] = []
+    for row in rows:
+        kind, message, detail = expiry_alert_words(
+            row.holder_name, row.holder_kind, outage_of(row) if outage_of else None
+        )
+        params.append(
+            [
+                pk.get_db_prep_value(row.id, conn),
+                row.work_item_id,
+                row.state,
+                row.epoch,
+                row.renewed_at_ms,
+                row.expires_at_ms,
+                row.due_at_ms,
+                kind,
+                lease_alert_key(kind, row.id, row.epoch),
+                lease_alert_key(Alert.Kind.JEOPARDY.value, row.id, row.epoch),
+                message,
+                json.dumps(detail),
+                now_ms,
+            ]
+        )
+    return sql_batch.keyed_params(conn.vendor, params, [row.work_item_id for row in rows])
 
 
 def lease_expire_if_due_locked(lease: Lease, now_ms: int) -> bool:
