@@ -1,6 +1,6 @@
 """What every lease service shares: lease ids from the wire, the timing a grant gets,
 the reconciliation gate's question, the fence between holders (in Python and in SQL, side
-by side), and the executor row an actor writes history as."""
+by side), the executor row an actor writes history as, and the lease's history itself."""
 
 from __future__ import annotations
 
@@ -154,6 +154,21 @@ def fence_on_early_end(lease: Lease, now_ms: int) -> int:
         inherited_ms=lease.fenced_until_ms,
         open_token_expiry_ms=open_token_expiry_ms(lease.work_item_id, now_ms),
         skew_ms=skew_ms(),
+    )
+
+
+def lease_event_record(
+    lease: Lease, kind: str, *, at_ms: int, actor_id: int | None, detail: dict[str, Any]
+) -> LeaseEvent:
+    """Append one event to the lease's history, at its work item and current epoch."""
+    return LeaseEvent.objects.create(
+        lease=lease,
+        work_item_id=lease.work_item_id,
+        epoch=lease.epoch,
+        kind=kind,
+        at_ms=at_ms,
+        actor_id=actor_id,
+        detail=detail,
     )
 
 

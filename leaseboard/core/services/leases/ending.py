@@ -25,6 +25,7 @@ from leaseboard.core.services.audit import audit_act
 from leaseboard.core.services.leases.base import (
     executor_id_of,
     fence_on_early_end,
+    lease_event_record,
     lease_events_insert,
     parse_lease_id,
 )
@@ -70,11 +71,9 @@ def lease_end_locked(
         fenced_until_ms=lease.fenced_until_ms,
     )
     fence = {"fenced_until_ms": lease.fenced_until_ms} if lease.fenced_until_ms > now_ms else {}
-    LeaseEvent.objects.create(
-        lease=lease,
-        work_item_id=lease.work_item_id,
-        epoch=lease.epoch,
-        kind=state,
+    lease_event_record(
+        lease,
+        state,
         at_ms=now_ms,
         actor_id=actor_id,
         detail={"reason": reason[:300], **fence, **(detail or {})},

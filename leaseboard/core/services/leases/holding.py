@@ -13,7 +13,11 @@ from leaseboard.core.clock import db_now_ms
 from leaseboard.core.locking import lease_locked
 from leaseboard.core.models import Checkpoint, Executor, Lease, LeaseEvent
 from leaseboard.core.services.jsondocs import json_size_checked
-from leaseboard.core.services.leases.base import executor_id_of, parse_lease_id
+from leaseboard.core.services.leases.base import (
+    executor_id_of,
+    lease_event_record,
+    parse_lease_id,
+)
 from leaseboard.domain.authority import Act
 from leaseboard.domain.errors import (
     ValidationFailed,
@@ -97,11 +101,9 @@ def lease_extend_locked(
         expires_at_ms=new_expiry, jeopardy_at_ms=new_expiry, due_at_ms=new_expiry
     )
     lease.expires_at_ms = lease.jeopardy_at_ms = lease.due_at_ms = new_expiry
-    LeaseEvent.objects.create(
-        lease=lease,
-        work_item_id=lease.work_item_id,
-        epoch=lease.epoch,
-        kind=LeaseEvent.Kind.EXTENDED,
+    lease_event_record(
+        lease,
+        LeaseEvent.Kind.EXTENDED,
         at_ms=now_ms,
         actor_id=executor_id_of(actor),
         detail={"reason": reason[:300], "expires_at_ms": new_expiry},

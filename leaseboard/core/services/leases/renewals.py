@@ -18,7 +18,7 @@ from leaseboard.core.locking import lease_locked
 from leaseboard.core.models import Alert, Executor, Lease, LeaseEvent
 from leaseboard.core.models.leases import RENEWAL_SLOT, RENEWAL_WINDOW
 from leaseboard.core.services.alerts import alerts_resolve
-from leaseboard.core.services.leases.base import parse_lease_id
+from leaseboard.core.services.leases.base import lease_event_record, parse_lease_id
 from leaseboard.core.tracing import Decision, decided
 from leaseboard.domain.authority import Act
 from leaseboard.domain.certainty import Certainty
@@ -85,13 +85,11 @@ def _renew_slow(*, lease_id: uuid.UUID, executor: Executor, epoch: int) -> Renew
         recent_renewals=recent,
     )
     if was_jeopardy:
-        LeaseEvent.objects.create(
-            lease=lease,
-            work_item_id=lease.work_item_id,
-            epoch=lease.epoch,
-            kind=LeaseEvent.Kind.RECOVERED,
+        lease_event_record(
+            lease,
+            LeaseEvent.Kind.RECOVERED,
             at_ms=now,
-            actor=executor,
+            actor_id=executor.id,
             detail={"gap_ms": gap},
         )
         alerts_resolve(lease=lease, kind=Alert.Kind.JEOPARDY, now_ms=now)
