@@ -12,7 +12,7 @@ from django.db.models.functions import Least
 
 from leaseboard.core.authority import Actor, authorize
 from leaseboard.core.clock import db_now_ms
-from leaseboard.core.locking import lease_locked, work_item_locked
+from leaseboard.core.locking import WORK_AND_HOLDER, work_item_locked
 from leaseboard.core.models import Alert, Executor, Lease, LeaseEvent, WorkItem
 from leaseboard.core.models.leases import LIVE_STATES
 from leaseboard.core.services.alerts import (
@@ -29,6 +29,7 @@ from leaseboard.core.services.leases.base import (
     lease_events_insert,
     parse_lease_id,
 )
+from leaseboard.core.services.leases.holding import held_lease_locked
 from leaseboard.core.tracing import Decision, decided
 from leaseboard.domain.authority import Act
 from leaseboard.domain.certainty import Certainty, LeaseTimes, state_at
@@ -159,16 +160,8 @@ def _ended(span: Decision, lease: Lease) -> None:
 def lease_release(*, lease_id: Any, executor: Executor, epoch: int) -> Lease:
     """Idempotent compare-and-set: releases exactly this lease at this epoch, never a newer
     grant. Releasing an already-released lease answers as a success."""
-    lid = parse_lease_id(lease_id)
-    lease = lease_locked(lid)
-    now = db_now_ms()
-    authorize(
-        Act.RELEASE,
-        Actor.agent(executor),
-        now_ms=now,
-        lease=lease,
-        epoch=epoch,
-        current_epoch=lease.work_item.epoch,
+    lease, now = held_lease_locked(
+        act=Act.RELEASE, lease_id=lease_id, executor=executor, epoch=epoch, related=WORK_AND_HOLDER
     )
     if lease.state == Lease.State.RELEASED:
         return lease  # a retried release

@@ -25,12 +25,19 @@ from leaseboard.domain.errors import (
 
 
 def held_lease_locked(
-    *, act: Act, lease_id: Any, executor: Executor, epoch: int
+    *,
+    act: Act,
+    lease_id: Any,
+    executor: Executor,
+    epoch: int,
+    related: tuple[str, ...] = ("work_item", "work_item__queue", "holder"),
 ) -> tuple[Lease, int]:
     """Lock a lease the caller claims to hold at `epoch`, ask the authority whether `act`
-    may happen under it now, and return it with the database clock read after the lock."""
+    may happen under it now, and return it with the database clock read after the lock.
+    `related`: what the lock's statement reads along (the agents' release and renew, hot
+    paths, leave the queue out: they never read it)."""
     lid = parse_lease_id(lease_id)
-    lease = lease_locked(lid, related=("work_item", "work_item__queue", "holder"))
+    lease = lease_locked(lid, related=related)
     now_ms = db_now_ms()
     authorize(
         act,
