@@ -45,6 +45,29 @@ def parse_lease_id(raw: Any) -> uuid.UUID:
         raise NotFound(f"no lease {str(raw)[:60]!r}") from None
 
 
+def lease_id_or_none(raw: Any) -> uuid.UUID | None:
+    """`raw` as a lease id, or None where it cannot be one (a bulk answers it not_found)."""
+    try:
+        return parse_lease_id(raw)
+    except NotFound:
+        return None
+
+
+def leases_in_work_item_order(ids: list[str]) -> tuple[dict[str, Lease], list[str]]:
+    """For an act on many leases: the asked leases as read before any lock (by id, with
+    their work item and holder, to name each in its outcome), and the ids in the order to
+    lock them in, by work item whatever order they were asked in (ids of no lease first), so
+    two bulks over the same items never wait for each other in a circle."""
+    known = {
+        str(lease.id): lease
+        for lease in Lease.objects.filter(id__in=[u for u in map(lease_id_or_none, ids) if u])
+        .select_related("work_item", "holder")
+        .defer("work_item__scope", "recent_renewals")
+    }
+    order = sorted(ids, key=lambda raw: (known[raw].work_item_id if raw in known else 0, raw))
+    return known, order
+
+
 def timing_for(
     item: WorkItem, ttl_ms: int | None = None, max_lifetime_ms: int | None = None
 ) -> TimingPolicy:
