@@ -83,6 +83,7 @@ def _revoke_one(
     try:
         with transaction.atomic():
             item, lease = lease_for_revoke_locked(raw_id)
+            # deliberate: the one operator revoke, called with its keywords by name (as below).
             lease_revoke_audited_locked(
                 item=item,
                 lease=lease,
@@ -255,6 +256,7 @@ def _live_revoked(
         item, lease = lease_for_revoke_locked(lease_id)
         if lease.state not in LIVE_STATES or lease_expire_if_due_locked(lease, db_now_ms()):
             continue  # ended meanwhile, or by time: nothing left to revoke
+        # deliberate: the one operator revoke, called with its keywords by name (as above).
         lease_revoke_audited_locked(
             item=item,
             lease=lease,
@@ -305,6 +307,7 @@ def _quarantine_once(
         {"lease_id": r.lease_id, "work_key": r.work_key, "epoch": r.epoch} for r in revoked
     ]
     quarantine.save(update_fields=["revoked_leases"])
+    # deliberate: audit_act's keywords one a line; each act records its own before and after.
     audit_act(
         act=Act.QUARANTINE,
         actor=actor,
@@ -352,6 +355,7 @@ def agent_quarantine_lift(
     quarantine.lift_note = note
     quarantine.save(update_fields=["lifted_at_ms", "lifted_by", "lift_note"])
     Executor.objects.filter(id=executor.id).update(is_active=True)
+    # deliberate: audit_act's keywords one a line; each act records its own before and after.
     audit_act(
         act=Act.LIFT_QUARANTINE,
         actor=actor,

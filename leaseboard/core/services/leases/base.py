@@ -184,6 +184,7 @@ def lease_event_record(
     lease: Lease, kind: str, *, at_ms: int, actor_id: int | None, detail: dict[str, Any]
 ) -> LeaseEvent:
     """Append one event to the lease's history, at its work item and current epoch."""
+    # deliberate: the event's fields named one a line, written here once for the lease services.
     return LeaseEvent.objects.create(
         lease=lease,
         work_item_id=lease.work_item_id,

@@ -222,6 +222,7 @@ def revoke_reason(reason_category: str, reason_text: str) -> str:
     return f"{reason_category}: {reason_text}"
 
 
+# deliberate: a keyword-only signature (services own every write, keyword-only).
 def lease_revoke_audited_locked(
     *,
     item: WorkItem,
@@ -243,6 +244,7 @@ def lease_revoke_audited_locked(
     lease_revoke_locked(lease=lease, actor=actor, now_ms=now, reason=recorded, detail=structured)
     # The operator's revoke leaves the item to the pool: blocked if effects have no outcome.
     reconciliation_alerts_open([lease], now)
+    # deliberate: audit_act's keywords one a line; each act records its own before and after.
     audit_act(
         act=Act.REVOKE,
         actor=actor,
