@@ -255,6 +255,7 @@ def _approval_decided(span: Decision, effect: Effect) -> None:
     )
 
 
+# deliberate: a keyword-only signature, alike in shape with other services' only.
 @decided(
     "leaseboard.effect.approve",
     about=lambda kw: {"effect_id": str(kw["effect_id"])},

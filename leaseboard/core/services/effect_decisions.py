@@ -55,6 +55,7 @@ def fence_checked(lease: Lease, now_ms: int) -> None:
         )
 
 
+# deliberate: a keyword-only signature, alike in shape with other services' only.
 def effect_decided(
     effect: Effect,
     *,

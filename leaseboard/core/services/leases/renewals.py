@@ -108,6 +108,7 @@ def lease_renew(*, lease_id: Any, executor: Executor, epoch: int) -> Renewal:
     return _renew_slow(lease_id=lid, executor=executor, epoch=epoch)
 
 
+# deliberate: declared fields; api/schemas/leases.py BatchResultOut is its wire form.
 @dataclass(frozen=True)
 class BatchResult:
     lease_id: str
