@@ -209,6 +209,7 @@ def verdict(act: Act, actor: Actor, **about: Unpack[About]) -> Verdict:
     )
 
 
+# deliberate: a keyword-only signature, alike in shape with other services' only.
 def refusal(
     v: Verdict,
     *,

@@ -32,7 +32,11 @@ def work_item_locked(model: type[Model], pk: Any, *, what: str) -> WorkItem:
     return work_item_locked_by(item_id=peek["work_item_id"])
 
 
-def lease_locked(lease_id: Any, *, related: tuple[str, ...] = ("work_item", "holder")) -> Lease:
+# What a lease's lock reads along unless told otherwise: its work item and its holder.
+WORK_AND_HOLDER = ("work_item", "holder")
+
+
+def lease_locked(lease_id: Any, *, related: tuple[str, ...] = WORK_AND_HOLDER) -> Lease:
     """Lock one lease (only its own row) by id, reading `related` along; NotFound if none.
     Where the work item must be locked too, lock it first (`work_item_locked`)."""
     lease = (

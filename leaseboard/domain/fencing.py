@@ -7,6 +7,8 @@ distribution (clients/python); the server signs and checks with that same code.
 
 from __future__ import annotations
 
+# deliberate: the names re-exported one a line (and in __all__), so a reader, grep and mypy
+# see each; a test importing several of them lists them alike.
 from leaseboard_recipient.tokens import (
     INVALID_TOKEN_CODES,
     KEY_BYTES,

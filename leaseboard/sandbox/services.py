@@ -17,6 +17,7 @@ from leaseboard.sandbox.models import Payment
 from leaseboard_recipient import Decision, decide_from_headers
 
 
+# deliberate: declared fields (frozen dataclasses), alike in shape only.
 @dataclass(frozen=True)
 class PaymentRequest:
     amount_cents: int

@@ -51,6 +51,7 @@ def _parse(request: HttpRequest) -> PaymentRequest | str:
     )
 
 
+# deliberate: the payment named key by key, as the sandbox's JSON answers say it.
 def _payment_json(payment: Payment) -> dict[str, Any]:
     return {
         "payment_id": payment.id,

@@ -32,6 +32,8 @@ KEYS_MAY_BE_GENERATED = DEBUG or TESTING or DATABASES["default"]["ENGINE"].endsw
 
 
 def _audit_keys() -> tuple[str, tuple[str, ...]]:
+    # deliberate: env_keys (envconf.py) called with this key's own names, file and message;
+    # the fencing KEK's call below is alike in shape only.
     return env_keys(
         "LEASEBOARD_AUDIT_KEY",
         retired_name="LEASEBOARD_AUDIT_RETIRED_KEYS",
@@ -77,6 +79,7 @@ def _fencing_keks() -> tuple[str, tuple[str, ...]]:
             "LEASEBOARD_FENCING_KEY_DIR is not used: fencing private keys are kept in the "
             "database, sealed with LEASEBOARD_FENCING_KEK; unset it and set that instead"
         )
+    # deliberate: as the audit key's call above: this key's own names, file and message.
     return env_keys(
         "LEASEBOARD_FENCING_KEK",
         retired_name="LEASEBOARD_FENCING_RETIRED_KEKS",

@@ -81,6 +81,7 @@ class FencingCheckIn(Schema):
     )
 
 
+# deliberate: declared fields, alike in shape only (each its own description).
 class FencingCheckOut(Out):
     """Whether the standing a token proves is current now (Chubby's CheckSequencer)."""
 

@@ -79,6 +79,8 @@ class BatchRenewIn(BaseModel):
     leases: Annotated[list[BatchItem], Field(max_length=1000)]
 
 
+# deliberate: the wire form of leases.renewals.BatchResult, declared in the API's own contract
+# (its code an ErrorCode), so the document does not change when the service's result does.
 class BatchResultOut(BaseModel):
     model_config = Out.model_config
 

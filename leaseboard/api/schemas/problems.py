@@ -23,6 +23,7 @@ class FieldError(Out):
     msg: str
 
 
+# deliberate: declared fields (the RFC 9457 members and ours), alike in shape only.
 class Problem(Schema):
     """RFC 9457 problem details (application/problem+json). Optional members appear where
     they apply; `code` is one of the stable codes."""

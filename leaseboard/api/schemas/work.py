@@ -52,6 +52,7 @@ class WorkItemCreated(Out):
     code: ErrorCode | None = None
 
 
+# deliberate: declared fields, alike in shape only (each its own description).
 class WorkItemOut(Out):
     key: str
     queue: str

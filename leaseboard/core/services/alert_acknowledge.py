@@ -53,6 +53,7 @@ def alert_acknowledge(
     alert.acknowledged_by_id = actor.user_id
     alert.acknowledge_note = note
     alert.save(update_fields=["acknowledged_at_ms", "acknowledged_by", "acknowledge_note"])
+    # deliberate: audit_act's keywords one a line; each act records its own before and after.
     audit_act(
         act=Act.ACKNOWLEDGE_ALERT,
         actor=actor,
@@ -131,6 +132,7 @@ def _group_name(agent_id: int | None, kind: str) -> str:
     return f"{agent_id or 0}:{kind}"
 
 
+# deliberate: a keyword-only signature, alike in shape with the services' own.
 def _group_audited(
     action: str,
     group: tuple[int | None, str],
@@ -144,6 +146,7 @@ def _group_audited(
 ) -> None:
     """One audit entry for an act on a group of alerts (an agent's alerts of one kind):
     acknowledging and snoozing are both ACKNOWLEDGE_ALERT."""
+    # deliberate: audit_act's keywords one a line; each act records its own before and after.
     audit_act(
         act=Act.ACKNOWLEDGE_ALERT,
         actor=actor,
@@ -167,6 +170,7 @@ def _note_checked(note: str) -> str:
     return note
 
 
+# deliberate: keyword-only signatures, alike in shape with alerts_snooze_groups below; two acts.
 @transaction.atomic(durable=True)
 def alerts_acknowledge_groups(
     *,

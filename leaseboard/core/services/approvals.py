@@ -210,6 +210,7 @@ def _effect_approve(
             detail=detail,
             user_id=actor.user_id,
         )
+    # deliberate: audit_act's keywords one a line; each act records its own before and after.
     audit_act(
         act=Act.APPROVE_EFFECT,
         actor=actor,
@@ -231,6 +232,7 @@ def _effect_approve(
     return effect
 
 
+# deliberate: the effect's content named key by key, as the audit entry keeps it.
 def _content(effect: Effect) -> dict[str, Any]:
     """What was decided on, as the audit entry keeps it."""
     return {
@@ -253,6 +255,7 @@ def _approval_decided(span: Decision, effect: Effect) -> None:
     )
 
 
+# deliberate: a keyword-only signature, alike in shape with other services' only.
 @decided(
     "leaseboard.effect.approve",
     about=lambda kw: {"effect_id": str(kw["effect_id"])},
@@ -328,6 +331,7 @@ def _effect_reject(
         detail=f"rejected by {actor.name}: {note}",
         user_id=actor.user_id,
     )
+    # deliberate: audit_act's keywords one a line; each act records its own before and after.
     audit_act(
         act=Act.REJECT_EFFECT,
         actor=actor,

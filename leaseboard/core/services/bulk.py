@@ -90,6 +90,7 @@ def bulk_audited(
     """The bulk's own audit entry, in the caller's transaction: what was asked (the filter
     and the ids) and every item's outcome."""
     result = BulkResult(bulk_id or uuid.uuid4().hex, outcomes)
+    # deliberate: audit_act's keywords one a line; each act records its own before and after.
     audit_act(
         act=act,
         actor=actor,

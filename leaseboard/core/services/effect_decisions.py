@@ -55,6 +55,7 @@ def fence_checked(lease: Lease, now_ms: int) -> None:
         )
 
 
+# deliberate: a keyword-only signature, alike in shape with other services' only.
 def effect_decided(
     effect: Effect,
     *,
@@ -124,6 +125,7 @@ def effect_policy_step(
     as pending (with its deadline) and asks the approvers; allow returns None with the
     effect still undecided, for the token."""
     assert effect.lease is not None and effect.executor is not None
+    # deliberate: keyword arguments named one a line; alike in shape only, the values differ.
     policy = effect_policy_decide(
         item=effect.work_item,
         lease=effect.lease,
@@ -162,6 +164,7 @@ def effect_refusal_record(effect: Effect, refusal: Refusal, now_ms: int) -> Effe
 
 def _stale_alert_open(effect: Effect, now: int) -> None:
     # One alert per stale lease, however many effects it keeps trying.
+    # deliberate: an Alert named field by field, as every alert its kind opens (alerts_open).
     alerts_open(
         [
             Alert(

@@ -178,6 +178,7 @@ def _effect_decide(
     assert isinstance(lease, Lease)
     item = lease.work_item
     now, policy_version, queue_name = clock_and_policy_version(item.queue_id)
+    # deliberate: the Effect row named field by field.
     effect = Effect(
         work_item=item,
         lease=lease,

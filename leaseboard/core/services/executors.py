@@ -46,6 +46,7 @@ def queue_scope_view(executor: Executor) -> dict[str, Any]:
     return {"all_queues": True} if executor.all_queues else {"queues": list(executor.queues)}
 
 
+# deliberate: a keyword-only signature, alike in shape with other services' only.
 @transaction.atomic(durable=True)
 def agent_create(
     *,
@@ -92,6 +93,7 @@ def agent_create(
     return executor, token
 
 
+# deliberate: a keyword-only signature, alike in shape with other services' only.
 @transaction.atomic(durable=True)
 def agent_scope_change(
     *,

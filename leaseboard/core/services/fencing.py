@@ -338,6 +338,7 @@ def fencing_token_issue(
     queue, docs/design.md §9). `generation` is the lease's (docs/design.md §5): the token's
     fencing order is (generation, epoch)."""
     signer = _signer_at(now_ms)
+    # deliberate: the claims named field by field (leaseboard_recipient.tokens.FencingClaims).
     claims = fencing.FencingClaims(
         work_key=work_key,
         epoch=epoch,

@@ -113,6 +113,7 @@ def _refused(actor: Actor, token: str, exc: InvalidToken) -> FencingAnswer:
         if row is not None:
             current, current_generation = row[0], row[1] or 0
     if exc.code == "payload_mismatch" and said is not None and current is not None:
+        # deliberate: keyword arguments named one a line; alike in shape only, the values differ.
         recipient_report_record(
             actor=actor,
             work_key=said.work_key,

@@ -33,11 +33,11 @@ from leaseboard.core.services.bulk import (
 )
 from leaseboard.core.services.leases import (
     lease_for_revoke_locked,
-    parse_lease_id,
+    leases_in_work_item_order,
     revoke_reason,
 )
 from leaseboard.domain.authority import Act
-from leaseboard.domain.errors import NotFound, ValidationFailed
+from leaseboard.domain.errors import ValidationFailed
 from leaseboard.domain.vocabulary import reason_checked
 
 NOTE_MAX = 1000
@@ -68,6 +68,7 @@ def lease_hold(
     already on is refused: one hold, one reason)."""
     text = reason_checked(reason_category, reason_text, what="a hold")
     item, lease = lease_for_revoke_locked(lease_id)
+    # deliberate: keyword arguments named one a line; alike in shape only, the values differ.
     return lease_hold_locked(
         item=item,
         lease=lease,
@@ -98,6 +99,7 @@ def lease_hold_locked(
     reason = revoke_reason(reason_category, reason_text)
     _hold_set_locked(item, at_ms=now_ms, reason=reason, by=actor.user_id)
     lease.refresh_from_db(fields=HOLD_FIELDS)
+    # deliberate: audit_act's keywords one a line; each act records its own before and after.
     audit_act(
         act=Act.HOLD,
         actor=actor,
@@ -129,6 +131,7 @@ def lease_hold_release(
     held_at_ms = item.held_at_ms
     _hold_set_locked(item, at_ms=None, reason="", by=None)
     lease.refresh_from_db(fields=HOLD_FIELDS)
+    # deliberate: audit_act's keywords one a line; each act records its own before and after.
     audit_act(
         act=Act.RELEASE_HOLD,
         actor=actor,
@@ -206,12 +209,7 @@ def leases_hold_bulk(
     authorize_who(Act.HOLD, actor)  # each lease is then decided in its queue
     text = reason_checked(reason_category, reason_text, what="a hold")
     ids = ids_checked(lease_ids, what="lease", param="lease_ids")
-    known = {
-        str(lease.id): lease
-        for lease in Lease.objects.filter(id__in=[u for u in map(_uuid_or_none, ids) if u])
-        .select_related("work_item", "holder")
-        .defer("work_item__scope", "recent_renewals")
-    }
+    known, order = leases_in_work_item_order(ids)
 
     def named(raw: str) -> ItemOutcome:
         lease = known.get(raw)
@@ -235,8 +233,6 @@ def leases_hold_bulk(
             )
         return ItemOutcome(raw, True, item.key, lease.holder.name)
 
-    # Lock in work item order, whatever order the leases were asked in (as bulk revoke).
-    order = sorted(ids, key=lambda raw: (known[raw].work_item_id if raw in known else 0, raw))
     done = {o.id: o for o in each_item(order, one, named=named)}
     return bulk_audited(
         act=Act.HOLD,
@@ -247,10 +243,3 @@ def leases_hold_bulk(
         query=query,
         request_id=request_id,
     )
-
-
-def _uuid_or_none(raw: str) -> Any:
-    try:
-        return parse_lease_id(raw)
-    except NotFound:
-        return None

@@ -119,6 +119,7 @@ def _reconcile_write(
     effect.resolved_at_ms = now_ms
     effect.resolved_by_id = successor.holder_id if successor is not None else None
     effect.save(update_fields=["resolution", "resolution_note", "resolved_at_ms", "resolved_by"])
+    # deliberate: audit_act's keywords one a line; each act records its own before and after.
     audit_act(
         act=Act.RECONCILE,
         actor=actor,

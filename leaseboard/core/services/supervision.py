@@ -12,7 +12,6 @@ at once everywhere (core.sql.executor_active_shared).
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -27,8 +26,9 @@ from leaseboard.core.services.executors import token_cache_forget
 from leaseboard.core.services.leases import (
     lease_expire_if_due_locked,
     lease_for_revoke_locked,
+    lease_id_or_none,
     lease_revoke_audited_locked,
-    parse_lease_id,
+    leases_in_work_item_order,
     revoke_reason,
 )
 from leaseboard.domain.authority import Act
@@ -60,14 +60,7 @@ def _lease_ids(raw: list[Any]) -> list[str]:
     """The asked lease ids, each once, in order and canonical form; malformed ones kept (to
     be answered not_found)."""
     texts = (str(x).strip() for x in raw if x and str(x).strip())
-    return list(dict.fromkeys(str(_uuid_or_none(t) or t) for t in texts))
-
-
-def _uuid_or_none(raw: str) -> uuid.UUID | None:
-    try:
-        return parse_lease_id(raw)
-    except NotFound:
-        return None
+    return list(dict.fromkeys(str(lease_id_or_none(t) or t) for t in texts))
 
 
 def _revoke_one(
@@ -90,6 +83,7 @@ def _revoke_one(
     try:
         with transaction.atomic():
             item, lease = lease_for_revoke_locked(raw_id)
+            # deliberate: the one operator revoke, called with its keywords by name (as below).
             lease_revoke_audited_locked(
                 item=item,
                 lease=lease,
@@ -115,13 +109,7 @@ def _revoked_in_item_order(
 ) -> dict[str, RevokeOutcome]:
     """Revoke each asked lease, locking in work item order whatever order the leases were
     asked in: two bulks over the same items never wait for each other in a circle."""
-    known = {
-        str(lease.id): lease
-        for lease in Lease.objects.filter(
-            id__in=[u for u in map(_uuid_or_none, ids) if u]
-        ).select_related("work_item", "holder")
-    }
-    order = sorted(ids, key=lambda raw: (known[raw].work_item_id if raw in known else 0, raw))
+    known, order = leases_in_work_item_order(ids)
     return {
         raw: _revoke_one(
             raw,
@@ -268,6 +256,7 @@ def _live_revoked(
         item, lease = lease_for_revoke_locked(lease_id)
         if lease.state not in LIVE_STATES or lease_expire_if_due_locked(lease, db_now_ms()):
             continue  # ended meanwhile, or by time: nothing left to revoke
+        # deliberate: the one operator revoke, called with its keywords by name (as above).
         lease_revoke_audited_locked(
             item=item,
             lease=lease,
@@ -318,6 +307,7 @@ def _quarantine_once(
         {"lease_id": r.lease_id, "work_key": r.work_key, "epoch": r.epoch} for r in revoked
     ]
     quarantine.save(update_fields=["revoked_leases"])
+    # deliberate: audit_act's keywords one a line; each act records its own before and after.
     audit_act(
         act=Act.QUARANTINE,
         actor=actor,
@@ -365,6 +355,7 @@ def agent_quarantine_lift(
     quarantine.lift_note = note
     quarantine.save(update_fields=["lifted_at_ms", "lifted_by", "lift_note"])
     Executor.objects.filter(id=executor.id).update(is_active=True)
+    # deliberate: audit_act's keywords one a line; each act records its own before and after.
     audit_act(
         act=Act.LIFT_QUARANTINE,
         actor=actor,

@@ -4,6 +4,8 @@ expiry), and base (what they share). Import from here; the modules are the layou
 
 from leaseboard.core.services.leases.base import (
     executor_id_of,
+    lease_id_or_none,
+    leases_in_work_item_order,
     next_grant_at,
     parse_lease_id,
     timing_for,
@@ -47,6 +49,8 @@ __all__ = [
     "Grant",
     "Renewal",
     "executor_id_of",
+    "lease_id_or_none",
+    "leases_in_work_item_order",
     "fence_of_latest_locked",
     "held_lease_locked",
     "lease_acquire",

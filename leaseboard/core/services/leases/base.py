@@ -1,6 +1,6 @@
 """What every lease service shares: lease ids from the wire, the timing a grant gets,
 the reconciliation gate's question, the fence between holders (in Python and in SQL, side
-by side), and the executor row an actor writes history as."""
+by side), the executor row an actor writes history as, and the lease's history itself."""
 
 from __future__ import annotations
 
@@ -43,6 +43,29 @@ def parse_lease_id(raw: Any) -> uuid.UUID:
         return raw if isinstance(raw, uuid.UUID) else uuid.UUID(str(raw))
     except (ValueError, AttributeError, TypeError):
         raise NotFound(f"no lease {str(raw)[:60]!r}") from None
+
+
+def lease_id_or_none(raw: Any) -> uuid.UUID | None:
+    """`raw` as a lease id, or None where it cannot be one (a bulk answers it not_found)."""
+    try:
+        return parse_lease_id(raw)
+    except NotFound:
+        return None
+
+
+def leases_in_work_item_order(ids: list[str]) -> tuple[dict[str, Lease], list[str]]:
+    """For an act on many leases: the asked leases as read before any lock (by id, with
+    their work item and holder, to name each in its outcome), and the ids in the order to
+    lock them in, by work item whatever order they were asked in (ids of no lease first), so
+    two bulks over the same items never wait for each other in a circle."""
+    known = {
+        str(lease.id): lease
+        for lease in Lease.objects.filter(id__in=[u for u in map(lease_id_or_none, ids) if u])
+        .select_related("work_item", "holder")
+        .defer("work_item__scope", "recent_renewals")
+    }
+    order = sorted(ids, key=lambda raw: (known[raw].work_item_id if raw in known else 0, raw))
+    return known, order
 
 
 def timing_for(
@@ -154,6 +177,22 @@ def fence_on_early_end(lease: Lease, now_ms: int) -> int:
         inherited_ms=lease.fenced_until_ms,
         open_token_expiry_ms=open_token_expiry_ms(lease.work_item_id, now_ms),
         skew_ms=skew_ms(),
+    )
+
+
+def lease_event_record(
+    lease: Lease, kind: str, *, at_ms: int, actor_id: int | None, detail: dict[str, Any]
+) -> LeaseEvent:
+    """Append one event to the lease's history, at its work item and current epoch."""
+    # deliberate: the event's fields named one a line, written here once for the lease services.
+    return LeaseEvent.objects.create(
+        lease=lease,
+        work_item_id=lease.work_item_id,
+        epoch=lease.epoch,
+        kind=kind,
+        at_ms=at_ms,
+        actor_id=actor_id,
+        detail=detail,
     )
 
 

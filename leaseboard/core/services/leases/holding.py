@@ -13,7 +13,11 @@ from leaseboard.core.clock import db_now_ms
 from leaseboard.core.locking import lease_locked
 from leaseboard.core.models import Checkpoint, Executor, Lease, LeaseEvent
 from leaseboard.core.services.jsondocs import json_size_checked
-from leaseboard.core.services.leases.base import executor_id_of, parse_lease_id
+from leaseboard.core.services.leases.base import (
+    executor_id_of,
+    lease_event_record,
+    parse_lease_id,
+)
 from leaseboard.domain.authority import Act
 from leaseboard.domain.errors import (
     ValidationFailed,
@@ -21,12 +25,19 @@ from leaseboard.domain.errors import (
 
 
 def held_lease_locked(
-    *, act: Act, lease_id: Any, executor: Executor, epoch: int
+    *,
+    act: Act,
+    lease_id: Any,
+    executor: Executor,
+    epoch: int,
+    related: tuple[str, ...] = ("work_item", "work_item__queue", "holder"),
 ) -> tuple[Lease, int]:
     """Lock a lease the caller claims to hold at `epoch`, ask the authority whether `act`
-    may happen under it now, and return it with the database clock read after the lock."""
+    may happen under it now, and return it with the database clock read after the lock.
+    `related`: what the lock's statement reads along (the agents' release and renew, hot
+    paths, leave the queue out: they never read it)."""
     lid = parse_lease_id(lease_id)
-    lease = lease_locked(lid, related=("work_item", "work_item__queue", "holder"))
+    lease = lease_locked(lid, related=related)
     now_ms = db_now_ms()
     authorize(
         act,
@@ -97,11 +108,9 @@ def lease_extend_locked(
         expires_at_ms=new_expiry, jeopardy_at_ms=new_expiry, due_at_ms=new_expiry
     )
     lease.expires_at_ms = lease.jeopardy_at_ms = lease.due_at_ms = new_expiry
-    LeaseEvent.objects.create(
-        lease=lease,
-        work_item_id=lease.work_item_id,
-        epoch=lease.epoch,
-        kind=LeaseEvent.Kind.EXTENDED,
+    lease_event_record(
+        lease,
+        LeaseEvent.Kind.EXTENDED,
         at_ms=now_ms,
         actor_id=executor_id_of(actor),
         detail={"reason": reason[:300], "expires_at_ms": new_expiry},

@@ -12,13 +12,12 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from leaseboard.core import sql
-from leaseboard.core.authority import Actor, authorize
-from leaseboard.core.clock import db_now_ms
-from leaseboard.core.locking import lease_locked
+from leaseboard.core.locking import WORK_AND_HOLDER
 from leaseboard.core.models import Alert, Executor, Lease, LeaseEvent
 from leaseboard.core.models.leases import RENEWAL_SLOT, RENEWAL_WINDOW
 from leaseboard.core.services.alerts import alerts_resolve
-from leaseboard.core.services.leases.base import parse_lease_id
+from leaseboard.core.services.leases.base import lease_event_record, parse_lease_id
+from leaseboard.core.services.leases.holding import held_lease_locked
 from leaseboard.core.tracing import Decision, decided
 from leaseboard.domain.authority import Act
 from leaseboard.domain.certainty import Certainty
@@ -59,15 +58,8 @@ def _renew_fast(
 @transaction.atomic(durable=True)
 def _renew_slow(*, lease_id: uuid.UUID, executor: Executor, epoch: int) -> Renewal:
     """Explain a refused renew, or renew a lease the sweep had moved to jeopardy."""
-    lease = lease_locked(lease_id)
-    now = db_now_ms()
-    authorize(
-        Act.RENEW,
-        Actor.agent(executor),
-        now_ms=now,
-        lease=lease,
-        epoch=epoch,
-        current_epoch=lease.work_item.epoch,
+    lease, now = held_lease_locked(
+        act=Act.RENEW, lease_id=lease_id, executor=executor, epoch=epoch, related=WORK_AND_HOLDER
     )
     was_jeopardy = lease.state == Lease.State.JEOPARDY
     expires = min(now + lease.ttl_ms, lease.max_expires_at_ms)
@@ -85,13 +77,11 @@ def _renew_slow(*, lease_id: uuid.UUID, executor: Executor, epoch: int) -> Renew
         recent_renewals=recent,
     )
     if was_jeopardy:
-        LeaseEvent.objects.create(
-            lease=lease,
-            work_item_id=lease.work_item_id,
-            epoch=lease.epoch,
-            kind=LeaseEvent.Kind.RECOVERED,
+        lease_event_record(
+            lease,
+            LeaseEvent.Kind.RECOVERED,
             at_ms=now,
-            actor=executor,
+            actor_id=executor.id,
             detail={"gap_ms": gap},
         )
         alerts_resolve(lease=lease, kind=Alert.Kind.JEOPARDY, now_ms=now)
@@ -118,6 +108,7 @@ def lease_renew(*, lease_id: Any, executor: Executor, epoch: int) -> Renewal:
     return _renew_slow(lease_id=lid, executor=executor, epoch=epoch)
 
 
+# deliberate: declared fields; api/schemas/leases.py BatchResultOut is its wire form.
 @dataclass(frozen=True)
 class BatchResult:
     lease_id: str
