@@ -172,6 +172,20 @@ def bars(
     )
 
 
+def counts_bars(
+    title: str, lead: str, counts: list[tuple[str, int]], *, name: str, max_x_labels: int = 8
+) -> Chart:
+    """One bar per (label, count), one series named `name`; the summary is `lead` and then
+    every label's count ("lead: a: 3; b: 1.")."""
+    return bars(
+        title,
+        f"{lead}: " + "; ".join(f"{label}: {n}" for label, n in counts) + ".",
+        [label for label, _ in counts],
+        [Series(name, [float(n) for _, n in counts])],
+        max_x_labels=max_x_labels,
+    )
+
+
 def line(
     title: str,
     summary: str,

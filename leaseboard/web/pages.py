@@ -15,6 +15,7 @@ from leaseboard.core import badges
 from leaseboard.core.clock import now_ms_sql
 from leaseboard.core.models import Alert
 from leaseboard.core.selectors import alerts_unsnoozed
+from leaseboard.core.services.bulk import BULK_MAX
 from leaseboard.domain.authority import Act
 from leaseboard.domain.sweeps import SweepAge, sweep_age_from
 from leaseboard.web.roles import may, user_roles
@@ -90,3 +91,19 @@ def render_page(
     context["roles"] = user_roles(request)
     context["can_acknowledge"] = may(request, Act.ACKNOWLEDGE_ALERT)
     return no_store(render(request, template, context, status=status))
+
+
+def render_bulk_page(
+    request: HttpRequest,
+    template: str,
+    context: dict[str, Any],
+    *,
+    picked: list[str],
+    bulk: Any,
+) -> HttpResponse:
+    """A page that acts by query (what matches, counted first; what is ticked, acted on
+    with one note or reason; an outcome per row). A POST that acted on nothing (refused,
+    or its form invalid) answers 400, the ticks kept."""
+    context = {**context, "picked": set(picked), "bulk": bulk, "bulk_max": BULK_MAX}
+    status = 400 if request.method == "POST" and bulk is None else 200
+    return render_page(request, template, context, status)

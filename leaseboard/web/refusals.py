@@ -4,14 +4,17 @@ else (a stale epoch, an ended lease, bad input) is a message on the page you cam
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest
+from django.http import Http404, HttpRequest
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from leaseboard.domain.authority import IDENTITY_CODES as WHO_YOU_ARE
-from leaseboard.domain.errors import LeaseboardError
+from leaseboard.domain.errors import LeaseboardError, NotFound
 
 
 def with_code(text: str, code: str) -> SafeString:
@@ -37,3 +40,15 @@ def refused_for_form(exc: LeaseboardError) -> str:
     if exc.code in WHO_YOU_ARE:
         raise PermissionDenied(exc.detail)
     return refusal_text(exc)
+
+
+@contextmanager
+def refusals_said(request: HttpRequest, *, prefix: str, missing: str) -> Iterator[None]:
+    """Around an act that a redirect answers: NotFound is the 404 page saying `missing`;
+    any other refusal is `refuse`d (prefixed by `prefix`) and the rest of the block skipped."""
+    try:
+        yield
+    except NotFound:
+        raise Http404(missing) from None
+    except LeaseboardError as exc:
+        refuse(request, exc, prefix=prefix)

@@ -33,6 +33,13 @@ def test_a_toned_series_is_drawn_and_listed_in_its_tone_not_a_palette_slot():
     ]
 
 
+def test_counted_bars_say_every_label_and_its_count_in_the_summary():
+    chart = charts.counts_bars("Gaps", "Leases by gap", [("<25%", 3), ("25-50%", 1)], name="leases")
+    assert chart.summary == "Leases by gap: <25%: 3; 25-50%: 1."
+    assert chart.rows == [("<25%", [3.0]), ("25-50%", [1.0])]
+    assert chart.legend == [("s0", "leases")]
+
+
 def test_series_without_a_tone_keep_the_categorical_palette():
     chart = charts.bars("R", "r.", ["a"], [charts.Series("x", [1.0]), charts.Series("y", [2.0])])
     assert [css for css, _ in chart.legend] == ["s0", "s1"]

@@ -8,11 +8,10 @@ from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_http_methods
 
 from leaseboard.core.services import alerts_bulk
-from leaseboard.core.services.bulk import BULK_MAX
 from leaseboard.dashboard.selectors.alerts_matching import alerts_matching
 from leaseboard.domain.authority import Act
 from leaseboard.domain.errors import LeaseboardError
-from leaseboard.web.pages import render_page
+from leaseboard.web.pages import render_bulk_page
 from leaseboard.web.refusals import refused_for_form
 from leaseboard.web.roles import act_required, acting
 
@@ -33,13 +32,7 @@ def alerts_acknowledge_bulk(request: HttpRequest) -> HttpResponse:
             )
         except LeaseboardError as exc:
             error = refused_for_form(exc)
-    context = {
-        "matching": matching,
-        "picked": set(picked),
-        "note": note,
-        "error": error,
-        "bulk": bulk,
-        "bulk_max": BULK_MAX,
-    }
-    status = 400 if request.method == "POST" and bulk is None else 200
-    return render_page(request, "dashboard/acknowledge_bulk.html", context, status)
+    context = {"matching": matching, "note": note, "error": error}
+    return render_bulk_page(
+        request, "dashboard/acknowledge_bulk.html", context, picked=picked, bulk=bulk
+    )

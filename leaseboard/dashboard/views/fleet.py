@@ -43,13 +43,11 @@ def fleet(request: HttpRequest) -> HttpResponse:
                 charts.Series("expired", [float(v) for v in h.expired], "fault"),
             ],
         ),
-        "gap_chart": charts.bars(
+        "gap_chart": charts.counts_bars(
             "Largest renewal gap of live leases, as a share of their jeopardy threshold",
-            "Live leases by their largest gap between renewals: "
-            + "; ".join(f"{label}: {n}" for label, n in h.gaps)
-            + ".",
-            [label for label, _ in h.gaps],
-            [charts.Series("live leases", [float(n) for _, n in h.gaps])],
+            "Live leases by their largest gap between renewals",
+            h.gaps,
+            name="live leases",
             max_x_labels=6,
         ),
     }

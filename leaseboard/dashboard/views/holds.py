@@ -11,13 +11,12 @@ from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_http_methods, require_POST
 
 from leaseboard.core.services import holds
-from leaseboard.core.services.bulk import BULK_MAX
 from leaseboard.dashboard.forms import ReasonForm
 from leaseboard.dashboard.selectors import revocations as lease_reads
 from leaseboard.dashboard.views.revocations import lease_acted
 from leaseboard.domain.authority import Act
 from leaseboard.domain.errors import LeaseboardError
-from leaseboard.web.pages import render_page
+from leaseboard.web.pages import render_bulk_page
 from leaseboard.web.refusals import refused_for_form
 from leaseboard.web.roles import act_required, acting
 
@@ -80,13 +79,5 @@ def leases_hold_bulk(request: HttpRequest) -> HttpResponse:
             )
         except LeaseboardError as exc:
             form.add_error(None, refused_for_form(exc))
-    context = {
-        "form": form,
-        "matching": matching,
-        "rows": matching.rows,
-        "picked": set(picked),
-        "bulk": bulk,
-        "bulk_max": BULK_MAX,
-    }
-    status = 400 if request.method == "POST" and bulk is None else 200
-    return render_page(request, "dashboard/hold_bulk.html", context, status)
+    context = {"form": form, "matching": matching, "rows": matching.rows}
+    return render_bulk_page(request, "dashboard/hold_bulk.html", context, picked=picked, bulk=bulk)

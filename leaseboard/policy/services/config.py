@@ -202,12 +202,8 @@ def _plan_people(people_doc: Any, plan: Plan, errors: dict[str, str]) -> None:
                 "`manage.py create_user` (a file holds no passwords)"
             )
             continue
-        if not isinstance(held, list) or not all(isinstance(r, str) for r in held):
-            errors[path] = "a list of roles (`role`, or `role:queue` for one queue)"
-            continue
         try:
-            roles, scopes, break_glass = people.grants_parsed(held)
-            scopes = people.scopes_checked(roles, scopes)
+            roles, scopes, break_glass = people.grants_checked(held)
         except SettingsInvalid as exc:
             errors[path] = exc.errors.get("roles", exc.detail)
             continue

@@ -63,12 +63,8 @@ def sso_planned(doc: Any, errors: dict[str, str]) -> dict[str, Any] | None:
         if not 0 < len(name) <= 200:
             errors[path] = "a group name of 1 to 200 characters"
             continue
-        if not isinstance(grants, list) or not all(isinstance(g, str) for g in grants):
-            errors[path] = "a list of roles (`role`, or `role:queue` for one queue)"
-            continue
         try:
-            roles, scopes, break_glass = people.grants_parsed(grants)
-            scopes = people.scopes_checked(roles, scopes)
+            roles, scopes, break_glass = people.grants_checked(grants)
         except SettingsInvalid as exc:
             errors[path] = exc.errors.get("roles", exc.detail)
             continue

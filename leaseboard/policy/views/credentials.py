@@ -14,12 +14,12 @@ from django.shortcuts import redirect
 from django.views.decorators.http import require_http_methods, require_POST
 
 from leaseboard.domain.authority import Act
-from leaseboard.domain.errors import LeaseboardError, NotFound, ValidationFailed
+from leaseboard.domain.errors import LeaseboardError, ValidationFailed
 from leaseboard.policy import selectors
 from leaseboard.policy.forms import CredentialForm, QueueScopeForm, RecipientForm
 from leaseboard.policy.services import credentials
 from leaseboard.web.pages import render_page
-from leaseboard.web.refusals import refusal_text, refuse, refused_for_form
+from leaseboard.web.refusals import refusal_text, refusals_said, refused_for_form
 from leaseboard.web.roles import act_required, acting
 
 RECIPIENT_ACTIONS = ("rotate", "revoke", "webhook", "webhook-clear")
@@ -100,7 +100,7 @@ def credentials_page(request: HttpRequest) -> HttpResponse:
 def credential_act(request: HttpRequest, name: str, action: str) -> HttpResponse:
     if action not in ("rotate", "revoke", "scope"):
         raise Http404("no such action")
-    try:
+    with refusals_said(request, prefix=f"{name}: ", missing="no such agent"):
         if action == "scope":
             form = QueueScopeForm(request.POST)
             if not form.is_valid():
@@ -117,10 +117,6 @@ def credential_act(request: HttpRequest, name: str, action: str) -> HttpResponse
             return _token_shown(request, executor.name, token)
         done = credentials.credential_revoke(name=name, **_actor(request))
         messages.success(request, f"{name}: token revoked." if done else "No token to revoke.")
-    except NotFound:
-        raise Http404("no such agent") from None
-    except LeaseboardError as exc:
-        refuse(request, exc, prefix=f"{name}: ")
     return redirect("policy:credentials")
 
 
@@ -150,7 +146,7 @@ def recipient_act(request: HttpRequest, pk: int, action: str) -> HttpResponse:
     name = selectors.recipient_name(pk)
     if name is None:
         raise Http404("no such recipient")
-    try:
+    with refusals_said(request, prefix=f"{name}: ", missing="no such recipient"):
         if action == "rotate":
             recipient, token = credentials.recipient_credential_rotate(name=name, **_actor(request))
             return _token_shown(request, recipient.name, token)
@@ -162,10 +158,6 @@ def recipient_act(request: HttpRequest, pk: int, action: str) -> HttpResponse:
         else:
             done = credentials.recipient_webhook_clear(name=name, **_actor(request))
             messages.success(request, f"{name}: webhook cleared." if done else "No webhook set.")
-    except NotFound:
-        raise Http404("no such recipient") from None
-    except LeaseboardError as exc:
-        refuse(request, exc, prefix=f"{name}: ")
     return redirect("policy:credentials")
 
 

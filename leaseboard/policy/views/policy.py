@@ -14,13 +14,13 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from leaseboard.core.models import Queue
 from leaseboard.core.services.policy import policy_explain
 from leaseboard.domain.authority import Act
-from leaseboard.domain.errors import LeaseboardError, NotFound
+from leaseboard.domain.errors import LeaseboardError
 from leaseboard.policy import selectors
 from leaseboard.policy.forms import ExplainForm
 from leaseboard.policy.services import changes as changes_service
 from leaseboard.policy.services import four_eyes
 from leaseboard.web.pages import render_page
-from leaseboard.web.refusals import refuse
+from leaseboard.web.refusals import refusals_said, refuse
 from leaseboard.web.roles import act_required, acting
 
 
@@ -63,7 +63,7 @@ def change_decide(request: HttpRequest, pk: int, decision: str) -> HttpResponse:
     if decision not in ("approve", "reject"):
         raise Http404("no such decision")
     note = request.POST.get("note", "")
-    try:
+    with refusals_said(request, prefix=f"Change {pk}: ", missing="no such change"):
         if decision == "approve":
             done = changes_service.change_approve(change_id=pk, note=note, **acting(request))
             if done.link:
@@ -79,10 +79,6 @@ def change_decide(request: HttpRequest, pk: int, decision: str) -> HttpResponse:
         else:
             done = changes_service.change_reject(change_id=pk, note=note, **acting(request))
             messages.success(request, f"Change {pk} {done.change.status}.")
-    except NotFound:
-        raise Http404("no such change") from None
-    except LeaseboardError as exc:
-        refuse(request, exc, prefix=f"Change {pk}: ")
     return redirect("policy:changes")
 
 

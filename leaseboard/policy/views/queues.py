@@ -78,12 +78,18 @@ def queue_new(request: HttpRequest) -> HttpResponse:
     return render_page(request, "policy/queue_form.html", {"form": form, "new": True})
 
 
-@require_http_methods(["GET", "POST"])
-@act_required(Act.CONFIGURE_QUEUE)
-def queue(request: HttpRequest, name: str) -> HttpResponse:
+def _queue_page(name: str) -> selectors.QueuePage:
+    """What the queue's settings pages show; a name no queue has is the 404 page."""
     page = selectors.queue_page(name)
     if page is None:
         raise Http404("no such queue")
+    return page
+
+
+@require_http_methods(["GET", "POST"])
+@act_required(Act.CONFIGURE_QUEUE)
+def queue(request: HttpRequest, name: str) -> HttpResponse:
+    page = _queue_page(name)
     data = request.POST.copy() if request.method == "POST" else None
     if data is not None:
         data["name"] = name  # a queue keeps its name
@@ -131,9 +137,7 @@ def _current(name: str | None) -> tuple[list[RuleSpec], str]:
     if name is None:
         page_global = selectors.global_page()
         return [r.spec() for r in page_global.rules], page_global.default
-    page = selectors.queue_page(name)
-    if page is None:
-        raise Http404("no such queue")
+    page = _queue_page(name)
     return [r.spec() for r in page.rules], page.queue.default_decision
 
 
@@ -253,9 +257,7 @@ def _try(
 @require_http_methods(["GET", "POST"])
 @act_required(Act.MANAGE_WEBHOOKS)
 def notify(request: HttpRequest, name: str) -> HttpResponse:
-    page = selectors.queue_page(name)
-    if page is None:
-        raise Http404("no such queue")
+    page = _queue_page(name)
     initial = NotifyForm.initial_from(page.queue.notify or {})
     form = NotifyForm(request.POST or None, initial=initial)
     if request.method == "POST" and form.is_valid():

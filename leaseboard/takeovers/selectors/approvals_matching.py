@@ -16,6 +16,7 @@ from leaseboard.core.models.leases import LIVE_STATES
 from leaseboard.core.services.bulk import BULK_MAX
 from leaseboard.domain.text import storable_or_replaced
 from leaseboard.takeovers.selectors.approvals import payload_summary
+from leaseboard.takeovers.selectors.narrowing import narrowed
 
 
 @dataclass(frozen=True)
@@ -64,15 +65,13 @@ def _waiting(filters: EffectFilters, now_ms: int) -> QuerySet[Effect]:
         lease__state__in=LIVE_STATES,
         lease__expires_at_ms__gt=now_ms,
     )
-    if filters.kind:
-        qs = qs.filter(kind=filters.kind)
-    if filters.queue:
-        qs = qs.filter(work_item__queue__name=filters.queue)
-    if filters.agent:
-        qs = qs.filter(executor__name=filters.agent)
-    if filters.q:
-        qs = qs.filter(work_item__key__contains=filters.q)
-    return qs
+    return narrowed(
+        qs,
+        kind=filters.kind,
+        work_item__queue__name=filters.queue,
+        executor__name=filters.agent,
+        work_item__key__contains=filters.q,
+    )
 
 
 def effects_matching(params: Any) -> EffectMatching:

@@ -11,6 +11,7 @@ from django.db.models import Q, QuerySet
 from leaseboard.core.paging import cut_page, pair_cursor
 from leaseboard.domain.text import storable_or_replaced
 from leaseboard.takeovers.models import Intervention, ReasonCategory
+from leaseboard.takeovers.selectors.narrowing import narrowed
 
 PAGE_SIZE = 50
 
@@ -76,18 +77,15 @@ class InterventionFilters:
             qs = qs.filter(requested_at_ms__gte=start)
         if end is not None:
             qs = qs.filter(requested_at_ms__lt=end)
-        if self.requester:
-            qs = qs.filter(requested_by__username=self.requester)
-        if self.approver:
-            qs = qs.filter(approved_by__username=self.approver)
-        if self.agent:
-            qs = qs.filter(agent__name=self.agent)
-        if self.queue:
-            qs = qs.filter(queue__name=self.queue)
-        if self.reason:
-            qs = qs.filter(reason_category=self.reason)
-        if self.outcome:
-            qs = qs.filter(outcome=self.outcome)
+        qs = narrowed(
+            qs,
+            requested_by__username=self.requester,
+            approved_by__username=self.approver,
+            agent__name=self.agent,
+            queue__name=self.queue,
+            reason_category=self.reason,
+            outcome=self.outcome,
+        )
         if self.break_glass == "unreviewed":
             # The review queue: break-glass takeovers no manager has reviewed yet.
             qs = qs.filter(break_glass=True, reviewed_at_ms__isnull=True)

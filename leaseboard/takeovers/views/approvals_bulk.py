@@ -9,11 +9,10 @@ from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_http_methods
 
 from leaseboard.core.services import approvals_bulk
-from leaseboard.core.services.bulk import BULK_MAX
 from leaseboard.domain.authority import Act
 from leaseboard.domain.errors import LeaseboardError
 from leaseboard.takeovers.selectors.approvals_matching import effects_matching
-from leaseboard.web.pages import render_page
+from leaseboard.web.pages import render_bulk_page
 from leaseboard.web.refusals import refused_for_form
 from leaseboard.web.roles import act_required, acting
 
@@ -40,14 +39,7 @@ def effects_decide_bulk(request: HttpRequest) -> HttpResponse:
             )
         except LeaseboardError as exc:
             error = refused_for_form(exc)
-    context = {
-        "matching": matching,
-        "picked": set(picked),
-        "note": note,
-        "error": error,
-        "bulk": bulk,
-        "decision": decision,
-        "bulk_max": BULK_MAX,
-    }
-    status = 400 if request.method == "POST" and bulk is None else 200
-    return render_page(request, "takeovers/effects_bulk.html", context, status)
+    context = {"matching": matching, "note": note, "error": error, "decision": decision}
+    return render_bulk_page(
+        request, "takeovers/effects_bulk.html", context, picked=picked, bulk=bulk
+    )

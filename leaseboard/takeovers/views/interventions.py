@@ -74,13 +74,11 @@ def interventions_summary(request: HttpRequest) -> HttpResponse:
             [charts.Series("interventions", [float(n) for _, n in pics.agents] or [0.0])],
             max_x_labels=8,
         ),
-        "decision_chart": charts.bars(
+        "decision_chart": charts.counts_bars(
             "Time from request to decision (approved, not break-glass)",
-            "Approved takeovers by the time their decision took: "
-            + "; ".join(f"{label}: {n}" for label, n in pics.decision_times)
-            + ".",
-            [label for label, _ in pics.decision_times],
-            [charts.Series("takeovers", [float(n) for _, n in pics.decision_times])],
+            "Approved takeovers by the time their decision took",
+            pics.decision_times,
+            name="takeovers",
         ),
     }
     return render_page(request, "takeovers/summary.html", context)

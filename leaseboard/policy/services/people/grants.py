@@ -20,6 +20,7 @@ __all__ = [
     "BREAK_GLASS",
     "QUEUE_NAME",
     "ROLE_NAMES",
+    "grants_checked",
     "grants_listed",
     "grants_parsed",
     "roles_checked",
@@ -52,6 +53,15 @@ def grants_parsed(items: list[str]) -> tuple[list[str], dict[str, list[str]], bo
             everywhere.add(name)
     listed = {role: sorted(q) for role, q in scopes.items() if role not in everywhere}
     return sorted(roles), listed, break_glass
+
+
+def grants_checked(held: Any) -> tuple[list[str], dict[str, list[str]], bool]:
+    """A list of grants as a file writes it (a person in config as code, a single sign-on
+    group) parsed and its scopes checked; refused under `roles` saying what is wrong."""
+    if not isinstance(held, list) or not all(isinstance(g, str) for g in held):
+        raise SettingsInvalid({"roles": "a list of roles (`role`, or `role:queue` for one queue)"})
+    roles, scopes, break_glass = grants_parsed(held)
+    return roles, scopes_checked(roles, scopes), break_glass
 
 
 def grants_listed(snapshot: dict[str, Any]) -> list[str]:
