@@ -12,7 +12,7 @@ import pytest
 from django.db import connection
 
 if TYPE_CHECKING:
-    from leaseboard.core.models import Executor, Lease, WorkItem
+    from leaseboard.core.models import Effect, Executor, Lease, WorkItem
 
 PASSWORD = "correct-horse-battery-staple"
 _seq = itertools.count(1)
@@ -248,6 +248,31 @@ def age_sweep_clock(ms: int) -> None:
 
 
 # -- effects and takeovers -------------------------------------------------------------
+
+
+def effect_under(
+    lease: Lease,
+    executor: Executor,
+    key: str,
+    *,
+    kind: str = "payment.refund",
+    target: str = "order-7",
+    payload: Any = None,
+) -> Effect:
+    """`executor` proposes an effect under `lease` at the lease's epoch as it is now, with
+    idempotency key `key`: the agent's usual call. A refund of order-7 with payload {}
+    unless told otherwise."""
+    from leaseboard.core.services.effects import effect_propose
+
+    return effect_propose(
+        lease_id=lease.id,
+        executor=executor,
+        epoch=lease.epoch,
+        kind=kind,
+        target=target,
+        idempotency_key=key,
+        payload=payload,
+    )
 
 
 def stale_effect_on(item_key: str, old_holder, new_holder):  # type: ignore[no-untyped-def]

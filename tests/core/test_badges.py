@@ -14,7 +14,7 @@ from leaseboard.domain.policy import RuleSpec
 from leaseboard.takeovers.models import TakeoverRequest
 from leaseboard.takeovers.selectors.requests import takeover_requests_pending
 from leaseboard.web.pages import badge_and_sweeps, pending_badge_count
-from tests.builders import effect_rules, leased_item
+from tests.builders import effect_rules, effect_under, leased_item
 
 
 def test_each_app_registered_its_selector_at_start_up() -> None:
@@ -28,7 +28,6 @@ def test_each_app_registered_its_selector_at_start_up() -> None:
 @pytest.mark.postgres
 @pytest.mark.django_db
 def test_the_pending_badge_counts_effects_waiting_under_a_live_lease_in_one_query(agent) -> None:  # type: ignore[no-untyped-def]
-    from leaseboard.core.services.effects import effect_propose
     from leaseboard.core.services.leases import lease_release
 
     executor, _ = agent()
@@ -37,14 +36,7 @@ def test_the_pending_badge_counts_effects_waiting_under_a_live_lease_in_one_quer
         leases[0].work_item.queue, RuleSpec(name="ask", kind="*", decision="require_approval")
     )
     for n, lease in enumerate(leases):
-        effect_propose(
-            lease_id=lease.id,
-            executor=executor,
-            epoch=lease.epoch,
-            kind="payment.refund",
-            target=f"t{n}",
-            idempotency_key=f"k{n}",
-        )
+        effect_under(lease, executor, f"k{n}", kind="payment.refund", target=f"t{n}")
     with CaptureQueriesContext(connection) as queries:
         assert pending_badge_count() == 3
     assert len(queries) == 1

@@ -16,6 +16,7 @@ from leaseboard.core.models import Alert, EpochNotice
 from leaseboard.core.services.alerts import alerts_open, lease_alert
 from leaseboard.core.services.epoch_notices import epoch_notices_open
 from leaseboard.core.services.recipients import recipient_webhook_set
+from tests.builders import effect_rules, effect_under
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db]
 
@@ -67,17 +68,9 @@ def test_epoch_notices_opened_carries_the_notice_ids_the_grant_wrote(db, recipie
 def test_approval_requested_is_sent_in_the_proposals_transaction_with_the_pending_effect(
     scene, heard
 ):  # type: ignore[no-untyped-def]
-    from leaseboard.core.services.effects import effect_propose
-    from tests.builders import effect_rules
-
     effect_rules(scene.lease.work_item.queue, ("payment.*", "require_approval"))
-    effect = effect_propose(
-        lease_id=scene.lease.id,
-        executor=scene.agent,
-        epoch=scene.lease.epoch,
-        kind="payment.refund",
-        target="order-1",
-        idempotency_key="sig-approval",
+    effect = effect_under(
+        scene.lease, scene.agent, "sig-approval", kind="payment.refund", target="order-1"
     )
     sent = [c for c in heard if c["signal"] is signals.approval_requested]
     assert len(sent) == 1

@@ -10,27 +10,18 @@ from django.db import connection
 from leaseboard.core.authority import Actor
 from leaseboard.core.models import AuditEntry, Effect
 from leaseboard.core.services.audit import audit_verify
-from leaseboard.core.services.effects import effect_propose
 from leaseboard.core.services.leases import lease_acquire, lease_renew, lease_revoke
 from leaseboard.core.tracing import current_trace_id, tracing_on
 from leaseboard.domain.errors import WorkLeased
 from leaseboard.domain.policy import RuleSpec
-from tests.builders import effect_rules, make_user
+from tests.builders import effect_rules, effect_under, make_user
 from tests.otel import in_memory_tracing, named
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db]
 
 
 def propose(scene, key: str = "fx-1") -> Effect:  # type: ignore[no-untyped-def]
-    return effect_propose(
-        lease_id=scene.lease.id,
-        executor=scene.agent,
-        epoch=scene.lease.epoch,
-        kind="payment.refund",
-        target="order-7",
-        idempotency_key=key,
-        payload={"amount": 5},
-    )
+    return effect_under(scene.lease, scene.agent, key, payload={"amount": 5})
 
 
 def test_each_decision_is_a_span_with_the_leaseboard_attributes(scene, agent) -> None:  # type: ignore[no-untyped-def]

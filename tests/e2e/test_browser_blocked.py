@@ -8,9 +8,8 @@ from __future__ import annotations
 import pytest
 
 from leaseboard.core.models import Alert
-from leaseboard.core.services.effects import effect_propose
 from leaseboard.sweeps.services import sweep_run
-from tests.builders import age_lease, grant_break_glass, leased_item, make_user
+from tests.builders import age_lease, effect_under, grant_break_glass, leased_item, make_user
 from tests.e2e.pages import confirm, shot, sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -24,14 +23,7 @@ def test_a_blocked_item_is_found_from_the_navigation_taken_over_and_reconciled(
     base = live_server.url
     executor, _ = agent("refund-bot")
     lease = leased_item(executor, key="refund-77")
-    effect_propose(
-        lease_id=lease.id,
-        executor=executor,
-        epoch=lease.epoch,
-        kind="payment.refund",
-        target="order-77",
-        idempotency_key="r-77",
-    )
+    effect_under(lease, executor, "r-77", kind="payment.refund", target="order-77")
     age_lease(lease.id, 60_000)
     sweep_run()
 

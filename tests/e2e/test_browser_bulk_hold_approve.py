@@ -11,8 +11,7 @@ import pytest
 from leaseboard.core.authority import Actor
 from leaseboard.core.models import Effect, Lease, WorkItem
 from leaseboard.core.services import approvals, holds
-from leaseboard.core.services.effects import effect_propose
-from tests.builders import leased_item, make_user, pending_refunds
+from tests.builders import effect_under, leased_item, make_user, pending_refunds
 from tests.e2e.pages import confirm, shot, sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -71,14 +70,7 @@ def test_approve_all_matching_counts_first_and_reports_each_effect(
     bot, _ = agent("refund-bot")
     refunds = pending_refunds(bot, 3, rule="money", amount_cents=1250, ttl_ms=600_000)
     void_lease = leased_item(bot, key="vd-1", ttl_ms=600_000)
-    void = effect_propose(
-        lease_id=void_lease.id,
-        executor=bot,
-        epoch=void_lease.epoch,
-        kind="payment.void",
-        target="order-9",
-        idempotency_key="v1",
-    )
+    void = effect_under(void_lease, bot, "v1", kind="payment.void", target="order-9")
 
     ap = sign_in(browser, live_server.url, "abe")
     ap.goto(f"{live_server.url}/takeovers/pending/")

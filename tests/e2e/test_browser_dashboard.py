@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.builders import PASSWORD, age_lease, leased_item, make_user
+from tests.builders import PASSWORD, age_lease, effect_under, leased_item, make_user
 from tests.e2e.chromium import SHOTS
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -45,7 +45,6 @@ def test_operator_watches_a_lease_fail_acknowledges_and_finds_the_stale_effect(
     live_server, browser, agent
 ):
     from leaseboard.core.models import Alert, AuditEntry
-    from leaseboard.core.services.effects import effect_propose
     from leaseboard.core.services.leases import lease_acquire, lease_renew
     from leaseboard.domain.errors import StaleEpoch
 
@@ -96,14 +95,7 @@ def test_operator_watches_a_lease_fail_acknowledges_and_finds_the_stale_effect(
     # A new holder gets the work at epoch 2; the old one tries an effect at epoch 1.
     lease_acquire(work_key="refund-order-42", executor=new_holder)
     with pytest.raises(StaleEpoch):
-        effect_propose(
-            lease_id=lease.id,
-            executor=old_holder,
-            epoch=lease.epoch,
-            kind="payment.refund",
-            target="order-42",
-            idempotency_key="refund-1",
-        )
+        effect_under(lease, old_holder, "refund-1", kind="payment.refund", target="order-42")
 
     # Acknowledge the lease's open alert (the sweep's expiry alert, else the stale effect's).
     alert = (

@@ -10,7 +10,14 @@ from __future__ import annotations
 
 import pytest
 
-from tests.builders import age_lease, effect_rules, grant_break_glass, leased_item, make_user
+from tests.builders import (
+    age_lease,
+    effect_rules,
+    effect_under,
+    grant_break_glass,
+    leased_item,
+    make_user,
+)
 from tests.e2e.pages import DESKTOP, PHONE, confirm, shot, sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -168,7 +175,6 @@ def test_the_approver_is_told_and_decides_from_a_self_refreshing_inbox(
 ):
     from leaseboard.core.authority import Actor
     from leaseboard.core.models import Queue
-    from leaseboard.core.services.effects import effect_propose
     from leaseboard.takeovers.models import TakeoverRequest
     from leaseboard.takeovers.services import takeover_request
 
@@ -194,13 +200,12 @@ def test_the_approver_is_told_and_decides_from_a_self_refreshing_inbox(
     _mark(ap)
 
     # The inbox refreshes itself: an effect approval arrives with what it would pay.
-    effect_propose(
-        lease_id=pay.id,
-        executor=payer,
-        epoch=pay.epoch,
+    effect_under(
+        pay,
+        payer,
+        "p1",
         kind="payment.send",
         target="invoice-9",
-        idempotency_key="p1",
         payload={"amount": "980.00", "currency": "EUR", "payee": "Globex Ltd"},
     )
     row = ap.locator("tr[id^='effect-']").first
@@ -231,19 +236,12 @@ def test_the_approver_is_told_and_decides_from_a_self_refreshing_inbox(
 def test_the_takeover_form_shows_what_it_interrupts_and_break_glass_confirms(
     live_server, browser, agent, people, viewport
 ):
-    from leaseboard.core.services.effects import effect_propose, effect_report_outcome
+    from leaseboard.core.services.effects import effect_report_outcome
     from leaseboard.takeovers.models import Intervention
 
     bot, _ = agent("refund-bot")
     lease = leased_item(bot, key="refund-5", ttl_ms=600_000)
-    fx = effect_propose(
-        lease_id=lease.id,
-        executor=bot,
-        epoch=1,
-        kind="payment.refund",
-        target="order-5",
-        idempotency_key="r5",
-    )
+    fx = effect_under(lease, bot, "r5", target="order-5")
     effect_report_outcome(effect_id=fx.id, executor=bot, outcome="unknown")
     op = sign_in(browser, live_server.url, "olga", viewport)
     op.goto(f"{live_server.url}/takeovers/request/refund-5")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.builders import leased_item, make_user
+from tests.builders import effect_under, leased_item, make_user
 from tests.e2e.chromium import SHOTS
 from tests.e2e.pages import confirm, sign_in
 
@@ -22,7 +22,7 @@ def test_two_people_take_over_reconcile_hand_back_and_a_manager_exports(
     live_server, browser, agent, settings
 ):
     from leaseboard.core.models import Effect, Lease
-    from leaseboard.core.services.effects import effect_propose, effect_report_outcome
+    from leaseboard.core.services.effects import effect_report_outcome
     from leaseboard.takeovers.models import Intervention, TakeoverRequest
 
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
@@ -32,14 +32,7 @@ def test_two_people_take_over_reconcile_hand_back_and_a_manager_exports(
     make_user("max", "manager")
     executor, _ = agent("refund-bot")
     lease = leased_item(executor, key="refund-77")
-    effect = effect_propose(
-        lease_id=lease.id,
-        executor=executor,
-        epoch=lease.epoch,
-        kind="payment.refund",
-        target="order-77",
-        idempotency_key="r77",
-    )
+    effect = effect_under(lease, executor, "r77", kind="payment.refund", target="order-77")
     effect_report_outcome(effect_id=effect.id, executor=executor, outcome="unknown")
     base = live_server.url
 

@@ -17,14 +17,13 @@ from django.core import mail
 from django.utils import timezone
 
 from leaseboard.core.models import Effect, Queue
-from leaseboard.core.services.effects import effect_propose
 from leaseboard.domain.policy import RuleSpec
 from leaseboard.policy.services.queues import notify_checked
 from leaseboard.sweeps.approver_notices import approval_notices_deliver_due
 from leaseboard.sweeps.models import ApprovalNotice
 from leaseboard.sweeps.notifications import SIGNATURE_HEADER, verify
 from leaseboard.sweeps.services import sweep_run
-from tests.builders import age_approval, effect_rules, make_user
+from tests.builders import age_approval, effect_rules, effect_under, make_user
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db]
 
@@ -69,14 +68,8 @@ def configure(queue: Queue, approvals: dict[str, Any]) -> None:
 
 
 def ask(scene, key: str = "refund-1") -> Effect:  # type: ignore[no-untyped-def]
-    return effect_propose(
-        lease_id=scene.lease.id,
-        executor=scene.agent,
-        epoch=scene.lease.epoch,
-        kind="payment.refund",
-        target="order-7",
-        idempotency_key=key,
-        payload={"amount": "100.00", "currency": "EUR"},
+    return effect_under(
+        scene.lease, scene.agent, key, payload={"amount": "100.00", "currency": "EUR"}
     )
 
 

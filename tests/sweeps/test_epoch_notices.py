@@ -22,7 +22,7 @@ from leaseboard.core.services.fencing import fencing_public_keys
 from leaseboard.core.services.recipients import recipient_webhook_clear, recipient_webhook_set
 from leaseboard.sweeps import notifications, tasks
 from leaseboard_recipient import EpochNoticeReceiver, InMemoryEpochGuard, TokenVerifier
-from tests.builders import admit, make_user
+from tests.builders import admit, effect_under, make_user
 
 pytestmark = [pytest.mark.postgres, pytest.mark.usefixtures("fast_passwords")]
 
@@ -86,14 +86,7 @@ def test_a_notice_lets_a_recipient_refuse_a_paused_holders_send_before_the_succe
     assert ep.guard.high_water("n-1") == 1  # told of epoch 1 on commit
     # ... with the grant's generation: the mark is the whole fencing order (docs/design.md §5).
     assert ep.guard.mark("n-1") == (lease.generation, 1)
-    effect = fx.effect_propose(
-        lease_id=lease.id,
-        executor=paused,
-        epoch=1,
-        kind="payment.charge",
-        target="acct",
-        idempotency_key="p-1",
-    )
+    effect = effect_under(lease, paused, "p-1", kind="payment.charge", target="acct")
     assert ledger.check(effect.fencing_token, work_key="n-1").accepted
     fx.effect_report_outcome(effect_id=effect.id, executor=paused, outcome="applied")
     approver = Actor.human(make_user("abe-notice", "approver"))
@@ -139,7 +132,6 @@ def test_a_failed_notice_is_retried_and_logged_and_a_cleared_webhook_gets_none(
     assert EpochNotice.objects.count() == 1 and ep.calls == 2
 
 
-@pytest.mark.django_db(transaction=True)
 @pytest.mark.django_db(transaction=True)
 def test_a_burst_of_grants_goes_out_as_one_signed_batch_per_recipient(
     agent, recipient, endpoint, celery_conf, settings

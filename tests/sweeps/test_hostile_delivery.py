@@ -20,7 +20,6 @@ from django.utils import timezone
 
 from leaseboard.core.models import Alert, Effect, Queue
 from leaseboard.core.services.alerts import alerts_open, lease_alert
-from leaseboard.core.services.effects import effect_propose
 from leaseboard.domain.policy import RuleSpec
 from leaseboard.policy.services.common import SettingsInvalid
 from leaseboard.policy.services.queues import notify_checked
@@ -28,7 +27,7 @@ from leaseboard.sweeps import notifications
 from leaseboard.sweeps.approver_notices import approval_message, approval_notices_deliver_due
 from leaseboard.sweeps.models import ApprovalNotice
 from leaseboard.sweeps.services import sweep_run
-from tests.builders import age_approval, effect_rules, leased_item, make_user
+from tests.builders import age_approval, effect_rules, effect_under, leased_item, make_user
 from tests.sweeps.test_approver_notices import Receiver
 
 pytestmark = [pytest.mark.postgres]
@@ -68,13 +67,12 @@ def waiting_effect(scene, key: str = "refund-1", target: str = "order-7", **rule
         scene.lease.work_item.queue,
         RuleSpec(name="refunds", kind="payment.*", decision="require_approval", **rule),
     )
-    effect = effect_propose(
-        lease_id=scene.lease.id,
-        executor=scene.agent,
-        epoch=scene.lease.epoch,
+    effect = effect_under(
+        scene.lease,
+        scene.agent,
+        key,
         kind="payment.refund",
         target=target,
-        idempotency_key=key,
         payload={"amount": "100.00"},
     )
     assert effect.decision == "pending_approval"

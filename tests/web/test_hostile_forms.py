@@ -15,10 +15,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from leaseboard.core.models import Alert
-from leaseboard.core.services.effects import effect_propose
 from leaseboard.domain.policy import RuleSpec
 from leaseboard.sweeps.services import sweep_run
-from tests.builders import age_leases, effect_rules, leased_item, make_user, request_for
+from tests.builders import (
+    age_leases,
+    effect_rules,
+    effect_under,
+    leased_item,
+    make_user,
+    request_for,
+)
 from tests.policy.views.test_settings_round_trip import Forms
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.django_db]
@@ -85,13 +91,12 @@ def world(agent, recipient):  # type: ignore[no-untyped-def]
     recipient("forms-recipient")
     lease = leased_item(executor, key="forms-1")
     effect_rules("default", RuleSpec("refunds", "payment.*", decision="require_approval", note="n"))
-    effect = effect_propose(
-        lease_id=lease.id,
-        executor=executor,
-        epoch=lease.epoch,
+    effect = effect_under(
+        lease,
+        executor,
+        "forms-effect",
         kind="payment.refund",
         target="order-1",
-        idempotency_key="forms-effect",
         payload={"amount": 1},
     )
     other = leased_item(executor, key="forms-2")

@@ -12,7 +12,7 @@ from leaseboard.core.authority import Actor
 from leaseboard.core.models import Checkpoint
 from leaseboard.takeovers import services
 from leaseboard.web.kept import KEEP_SECONDS, SESSION_KEY
-from tests.builders import leased_item, make_user, request_for
+from tests.builders import effect_under, leased_item, make_user, request_for
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
 
@@ -126,7 +126,6 @@ def test_kept_input_expires(people, scene, agent):
 def test_the_inbox_keeps_the_note_when_nothing_was_picked_and_the_effect_page_its_reason(
     agent,
 ):
-    from leaseboard.core.services.effects import effect_propose
     from leaseboard.domain.policy import RuleSpec
     from tests.builders import effect_rules
 
@@ -136,14 +135,7 @@ def test_the_inbox_keeps_the_note_when_nothing_was_picked_and_the_effect_page_it
         lease.work_item.queue,
         RuleSpec(name="refunds", kind="payment.*", decision="require_approval"),
     )
-    effect = effect_propose(
-        lease_id=lease.id,
-        executor=bot,
-        epoch=lease.epoch,
-        kind="payment.refund",
-        target="order-1",
-        idempotency_key="k1",
-    )
+    effect = effect_under(lease, bot, "k1", kind="payment.refund", target="order-1")
     client = _signed_in(make_user("abe", "approver"))
     client.post("/takeovers/decide", {"decision": "reject", "note": "freeze until Monday"})
     inbox = client.get("/takeovers/pending/").content.decode()

@@ -10,7 +10,6 @@ import pytest
 from leaseboard.core.authority import Actor
 from leaseboard.core.models import AuditEntry, Effect
 from leaseboard.core.services import approvals
-from leaseboard.core.services.effects import effect_propose
 from leaseboard.core.services.leases import lease_release
 from leaseboard.domain.errors import (
     AlreadyDecided,
@@ -21,7 +20,7 @@ from leaseboard.domain.errors import (
 from leaseboard.domain.fencing import unverified_claims
 from leaseboard.domain.policy import RuleSpec
 from leaseboard.sweeps.services import sweep_run
-from tests.builders import age_approval, age_lease, effect_rules, make_user
+from tests.builders import age_approval, age_lease, effect_rules, effect_under, make_user
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db]
 
@@ -33,15 +32,7 @@ def ask(scene, key: str = "refund-1", **rule: object) -> Effect:  # type: ignore
         scene.lease.work_item.queue,
         RuleSpec(name="refunds", kind="payment.*", decision="require_approval", **rule),  # type: ignore[arg-type]
     )
-    effect = effect_propose(
-        lease_id=scene.lease.id,
-        executor=scene.agent,
-        epoch=scene.lease.epoch,
-        kind="payment.refund",
-        target="order-7",
-        idempotency_key=key,
-        payload=REFUND,
-    )
+    effect = effect_under(scene.lease, scene.agent, key, payload=REFUND)
     assert effect.decision == "pending_approval" and effect.decide_by_ms is not None
     return effect
 
@@ -83,15 +74,7 @@ def test_undecided_in_time_the_default_rejects_and_a_late_decision_is_refused(pe
         approvals.effect_approve(effect_id=effect.id, actor=Actor.human(people.approver))
     # The agent asking again learns the refusal, not a fresh wait.
     with pytest.raises(ApprovalExpired):
-        effect_propose(
-            lease_id=scene.lease.id,
-            executor=scene.agent,
-            epoch=scene.lease.epoch,
-            kind="payment.refund",
-            target="order-7",
-            idempotency_key="refund-1",
-            payload=REFUND,
-        )
+        effect_under(scene.lease, scene.agent, "refund-1", payload=REFUND)
 
 
 def test_a_decision_arriving_after_the_deadline_applies_the_default_before_any_sweep(people, scene):

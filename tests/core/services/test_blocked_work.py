@@ -9,13 +9,13 @@ import pytest
 from leaseboard.core.authority import Actor
 from leaseboard.core.models import Alert
 from leaseboard.core.services import reconciliation
-from leaseboard.core.services.effects import effect_propose, effect_report_outcome
+from leaseboard.core.services.effects import effect_report_outcome
 from leaseboard.core.services.leases import lease_release, lease_revoke
 from leaseboard.dashboard.selectors.blocked import BlockedFilters, blocked_items
 from leaseboard.dashboard.selectors.counters import live_counters
 from leaseboard.sweeps.services import sweep_run
 from leaseboard.takeovers import services
-from tests.builders import age_lease, request_for
+from tests.builders import age_lease, effect_under, request_for
 
 pytestmark = pytest.mark.usefixtures("fast_passwords")
 
@@ -23,14 +23,7 @@ KIND = "needs_reconciliation"
 
 
 def _propose(scene, key: str, target: str = "order-7"):  # type: ignore[no-untyped-def]
-    return effect_propose(
-        lease_id=scene.lease.id,
-        executor=scene.agent,
-        epoch=scene.lease.epoch,
-        kind="payment.refund",
-        target=target,
-        idempotency_key=key,
-    )
+    return effect_under(scene.lease, scene.agent, key, kind="payment.refund", target=target)
 
 
 def test_an_expired_holder_with_an_outcome_less_effect_raises_one_alert_naming_it(scene):
@@ -84,14 +77,7 @@ def test_an_operator_revoke_blocks_and_a_takeover_approval_does_not_raise(people
 
     other, _ = agent()
     lease = leased_item(other, key="live-one")
-    effect_propose(
-        lease_id=lease.id,
-        executor=other,
-        epoch=lease.epoch,
-        kind="payment.refund",
-        target="order-9",
-        idempotency_key="x-1",
-    )
+    effect_under(lease, other, "x-1", kind="payment.refund", target="order-9")
     req = request_for("live-one", people.operator, reason_category="unknown_outcome")
     services.takeover_approve(request_pk=req.id, actor=Actor.human(people.approver), note="ok")
     assert not Alert.objects.filter(kind=KIND, work_item__key="live-one").exists()

@@ -20,7 +20,7 @@ from leaseboard.domain import fencing
 from leaseboard.domain.errors import LockDelay
 from leaseboard.takeovers import services as takeovers
 from leaseboard_recipient import InMemoryEpochGuard, MemoryReporter, TokenVerifier
-from tests.builders import admit, make_user, request_for
+from tests.builders import admit, effect_under, make_user, request_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.usefixtures("fast_passwords")]
 
@@ -43,14 +43,7 @@ def claims_of(token: str) -> fencing.FencingClaims:
 
 
 def propose(lease: Lease, executor, key: str) -> Effect:  # type: ignore[no-untyped-def]
-    return fx.effect_propose(
-        lease_id=lease.id,
-        executor=executor,
-        epoch=lease.epoch,
-        kind="payment.charge",
-        target="acct-1",
-        idempotency_key=key,
-    )
+    return effect_under(lease, executor, key, kind="payment.charge", target="acct-1")
 
 
 def revoke(lease: Lease) -> Lease:

@@ -11,24 +11,18 @@ import pytest
 
 from leaseboard.core.authority import Actor
 from leaseboard.core.models import Effect
-from leaseboard.core.services.effects import effect_propose, effect_report_outcome
+from leaseboard.core.services.effects import effect_report_outcome
 from leaseboard.core.services.fencing_check import FencingAnswer, fencing_check
 from leaseboard.core.services.leases import lease_acquire, lease_release
 from leaseboard_recipient.tokens import content_digest
-from tests.builders import leased_item
+from tests.builders import effect_under, leased_item
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db]
 
 
 def _effect(executor, lease, key: str) -> Effect:  # type: ignore[no-untyped-def]
-    return effect_propose(
-        lease_id=lease.id,
-        executor=executor,
-        epoch=lease.epoch,
-        kind="payment.charge",
-        target="order-1",
-        idempotency_key=key,
-        payload={"amount_cents": 100},
+    return effect_under(
+        lease, executor, key, kind="payment.charge", target="order-1", payload={"amount_cents": 100}
     )
 
 

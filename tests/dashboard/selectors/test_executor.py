@@ -7,11 +7,10 @@ from __future__ import annotations
 import pytest
 
 from leaseboard.core.authority import Actor
-from leaseboard.core.services.effects import effect_propose
 from leaseboard.core.services.leases import lease_release, lease_renew, lease_revoke
 from leaseboard.dashboard.selectors.executor import executor_page
 from leaseboard.domain.errors import PolicyDenied
-from tests.builders import age_lease, effect_rules, leased_item
+from tests.builders import age_lease, effect_rules, effect_under, leased_item
 
 pytestmark = [
     pytest.mark.postgres,
@@ -58,14 +57,7 @@ def test_refused_effects_are_listed_and_allowed_ones_are_not(agent):  # type: ig
     effect_rules(lease.work_item.queue, ("payment.*", "deny"), ("*", "allow"))
 
     def propose(kind: str, key: str):  # type: ignore[no-untyped-def]
-        return effect_propose(
-            lease_id=lease.id,
-            executor=executor,
-            epoch=lease.epoch,
-            kind=kind,
-            target="order-1",
-            idempotency_key=key,
-        )
+        return effect_under(lease, executor, key, kind=kind, target="order-1")
 
     propose("ticket.comment", "ok-1")
     with pytest.raises(PolicyDenied):

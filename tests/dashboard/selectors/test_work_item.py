@@ -8,10 +8,9 @@ from __future__ import annotations
 import pytest
 
 from leaseboard.core.services.alerts import alerts_open, lease_alert
-from leaseboard.core.services.effects import effect_propose
 from leaseboard.core.services.leases import lease_acquire, lease_release, lease_renew
 from leaseboard.dashboard.selectors.work_item import renewal_history, work_item_page
-from tests.builders import admit, leased_item
+from tests.builders import admit, effect_under, leased_item
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db]
 
@@ -58,14 +57,7 @@ def test_effects_and_alerts_of_the_item_only(agent):  # type: ignore[no-untyped-
     executor, _ = agent()
     lease = leased_item(executor, key="wi-fx")
     other = leased_item(executor, key="wi-other")
-    effect = effect_propose(
-        lease_id=lease.id,
-        executor=executor,
-        epoch=lease.epoch,
-        kind="ticket.comment",
-        target="t-1",
-        idempotency_key="wi-fx-1",
-    )
+    effect = effect_under(lease, executor, "wi-fx-1", kind="ticket.comment", target="t-1")
     alerts_open([lease_alert(lease, "jeopardy", "late", due_at_ms=0, now_ms=0)])
     alerts_open([lease_alert(other, "jeopardy", "late", due_at_ms=0, now_ms=0)])
     page = work_item_page(key="wi-fx")

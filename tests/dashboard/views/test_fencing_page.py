@@ -10,9 +10,8 @@ import pytest
 
 from leaseboard.core.authority import Actor
 from leaseboard.core.models import Lease, Queue
-from leaseboard.core.services import effects as fx
 from leaseboard.core.services.recipients import recipient_report_record
-from tests.builders import leased_item, make_user
+from tests.builders import effect_under, leased_item, make_user
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db]
 
@@ -21,14 +20,7 @@ def test_the_work_item_page_says_how_long_it_is_fenced_for(client, agent):
     Queue.objects.create(name="fenced", agent_acquire_needs_reconciliation=False)
     a, _ = agent()
     lease = leased_item(a, key="fence-1", queue="fenced")
-    fx.effect_propose(
-        lease_id=lease.id,
-        executor=a,
-        epoch=1,
-        kind="payment.charge",
-        target="acct",
-        idempotency_key="open-1",
-    )
+    effect_under(lease, a, "open-1", kind="payment.charge", target="acct")
     client.force_login(make_user("opal", "operator"))
     assert "fenced for" not in client.get("/work/fence-1").content.decode()
     reason = {"reason_category": "stuck", "reason_text": "stuck in a loop"}

@@ -10,7 +10,6 @@ from django.test import Client
 from leaseboard.core.authority import Actor
 from leaseboard.core.display_hints import display_hints_loaded
 from leaseboard.core.models import AuditEntry, EffectKindDisplay
-from leaseboard.core.services.effects import effect_propose
 from leaseboard.policy.services.common import SettingsInvalid
 from leaseboard.policy.services.config import (
     config_apply_text,
@@ -21,7 +20,7 @@ from leaseboard.policy.services.display_hints import (
     display_hints_checked,
     display_hints_replace,
 )
-from tests.builders import effect_rules, make_user
+from tests.builders import effect_rules, effect_under, make_user
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
 
@@ -86,13 +85,12 @@ def test_a_bad_hint_is_a_field_error_under_its_path_and_nothing_is_written(admin
 
 def _refund(scene, amount: int = 125_000):  # type: ignore[no-untyped-def]
     effect_rules(scene.lease.work_item.queue, ("refund.*", "require_approval"))
-    return effect_propose(
-        lease_id=scene.lease.id,
-        executor=scene.agent,
-        epoch=scene.lease.epoch,
+    return effect_under(
+        scene.lease,
+        scene.agent,
+        "r-1",
         kind="refund.issue",
         target="order-7",
-        idempotency_key="r-1",
         payload={"amount_cents": amount, "payee": "acme"},
     )
 

@@ -8,14 +8,13 @@ import pytest
 
 from leaseboard.core.authority import Actor
 from leaseboard.core.models import Effect, GlobalPolicy, Queue
-from leaseboard.core.services.effects import effect_propose
 from leaseboard.core.services.leases import lease_acquire
 from leaseboard.core.services.policy import policy_explain
 from leaseboard.domain.errors import PolicyDenied, TakeoverConflict
 from leaseboard.domain.policy import RuleSpec
 from leaseboard.policy.services import changes, rules
 from leaseboard.policy.services.config import config_apply, config_export
-from tests.builders import admit, effect_rules, make_user
+from tests.builders import admit, effect_rules, effect_under, make_user
 
 pytestmark = [
     pytest.mark.postgres,
@@ -44,14 +43,8 @@ def everywhere(admin: Actor, *specs: RuleSpec, default: str = "allow") -> int:
 
 def refund(agent, key: str, cents: int, idem: str):  # type: ignore[no-untyped-def]
     lease = lease_acquire(work_key=key, executor=agent).lease
-    return effect_propose(
-        lease_id=lease.id,
-        executor=agent,
-        epoch=lease.epoch,
-        kind="payment.refund",
-        target="order-1",
-        idempotency_key=idem,
-        payload={"amount_cents": cents},
+    return effect_under(
+        lease, agent, idem, kind="payment.refund", target="order-1", payload={"amount_cents": cents}
     )
 
 

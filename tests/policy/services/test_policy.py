@@ -7,7 +7,6 @@ import pytest
 
 from leaseboard.core.authority import Actor
 from leaseboard.core.models import AuditEntry, Effect, EffectRule, Queue
-from leaseboard.core.services.effects import effect_propose
 from leaseboard.core.services.leases import lease_acquire, lease_checkpoint
 from leaseboard.core.services.policy import policy_explain
 from leaseboard.core.services.work import work_admit
@@ -22,7 +21,7 @@ from leaseboard.domain.errors import (
 from leaseboard.domain.policy import RuleSpec
 from leaseboard.policy.services import changes, credentials, people, queues, rules
 from leaseboard.policy.services.common import SettingsInvalid
-from tests.builders import age_lease, make_user
+from tests.builders import age_lease, effect_under, make_user
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
 
@@ -46,13 +45,12 @@ def _queue(admin, name="payments", **values):
 
 
 def _propose(executor, lease, key, amount=None, kind="payment.refund", target="order-1"):
-    return effect_propose(
-        lease_id=lease.id,
-        executor=executor,
-        epoch=lease.epoch,
+    return effect_under(
+        lease,
+        executor,
+        key,
         kind=kind,
         target=target,
-        idempotency_key=key,
         payload={} if amount is None else {"amount_cents": amount},
     )
 

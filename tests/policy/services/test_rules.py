@@ -8,12 +8,11 @@ import pytest
 from django.test import Client
 
 from leaseboard.core.authority import Actor
-from leaseboard.core.services.effects import effect_propose
 from leaseboard.domain.policy import RuleSpec
 from leaseboard.policy.services import queues
 from leaseboard.policy.services.config import config_apply_text
 from leaseboard.policy.services.rules import payload_field_warnings, payload_fields
-from tests.builders import leased_item, make_user
+from tests.builders import effect_under, leased_item, make_user
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
 
@@ -40,13 +39,12 @@ def refunds(agent):
     executor, _ = agent()
     for n in range(3):
         lease = leased_item(executor, f"refund-{n}", queue="payments")
-        effect_propose(
-            lease_id=lease.id,
-            executor=executor,
-            epoch=lease.epoch,
+        effect_under(
+            lease,
+            executor,
+            f"k{n}",
             kind="payment.refund",
             target=f"order-{n}",
-            idempotency_key=f"k{n}",
             payload={"amount_cents": 125_000, "currency": "USD"},
         )
     return admin

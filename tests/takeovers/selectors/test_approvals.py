@@ -10,7 +10,6 @@ import json
 
 import pytest
 
-from leaseboard.core.services.effects import effect_propose
 from leaseboard.core.services.leases import lease_release
 from leaseboard.domain.policy import RuleSpec
 from leaseboard.takeovers.selectors.approvals import (
@@ -20,20 +19,14 @@ from leaseboard.takeovers.selectors.approvals import (
     lease_note,
     payload_summary,
 )
-from tests.builders import effect_rules, request_for
+from tests.builders import effect_rules, effect_under, request_for
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
 
 
 def _waiting(executor, lease, key: str, **payload):  # type: ignore[no-untyped-def]
-    return effect_propose(
-        lease_id=lease.id,
-        executor=executor,
-        epoch=lease.epoch,
-        kind="payment.refund",
-        target=f"order-{key}",
-        idempotency_key=key,
-        payload=payload,
+    return effect_under(
+        lease, executor, key, kind="payment.refund", target=f"order-{key}", payload=payload
     )
 
 
@@ -55,13 +48,8 @@ def test_an_empty_inbox(db):  # type: ignore[no-untyped-def]
 
 def test_requests_and_waiting_effects_with_their_evidence(approvals, people, agent):  # type: ignore[no-untyped-def]
     scene = approvals
-    open_effect = effect_propose(
-        lease_id=scene.lease.id,
-        executor=scene.agent,
-        epoch=scene.lease.epoch,
-        kind="ticket.comment",
-        target="t-1",
-        idempotency_key="open-1",
+    open_effect = effect_under(
+        scene.lease, scene.agent, "open-1", kind="ticket.comment", target="t-1"
     )
     waiting = _waiting(scene.agent, scene.lease, "w-1", amount_cents=1200, currency="EUR")
     request = request_for(scene.key, people.operator)

@@ -6,11 +6,10 @@ from __future__ import annotations
 import pytest
 from django.http import QueryDict
 
-from leaseboard.core.services.effects import effect_propose
 from leaseboard.core.services.leases import lease_release
 from leaseboard.domain.policy import RuleSpec
 from leaseboard.takeovers.selectors.approvals_matching import EffectFilters, effects_matching
-from tests.builders import effect_rules, leased_item
+from tests.builders import effect_rules, effect_under, leased_item
 
 pytestmark = pytest.mark.django_db
 
@@ -28,24 +27,11 @@ def test_it_selects_waiting_effects_whose_lease_is_live_by_the_filter(agent):
                 lease.work_item.queue,
                 RuleSpec(name="all", kind="payment.*", decision="require_approval"),
             )
-        made[i] = effect_propose(
-            lease_id=lease.id,
-            executor=bot,
-            epoch=lease.epoch,
-            kind=kind,
-            target=f"t-{i}",
-            idempotency_key=f"k-{i}",
-            payload={"amount_cents": 5},
+        made[i] = effect_under(
+            lease, bot, f"k-{i}", kind=kind, target=f"t-{i}", payload={"amount_cents": 5}
         )
     lapsed = leased_item(refunder, key="eq-lapsed")
-    made["lapsed"] = effect_propose(
-        lease_id=lapsed.id,
-        executor=refunder,
-        epoch=lapsed.epoch,
-        kind="payment.refund",
-        target="t-l",
-        idempotency_key="k-l",
-    )
+    made["lapsed"] = effect_under(lapsed, refunder, "k-l", kind="payment.refund", target="t-l")
     lease_release(lease_id=lapsed.id, executor=refunder, epoch=lapsed.epoch)
 
     matching = effects_matching(QueryDict("kind=payment.refund&agent=refund-bot"))

@@ -9,11 +9,10 @@ from __future__ import annotations
 import pytest
 
 from leaseboard.core.authority import Actor
-from leaseboard.core.services.effects import effect_propose
 from leaseboard.domain.errors import StaleEpoch
 from leaseboard.takeovers import services
 from leaseboard.takeovers.selectors.timeline import intervention_detail
-from tests.builders import request_for
+from tests.builders import effect_under, request_for
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
 
@@ -28,14 +27,7 @@ def test_the_story_of_a_takeover_in_order(people, scene):  # type: ignore[no-unt
         request_pk=request.id, actor=Actor.human(people.approver), note="go ahead"
     )
     with pytest.raises(StaleEpoch):  # the paused agent wakes up and tries to send
-        effect_propose(
-            lease_id=scene.lease.id,
-            executor=scene.agent,
-            epoch=scene.lease.epoch,
-            kind="payment.refund",
-            target="order-7",
-            idempotency_key="late-1",
-        )
+        effect_under(scene.lease, scene.agent, "late-1")
     actor = Actor.human(people.operator)
     services.effect_record_human(
         intervention_pk=iv.id,

@@ -8,8 +8,7 @@ import pytest
 from django.test import Client
 
 from leaseboard.core.models import Effect
-from leaseboard.core.services.effects import effect_propose
-from tests.builders import effect_rules, make_user
+from tests.builders import effect_rules, effect_under, make_user
 
 pytestmark = pytest.mark.django_db
 
@@ -24,13 +23,12 @@ def _client(user) -> Client:  # type: ignore[no-untyped-def]
 def test_the_decision_page_shows_the_content_and_decides_once(scene):
     effect_rules(scene.lease.work_item.queue, ("deploy.*", "require_approval"))
     payload = {"version": "2.4.1", "env": "prod", "notes": "<script>x</script>", "ü": "ß"}
-    effect = effect_propose(
-        lease_id=scene.lease.id,
-        executor=scene.agent,
-        epoch=scene.lease.epoch,
+    effect = effect_under(
+        scene.lease,
+        scene.agent,
+        "d-1",
         kind="deploy.release",
         target="svc-payments",
-        idempotency_key="d-1",
         payload=payload,
     )
     url = f"/takeovers/effects/{effect.id}"

@@ -15,7 +15,7 @@ from leaseboard.core.authority import Actor
 from leaseboard.core.models import AuditEntry, Lease
 from leaseboard.takeovers import services
 from leaseboard.takeovers.models import Intervention, TakeoverRequest
-from tests.builders import make_user, request_for
+from tests.builders import effect_under, make_user, request_for
 
 pytestmark = pytest.mark.usefixtures("fast_passwords")
 
@@ -180,7 +180,6 @@ def test_managers_filter_read_and_export_intervention_records(people, scene, age
 
 
 def test_the_summary_measures_decision_to_the_agents_first_refused_effect(people, scene, db_clock):
-    from leaseboard.core.services.effects import effect_propose
     from leaseboard.domain.errors import StaleEpoch
     from leaseboard.takeovers.selectors.records import InterventionFilters
     from leaseboard.takeovers.selectors.summary import summary
@@ -190,14 +189,7 @@ def test_the_summary_measures_decision_to_the_agents_first_refused_effect(people
     services.takeover_approve(request_pk=req.id, actor=Actor.human(people.approver))
     db_clock.advance(4_000)
     with pytest.raises(StaleEpoch):
-        effect_propose(
-            lease_id=scene.lease.id,
-            executor=scene.agent,
-            epoch=scene.lease.epoch,
-            kind="k",
-            target="t",
-            idempotency_key="late",
-        )
+        effect_under(scene.lease, scene.agent, "late", kind="k", target="t")
     s = summary(InterventionFilters())
     assert 90_000 <= s.median_request_to_decision_ms < 95_000
     assert 4_000 <= s.median_decision_to_first_refusal_ms < 9_000
