@@ -20,6 +20,19 @@ from leaseboard.core.sql import (
 from leaseboard.domain.certainty import Certainty
 
 
+def lease_version(lease: Any) -> list[Any]:
+    """What a compare-and-set here matches of a lease after its id, in column order: work
+    item id, state, epoch, renewed_at_ms, expires_at_ms, due_at_ms (a Lease or a row)."""
+    return [
+        lease.work_item_id,
+        lease.state,
+        lease.epoch,
+        lease.renewed_at_ms,
+        lease.expires_at_ms,
+        lease.due_at_ms,
+    ]
+
+
 def lease_versions_unchanged(vendor: str, n_rows: int) -> str:
     """The ids of leases whose stored version still equals the one given: the sweep's
     compare-and-set check between its claim and its write, keyed by the work items as well

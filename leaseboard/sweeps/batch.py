@@ -218,17 +218,8 @@ def _jeopardy_mark(rows: list[Any], now: int) -> tuple[int, list[tuple[int, str,
 def _unchanged_ids(claimed: list[Any]) -> set:
     """Ids of claimed leases whose stored version still equals what the claim read."""
     pk, conn = Lease._meta.pk, connections[DEFAULT_DB_ALIAS]
-    rows: list[list[Any]] = [
-        [
-            pk.get_db_prep_value(lease.id, conn),
-            lease.work_item_id,
-            lease.state,
-            lease.epoch,
-            lease.renewed_at_ms,
-            lease.expires_at_ms,
-            lease.due_at_ms,
-        ]
-        for lease in claimed
+    rows = [
+        [pk.get_db_prep_value(lease.id, conn), *sql_batch.lease_version(lease)] for lease in claimed
     ]
     with connection.cursor() as cursor:
         cursor.execute(

@@ -50,6 +50,7 @@ HELPERS = {
     "prepared_cursor",
     "unsupported_vendor",
     "keyed_params",
+    "lease_version",
 }
 # Parents first. Executor has a user link, so SQLite (foreign keys on) needs auth's tables.
 TABLES = (

@@ -110,16 +110,8 @@ def leases_expire_locked(
     if not leases:
         return []
     rows = [
-        Expiring(
-            lease.id,
-            lease.work_item_id,
-            lease.state,
-            lease.epoch,
-            lease.renewed_at_ms,
-            lease.expires_at_ms,
-            lease.due_at_ms,
-            lease.holder.name,
-            lease.holder.kind,
+        Expiring._make(
+            [lease.id, *sql_batch.lease_version(lease), lease.holder.name, lease.holder.kind]
         )
         for lease in leases
     ]
