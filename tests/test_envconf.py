@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from leaseboard.envconf import database_from_url, env_int
+from tests.security.embedded import manage_check
 
 
 @pytest.fixture
@@ -72,45 +75,18 @@ def test_a_bad_integer_names_the_variable(monkeypatch):
         env_int("LEASE_TTL_MS", 15_000)
 
 
-def test_unsafe_lease_timing_stops_start_up_naming_the_parameter(tmp_path):
-    import os
-    import subprocess
-    import sys
+def start_up(tmp_path, **env: str):  # type: ignore[no-untyped-def]
+    """`manage.py check` in a fresh process: this environment with `env` added."""
+    return manage_check({**os.environ, **env, "LEASEBOARD_DATA_DIR": str(tmp_path)})
 
-    env = {
-        **os.environ,
-        "LEASE_TTL_MS": "9000",
-        "LEASE_RENEW_AFTER_MS": "4000",
-        "LEASEBOARD_DATA_DIR": str(tmp_path),
-    }
-    result = subprocess.run(
-        [sys.executable, "manage.py", "check"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+
+def test_unsafe_lease_timing_stops_start_up_naming_the_parameter(tmp_path):
+    result = start_up(tmp_path, LEASE_TTL_MS="9000", LEASE_RENEW_AFTER_MS="4000")
     assert result.returncode != 0
     assert "lease timing: ttl_ms: must be at least 3 x renew_after_ms" in result.stderr
 
 
 def test_an_unsafe_skew_allowance_stops_start_up_naming_the_setting(tmp_path):
-    import os
-    import subprocess
-    import sys
-
-    env = {
-        **os.environ,
-        "LEASE_TTL_MS": "9000",
-        "LEASEBOARD_FENCING_SKEW_MS": "9000",
-        "LEASEBOARD_DATA_DIR": str(tmp_path),
-    }
-    result = subprocess.run(
-        [sys.executable, "manage.py", "check"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = start_up(tmp_path, LEASE_TTL_MS="9000", LEASEBOARD_FENCING_SKEW_MS="9000")
     assert result.returncode != 0
     assert "LEASEBOARD_FENCING_SKEW_MS: must be below the default ttl_ms (9000)" in result.stderr

@@ -14,15 +14,24 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def embedded_env(data: Path) -> dict[str, str]:
-    env = {
+def outside_env() -> dict[str, str]:
+    """This process's environment without what configures Leaseboard or the test run: a
+    fresh start-up decides everything from what a test adds."""
+    return {
         k: v
         for k, v in os.environ.items()
         if not k.startswith(("LEASEBOARD_", "PYTEST", "DJANGO_"))
         and k not in {"DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL"}
     }
-    env.update(LEASEBOARD_DATA_DIR=str(data), LEASEBOARD_TESTING="1", DEBUG="false")
-    return env
+
+
+def embedded_env(data: Path) -> dict[str, str]:
+    return {
+        **outside_env(),
+        "LEASEBOARD_DATA_DIR": str(data),
+        "LEASEBOARD_TESTING": "1",
+        "DEBUG": "false",
+    }
 
 
 def manage(data: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -36,8 +45,39 @@ def manage(data: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def manage_check(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """`manage.py check` in a fresh process with exactly `env`: start-up's own checks."""
+    return subprocess.run(
+        [sys.executable, "manage.py", "check"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def production_check(
+    data: Path, env: dict[str, str], **extra: str
+) -> subprocess.CompletedProcess[str]:
+    """`manage_check` as production starts (DEBUG off, a real-length secret key, data in
+    `data`) from `env` with `extra` added."""
+    return manage_check(
+        {**env, "DEBUG": "false", "LEASEBOARD_DATA_DIR": str(data), "SECRET_KEY": "x" * 60, **extra}
+    )
+
+
 def sqlite_path(data: Path) -> Path:
     return data / "leaseboard.sqlite3"
+
+
+def sqlite_rows(data: Path, sql: str) -> list[tuple]:
+    """The rows `sql` reads from the SQLite file in `data`, as its owner reads them."""
+    db = sqlite3.connect(sqlite_path(data))
+    try:
+        return db.execute(sql).fetchall()
+    finally:
+        db.close()
 
 
 @contextlib.contextmanager

@@ -6,10 +6,7 @@ nowhere."""
 
 from __future__ import annotations
 
-import os
-import sqlite3
 import subprocess
-import sys
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -18,7 +15,7 @@ from django.core.management import call_command
 from django.db import connection
 
 from leaseboard.domain import fencing
-from tests.security.embedded import ROOT, manage, sqlite_path
+from tests.security.embedded import manage, outside_env, production_check, sqlite_rows
 
 
 def private_keys_in_clear(rows: Iterable[Iterable[object]]) -> list[str]:
@@ -69,11 +66,7 @@ def test_finding_the_embedded_sqlite_file_holds_no_private_key_either(tmp_path):
     assert manage(data, "migrate", "--noinput", "-v", "0").returncode == 0
     rotated = manage(data, "fencing_keys", "rotate")
     assert rotated.returncode == 0, rotated.stderr
-    db = sqlite3.connect(sqlite_path(data))
-    try:
-        rows = db.execute("SELECT * FROM core_fencingkey").fetchall()
-    finally:
-        db.close()
+    rows = sqlite_rows(data, "SELECT * FROM core_fencingkey")
     assert len(rows) == 1 and private_keys_in_clear(rows) == []
     # Zero configuration: the key-encryption key was generated beside the database, 0600.
     kek = data / "fencing-kek"
@@ -98,21 +91,7 @@ def test_finding_no_command_rotates_or_retires_a_signing_key(capsys):
 
 
 def _settings_check(tmp_path: Path, **extra: str) -> subprocess.CompletedProcess[str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("LEASEBOARD_", "PYTEST", "DJANGO_"))
-        and k not in {"DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL"}
-    }
-    env.update(DEBUG="false", LEASEBOARD_DATA_DIR=str(tmp_path), SECRET_KEY="x" * 60, **extra)
-    return subprocess.run(
-        [sys.executable, "manage.py", "check"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return production_check(tmp_path, outside_env(), **extra)
 
 
 def test_finding_the_key_dir_setting_is_read_nowhere(tmp_path):

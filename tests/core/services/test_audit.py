@@ -13,7 +13,6 @@ import os
 import shutil
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -28,7 +27,7 @@ from leaseboard.core.services.audit import audit_checkpoint, audit_record, audit
 from leaseboard.core.services.executors import executor_for_token
 from tests.builders import PASSWORD, make_user
 from tests.security import tamper
-from tests.security.embedded import ROOT, manage, sqlite_owner, sqlite_path
+from tests.security.embedded import manage, production_check, sqlite_owner, sqlite_path
 
 KEY_A = "audit-key-A-" + "a" * 40
 KEY_B = "audit-key-B-" + "b" * 40
@@ -63,6 +62,17 @@ def triggers_off():  # type: ignore[no-untyped-def]
             cur.execute("ALTER TABLE core_auditentry ENABLE TRIGGER USER")
 
 
+# Each kind of tampering, and what verify_audit says of it, on either database.
+ATTACKS = [
+    ("none", None),
+    ("edit", "seq 3: content does not match its MAC"),
+    ("rehash_sha256", "seq 1: content does not match its MAC"),
+    ("rehash_other_key", "seq 1: content does not match its MAC"),
+    ("delete_tail", "the log ends at seq 3, before checkpoint"),
+    ("truncate", "the log is empty, but checkpoint"),
+]
+
+
 def five_entries(agent) -> None:  # type: ignore[no-untyped-def]
     for i in range(5):
         agent(f"a{i}")
@@ -71,17 +81,7 @@ def five_entries(agent) -> None:  # type: ignore[no-untyped-def]
 # --- PostgreSQL: the keyed chain and checkpoints -----------------------------------------
 
 
-@pytest.mark.parametrize(
-    "attack,expected",
-    [
-        ("none", None),
-        ("edit", "seq 3: content does not match its MAC"),
-        ("rehash_sha256", "seq 1: content does not match its MAC"),
-        ("rehash_other_key", "seq 1: content does not match its MAC"),
-        ("delete_tail", "the log ends at seq 3, before checkpoint"),
-        ("truncate", "the log is empty, but checkpoint"),
-    ],
-)
+@pytest.mark.parametrize("attack,expected", ATTACKS)
 @pytest.mark.postgres
 @pytest.mark.django_db
 def test_each_kind_of_tampering_is_detected_on_postgresql(agent, capsys, attack, expected):
@@ -366,20 +366,13 @@ def test_audit_checkpoint_service_reports_a_truncated_log_without_signing():
 
 
 def _settings_check(tmp_path: Path, **extra: str) -> subprocess.CompletedProcess[str]:
+    # Unlike `outside_env`, the rest of LEASEBOARD_* and the database variables are kept.
     env = {
         k: v
         for k, v in os.environ.items()
         if not k.startswith(("LEASEBOARD_AUDIT", "PYTEST", "DJANGO_")) and k != "LEASEBOARD_TESTING"
     }
-    env.update(DEBUG="false", LEASEBOARD_DATA_DIR=str(tmp_path), SECRET_KEY="x" * 60, **extra)
-    return subprocess.run(
-        [sys.executable, "manage.py", "check"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return production_check(tmp_path, env, **extra)
 
 
 def test_without_debug_start_up_fails_naming_the_audit_key_variable(tmp_path):
@@ -641,17 +634,7 @@ def sqlite_copy(sqlite_base, tmp_path) -> Path:
     return data
 
 
-@pytest.mark.parametrize(
-    "attack,expected",
-    [
-        ("none", None),
-        ("edit", "seq 3: content does not match its MAC"),
-        ("rehash_sha256", "seq 1: content does not match its MAC"),
-        ("rehash_other_key", "seq 1: content does not match its MAC"),
-        ("delete_tail", "the log ends at seq 3, before checkpoint"),
-        ("truncate", "the log is empty, but checkpoint"),
-    ],
-)
+@pytest.mark.parametrize("attack,expected", ATTACKS)
 def test_each_kind_of_tampering_is_detected_on_sqlite(sqlite_copy, attack, expected):
     db = sqlite3.connect(sqlite_path(sqlite_copy))
     triggers = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='trigger'")}

@@ -20,7 +20,7 @@ from leaseboard.core.models.leases import FencingKeyring, FencingKeyUnavailable,
 from leaseboard.core.services import fencing as keys
 from leaseboard.domain import fencing
 from leaseboard.domain.errors import ValidationFailed
-from tests.security.embedded import manage, sqlite_path
+from tests.security.embedded import manage, sqlite_path, sqlite_rows
 from tests.security.test_fencing_key_findings import private_keys_in_clear, raw_fencing_key_rows
 
 DELAY_MS = 60_000
@@ -432,11 +432,7 @@ def test_the_migration_seals_plaintext_keys_in_the_embedded_sqlite_file(tmp_path
         )
     db.close()
     assert manage(data, "migrate", "-v", "0").returncode == 0
-    db = sqlite3.connect(sqlite_path(data))
-    try:
-        rows = db.execute("SELECT * FROM core_fencingkey").fetchall()
-    finally:
-        db.close()
+    rows = sqlite_rows(data, "SELECT * FROM core_fencingkey")
     assert len(rows) == 1 and private_keys_in_clear(rows) == []
     listed = manage(data, "fencing_keys", "list")
     assert listed.stdout.splitlines()[1].split()[:4] == [
