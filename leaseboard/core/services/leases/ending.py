@@ -218,9 +218,10 @@ def lease_expire_if_due_locked(lease: Lease, now_ms: int) -> bool:
     times = LeaseTimes(Certainty(lease.state), lease.jeopardy_at_ms, lease.expires_at_ms)
     if lease.state in LIVE_STATES and state_at(times, now_ms) is Certainty.EXPIRED:
         lease_end_locked(
-            lease=lease, state=Lease.State.EXPIRED, now_ms=now_ms, reason="ttl elapsed"
+            lease=lease, state=Lease.State.EXPIRED, now_ms=now_ms, reason=sql_batch.EXPIRE_REASON
         )
-        return True
+        # The write is a compare-and-set on the version read: say what it did.
+        return lease.state == Lease.State.EXPIRED
     return False
 
 
