@@ -2,8 +2,8 @@
 
 On a PostgreSQL and a Redis of its own (bench/servers.py: initdb into a temporary folder,
 own ports; never the machine's shared servers), with `--web` gunicorn nodes (gthread),
-one Celery worker and one Celery beat as the product runs them (sweeps every second),
-and a loopback webhook on the queue that counts alert deliveries:
+`--workers` Celery workers (default 2) and one Celery beat as the product runs them
+(sweeps every second), and a loopback webhook on the queue that counts alert deliveries:
 
 1. seed `--leases` leases (default 100,000) through the product's grant
    (bench/storm_seed.py): half held by as many distinct agents, half by `--renewers`
@@ -139,11 +139,12 @@ class Storm:
             self.procs[f"web{i}"] = server.proc
             self.urls = [*getattr(self, "urls", []), server.url]
         celery = [PY, "-m", "celery", "-A", "leaseboard"]
-        self.procs["worker"] = spawn(
-            [*celery, "worker", "-P", "solo", "-n", "storm@%h", "--without-mingle",
-             "--without-gossip", "-l", "WARNING"],
-            env=self.env(), log=self.tmp / "worker.log",
-        )  # fmt: skip
+        for i in range(a.workers):  # concurrent sweeps split a storm (FOR UPDATE SKIP LOCKED)
+            self.procs[f"worker{i}"] = spawn(
+                [*celery, "worker", "-P", "solo", "-n", f"storm{i}@%h", "--without-mingle",
+                 "--without-gossip", "-l", "WARNING"],
+                env=self.env(), log=self.tmp / f"worker{i}.log",
+            )  # fmt: skip
         self.procs["beat"] = spawn(
             [*celery, "beat", "-l", "WARNING", "-s", str(self.tmp / "beat-schedule")],
             env=self.env(), log=self.tmp / "beat.log",
@@ -159,7 +160,7 @@ class Storm:
                  "--url", self.urls[i % len(self.urls)], "--token", token,
                  "--leases", str(leases), "--out", str(self.tmp / f"renewer{i}.json"),
                  "--stop-file", str(self.stop_file), "--ready-file", str(self.tmp / f"ready{i}"),
-                 "--every-s", str(self.args.ttl_ms / 4000)],
+                 "--every-s", str(self.args.renew_every_s)],
                 env=self.env(), log=self.tmp / f"renewer{i}.log",
             )  # fmt: skip
         deadline = time.monotonic() + 600
@@ -295,7 +296,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--renewers", type=int, default=4, help="survivor processes (credentials)")
     p.add_argument("--web", type=int, default=1)
     p.add_argument("--web-workers", type=int, default=2)
-    p.add_argument("--ttl-ms", type=int, default=6000)
+    p.add_argument("--workers", type=int, default=2, help="Celery workers (solo pool each)")
+    p.add_argument("--ttl-ms", type=int, default=6000, help="the dying leases' ttl")
+    p.add_argument(
+        "--renew-every-s", type=float, default=5.0,
+        help="the survivors' renewal period (100,000 agents every 5 s is the issue's 20,000/s)",
+    )  # fmt: skip
     p.add_argument("--timeout-s", type=float, default=120)
     p.add_argument("--json", default="")
     p.add_argument("--keep", action="store_true", help="keep the logs folder")
@@ -315,7 +321,8 @@ def main(argv: list[str] | None = None) -> int:
         run.close()
     f = run.figures
     f.update(leases=args.leases, dying=run.seed["dying"], ttl_ms=args.ttl_ms, web=args.web,
-             web_workers=args.web_workers, renewers=args.renewers)  # fmt: skip
+             web_workers=args.web_workers, renewers=args.renewers, workers=args.workers,
+             renew_every_s=args.renew_every_s)  # fmt: skip
     print(json.dumps(f, indent=1, default=str))
     if args.json:
         Path(args.json).write_text(json.dumps(f, indent=1, default=str))
