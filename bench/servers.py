@@ -34,7 +34,9 @@ def _as_postgres(cmd: list[str]) -> list[str]:
 
 
 class OwnPostgres:
-    def __init__(self, root: Path | None = None) -> None:
+    def __init__(self, root: Path | None = None, conf: str = "") -> None:
+        """`conf`: lines appended to postgresql.conf after the small defaults below."""
+        self.conf = conf
         self.root = Path(root or tempfile.mkdtemp(prefix="lb-own-pg-"))
         self.root.chmod(0o755)
         self.data = self.root / "data"
@@ -57,7 +59,7 @@ class OwnPostgres:
             # Small and quick: no fsync (a scratch cluster), a short checkpoint after a kill.
             conf.write(
                 "\nfsync = off\nsynchronous_commit = off\nfull_page_writes = off\n"
-                "max_connections = 200\nshared_buffers = 32MB\n"
+                "max_connections = 200\nshared_buffers = 32MB\n" + self.conf
             )
 
     def url(self, db: str = "postgres") -> str:

@@ -89,7 +89,12 @@ class Storm:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.tmp = Path(tempfile.mkdtemp(prefix="lb-storm-"))
-        self.pg = OwnPostgres()
+        # Sized for 100,000 leases (the fault tests' 32 MB would measure buffer eviction),
+        # with pg_stat_statements to say where the database's time went during the storm.
+        self.pg = OwnPostgres(
+            conf="shared_buffers = 256MB\nshared_preload_libraries = 'pg_stat_statements'\n"
+            + os.environ.get("STORM_PG_CONF", "").replace("\\n", "\n")
+        )
         self.redis = OwnRedis()
         self.hook = Hook()
         self.procs: dict[str, subprocess.Popen] = {}
@@ -120,6 +125,8 @@ class Storm:
         self.db_url = self.pg.create_database("lb")
         say(f"own PostgreSQL on :{self.pg.port}, own Redis on :{self.redis.port}; migrating")
         migrate(self.env())
+        with self.db() as conn:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
         a = self.args
         say(f"seeding {a.leases:,} leases ({a.leases // 2:,} to die) through the grant")
         out = self.tmp / "seed.json"
@@ -194,6 +201,7 @@ class Storm:
         ttl = self.args.ttl_ms
         jeopardy_after = ttl * 2 // 3
         with self.db() as conn:
+            conn.execute("SELECT pg_stat_statements_reset()")
             t = conn.execute(
                 "UPDATE core_lease l SET ttl_ms = %(ttl)s, renew_after_ms = %(renew)s, "
                 "jeopardy_after_ms = %(jeop)s, renewed_at_ms = n.now, "
@@ -278,12 +286,29 @@ class Storm:
                 "SELECT count(*) FROM sweeps_notificationdelivery"
             ).fetchone()[0]
         f["webhook_posts"] = self.hook.posts
+        f["top_statements"] = self.top_statements()
         f["load_average"] = os.getloadavg()
+
+    def top_statements(self, n: int = 10) -> list[dict[str, Any]]:
+        """Where the database's time went from T to now: the statements by total time."""
+        with self.db() as conn:
+            rows = conn.execute(
+                "SELECT left(regexp_replace(query, '\\s+', ' ', 'g'), 160), calls, "
+                "round(total_exec_time::numeric, 1), round(mean_exec_time::numeric, 2), rows "
+                "FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT %s",
+                [n],
+            ).fetchall()
+        return [
+            {"query": q, "calls": c, "total_ms": float(t), "mean_ms": float(m), "rows": r}
+            for q, c, t, m, r in rows
+        ]
 
     def close(self) -> None:
         for proc in self.procs.values():
             stop_group(proc)
         self.hook.close()
+        if self.args.keep and self.pg.log.exists():
+            shutil.copy(self.pg.log, self.tmp / "postgres.log")
         self.pg.close()
         self.redis.close()
         if not self.args.keep:
@@ -304,7 +329,11 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     p.add_argument("--timeout-s", type=float, default=120)
     p.add_argument("--json", default="")
-    p.add_argument("--keep", action="store_true", help="keep the logs folder")
+    p.add_argument(
+        "--keep", action="store_true",
+        help="keep the logs folder (PostgreSQL's log too; STORM_PG_CONF adds postgresql.conf "
+        "lines, e.g. auto_explain's, separated by \\n)",
+    )  # fmt: skip
     args = p.parse_args(argv)
     run = Storm(args)
     try:
