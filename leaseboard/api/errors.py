@@ -156,6 +156,7 @@ def server_error(request: HttpRequest) -> HttpResponse:
 
 
 def problem_from_error(request: HttpRequest | None, exc: LeaseboardError) -> JsonResponse:
+    # deliberate: the error's members by name, one a line; alike in shape only.
     return problem(
         request,
         code=exc.code,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import tomllib
+from dataclasses import asdict
 from typing import Any
 
 import tomli_w
@@ -143,17 +144,9 @@ class RuleForm(forms.Form):
 
     @staticmethod
     def initial_from(spec: RuleSpec) -> dict[str, Any]:
-        """Every field of the rule, so that saving the form unchanged changes nothing."""
-        return {
-            "name": spec.name,
-            "kind": spec.kind,
-            "target": spec.target,
-            "when": spec.when,
-            "decision": spec.decision,
-            "note": spec.note,
-            "decide_within_ms": spec.decide_within_ms,
-            "on_timeout": spec.on_timeout,
-        }
+        """Every field of the rule (the form's fields are RuleSpec's, by name), so that
+        saving the form unchanged changes nothing."""
+        return asdict(spec)
 
     def spec(self) -> RuleSpec:
         d = self.cleaned_data

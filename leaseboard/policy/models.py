@@ -17,6 +17,7 @@ from leaseboard.core.models import Queue
 
 
 class PolicyChange(models.Model):
+    # deliberate: vocabularies declared member by member; alike in shape only.
     class Status(models.TextChoices):
         PENDING = "pending"
         APPLIED = "applied"

@@ -8,6 +8,7 @@ from leaseboard.policy.views import credentials, deliveries, people, policy, que
 
 app_name = "policy"
 
+# deliberate: one path() a URL (Django's declarative shape), as every urls.py.
 urlpatterns = [
     path("", queues.home, name="home"),
     path("queues/new", queues.queue_new, name="queue_new"),

@@ -32,6 +32,8 @@ class InterventionOutcome(models.TextChoices):
     GRANTED_TO_AGENT = "granted_to_agent"  # the takeover named an agent as grantee
 
 
+# deliberate: declared fields, alike in shape with core.models.BulkRevoke (an idempotent
+# bulk request of its own app); no logic repeats.
 class BulkTakeover(models.Model):
     """One bulk request: the idempotency key and the per-item outcomes it answered with."""
 
@@ -181,6 +183,7 @@ class Intervention(models.Model):
 class InterventionEvent(models.Model):
     """Append-only timeline of an intervention, written in the transaction of each step."""
 
+    # deliberate: the timeline's steps declared member by member; alike in shape only.
     class Kind(models.TextChoices):
         REQUESTED = "requested"
         APPROVED = "approved"

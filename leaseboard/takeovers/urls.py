@@ -8,6 +8,7 @@ from leaseboard.takeovers.views import approvals, approvals_bulk, interventions,
 
 app_name = "takeovers"
 
+# deliberate: one path() a URL (Django's declarative shape), as every urls.py.
 urlpatterns = [
     path("request/<path:key>", requests.request_takeover, name="request"),
     path("bulk", requests.bulk_request, name="bulk"),

@@ -16,10 +16,10 @@ def int_param(raw: Any, default: int = -1) -> int:
         return default
 
 
+REASON_FIELDS = ("reason_category", "reason_text")  # a reason as a form posts it
+
+
 def reason_posted(request: HttpRequest) -> dict[str, Any]:
     """The reason a form posts with an act (its category and text), as the services'
     keyword arguments; the service checks them."""
-    return {
-        "reason_category": request.POST.get("reason_category", ""),
-        "reason_text": request.POST.get("reason_text", ""),
-    }
+    return {field: request.POST.get(field, "") for field in REASON_FIELDS}

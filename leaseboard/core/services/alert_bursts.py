@@ -29,6 +29,9 @@ from django.db.models.functions import Coalesce
 from leaseboard.core.clock import db_now_ms
 from leaseboard.core.models import Alert, Lease, Queue
 
+# The kinds about one agent's lease, which fold per agent (FOLDING_KINDS, alert_folding) and
+# group per queue. Not recipient refusals (counted per incident already), outage summaries or
+# expired takeover requests (about no agent's lease).
 BURST_KINDS = (
     Alert.Kind.JEOPARDY.value,
     Alert.Kind.EXPIRED.value,
@@ -70,6 +73,7 @@ def alerts_group_bursts(ids: list[int]) -> list[int]:
         return ids
     groups: dict[tuple[int, str], list[tuple[int, int, int]]] = defaultdict(list)
     for alert_id, kind, queue_id, at, n in (
+        # deliberate: the filter's lookups one a line, as _earlier's below; each asks its own rows.
         Alert.objects.filter(
             id__in=ids,
             kind__in=BURST_KINDS,
@@ -127,6 +131,7 @@ def _earlier(
     """The open alerts of (queue, kind) opened within the window before these: the start
     of the burst, notified one by one before it was one."""
     return list(
+        # deliberate: lookups one a line, as in alerts_group_bursts; its own rows.
         Alert.objects.filter(
             resolved_at_ms__isnull=True,
             folded_into__isnull=True,

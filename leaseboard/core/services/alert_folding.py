@@ -12,17 +12,11 @@ from django.db.models import F
 from django.db.models.functions import Coalesce
 
 from leaseboard.core.models import Alert
-from leaseboard.core.services.alert_bursts import alerts_group_bursts
+from leaseboard.core.services.alert_bursts import BURST_KINDS, alerts_group_bursts
 
-# Kinds whose recurrences for one agent are one incident. Not recipient refusals (counted per
-# incident already), outage summaries or expired takeover requests (about no agent's lease).
-FOLDING_KINDS = (
-    Alert.Kind.JEOPARDY.value,
-    Alert.Kind.EXPIRED.value,
-    Alert.Kind.STANDING_LAPSED.value,
-    Alert.Kind.STALE_EFFECT.value,
-    Alert.Kind.NEEDS_RECONCILIATION.value,
-)
+# Kinds whose recurrences for one agent are one incident: the kinds a burst groups, as what
+# does not fold per agent is grouped per queue (one list, in alert_bursts).
+FOLDING_KINDS = BURST_KINDS
 
 
 def alerts_fold(ids: list[int]) -> list[int]:

@@ -261,6 +261,7 @@ def _approval_decided(span: Decision, effect: Effect) -> None:
     about=lambda kw: {"effect_id": str(kw["effect_id"])},
     result=_approval_decided,
 )
+# deliberate: a keyword-only signature, alike in shape with other services' only.
 def effect_approve(
     *,
     effect_id: Any,

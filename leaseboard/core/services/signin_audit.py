@@ -64,6 +64,7 @@ def on_user_login_failed(
     audit_sign_in_failed(username=username, ip_address=_client_ip(request))
 
 
+# deliberate: the signal's receiver signature (django-axes sends these keywords).
 def on_axes_locked_out(
     sender: Any,
     request: HttpRequest | None = None,

@@ -14,6 +14,7 @@ from leaseboard.dashboard.selectors.alerts import AlertFilters, filtered
 QUERY_KEYS = ("kind", "agent", "queue", "state")
 
 
+# deliberate: declared fields, alike in shape with the other bulk pages' matches only.
 @dataclass
 class AlertMatching:
     alerts: list[Alert]

@@ -46,6 +46,7 @@ class AuditFilters:
 
     @classmethod
     def from_query(cls, params: Any) -> AuditFilters:
+        # deliberate: each filter read one a line, as other pages' filters.
         return cls(
             # A NUL would fail in PostgreSQL; replaced, it matches nothing stored.
             actor=filter_text(params, "actor", 150),
@@ -55,6 +56,7 @@ class AuditFilters:
             cursor=params.get("cursor", "").strip()[:30],
         )
 
+    # deliberate: each filter named one a line, as the live page's filters.
     def query(self, **changes: Any) -> dict[str, str]:
         values = {
             "actor": self.actor,

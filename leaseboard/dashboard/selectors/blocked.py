@@ -48,6 +48,7 @@ class BlockedFilters:
 
     @classmethod
     def from_query(cls, params: Any) -> BlockedFilters:
+        # deliberate: each filter read one a line, as other pages' filters.
         return cls(
             queue=filter_text(params, "queue", 100),
             q=filter_text(params, "q", 200),

@@ -38,6 +38,7 @@ class Matching:
     """Agents' live leases that the live page's filters match: how many (counted up to
     PICK_LIMIT + 1) and the first PICK_LIMIT of them, by work key."""
 
+    # deliberate: declared fields, alike in shape with the other bulk pages' matches only.
     rows: list[LeaseRow]
     total: int
     query: dict[str, str]

@@ -17,24 +17,20 @@ from leaseboard.dashboard.views.revocations import lease_acted
 from leaseboard.domain.authority import Act
 from leaseboard.domain.errors import LeaseboardError
 from leaseboard.web.pages import render_bulk_page
+from leaseboard.web.params import REASON_FIELDS, reason_posted
 from leaseboard.web.refusals import refused_for_form
 from leaseboard.web.roles import act_required, acting
 
-REASON_FIELDS = ("reason_category", "reason_text")
 
-
+# deliberate: one decorated view per act (Django's declarative shape); each passes its own
+# service, kept fields and words to lease_acted (revocations.py), which answers them all.
 @require_POST
 @act_required(Act.HOLD)
 def lease_hold(request: HttpRequest, lease_id: uuid.UUID) -> HttpResponse:
     """Hold: renewals go on, new effects are refused on_hold."""
     return lease_acted(
         request,
-        lambda: holds.lease_hold(
-            lease_id=lease_id,
-            reason_category=request.POST.get("reason_category", ""),
-            reason_text=request.POST.get("reason_text", ""),
-            **acting(request),
-        ),
+        lambda: holds.lease_hold(lease_id=lease_id, **reason_posted(request), **acting(request)),
         kept=(f"hold:{lease_id}", REASON_FIELDS),
         prefix="Hold: ",
         done=lambda lease: (

@@ -21,7 +21,7 @@ from leaseboard.domain.authority import Act
 from leaseboard.domain.errors import LeaseboardError, NotFound
 from leaseboard.web.kept import keep_input
 from leaseboard.web.pages import render_page
-from leaseboard.web.params import reason_posted
+from leaseboard.web.params import REASON_FIELDS, reason_posted
 from leaseboard.web.redirects import redirect_next
 from leaseboard.web.refusals import refuse, refused_for_form
 from leaseboard.web.roles import act_required, acting
@@ -50,6 +50,7 @@ def lease_acted(
     return redirect_next(request, reverse("dashboard:work_item", args=[lease.work_item.key]))
 
 
+# deliberate: one decorated view per act, as holds.py's; the shared answer is lease_acted's.
 @require_POST
 @act_required(Act.REVOKE)
 def lease_revoke(request: HttpRequest, lease_id: uuid.UUID) -> HttpResponse:
@@ -59,7 +60,7 @@ def lease_revoke(request: HttpRequest, lease_id: uuid.UUID) -> HttpResponse:
         lambda: lease_services.lease_revoke(
             lease_id=lease_id, **reason_posted(request), **acting(request)
         ),
-        kept=(f"revoke:{lease_id}", ("reason_category", "reason_text")),
+        kept=(f"revoke:{lease_id}", REASON_FIELDS),
         prefix="Revoke: ",
         done=lambda lease: (
             f"Revoked {lease.holder.name}'s lease at epoch {lease.epoch}; "
@@ -80,6 +81,7 @@ def leases_revoke_bulk(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         d = form.cleaned_data
         try:
+            # deliberate: the form's fields by name, one a line; alike in shape only.
             bulk = supervision.leases_revoke_bulk(
                 lease_ids=picked,
                 reason_category=d["reason_category"],

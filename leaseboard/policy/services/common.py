@@ -33,6 +33,7 @@ def audited(
     reason: str = "",
     request_id: str = "",
 ) -> None:
+    # deliberate: audit_act's keywords one a line; policy's acts read the clock here, at the write.
     audit_act(
         act=act,
         actor=actor,

@@ -217,6 +217,7 @@ def _queue_changes(
     return changes
 
 
+# deliberate: a table's plan opens as each does (absent: untouched; wrong type: noted).
 def plan_global(doc: dict[str, Any], plan: Plan, errors: dict[str, str]) -> None:
     if "global" not in doc:
         return

@@ -94,6 +94,7 @@ def _replace_locked(queue: Queue | None, rules: list[RuleSpec], default: str) ->
     rules for every queue: each queue's version raised too, as its effects' rules moved)."""
     EffectRule.objects.filter(**({"queue": queue} if queue else {"queue__isnull": True})).delete()
     EffectRule.objects.bulk_create(
+        # deliberate: the EffectRule row named field by field from its RuleSpec.
         EffectRule(
             queue=queue,
             position=i,

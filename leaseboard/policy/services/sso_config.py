@@ -63,11 +63,10 @@ def sso_planned(doc: Any, errors: dict[str, str]) -> dict[str, Any] | None:
         if not 0 < len(name) <= 200:
             errors[path] = "a group name of 1 to 200 characters"
             continue
-        try:
-            roles, scopes, break_glass = people.grants_checked(grants)
-        except SettingsInvalid as exc:
-            errors[path] = exc.errors.get("roles", exc.detail)
+        checked = people.grants_noted(grants, errors, path)
+        if checked is None:
             continue
+        roles, scopes, break_glass = checked
         out[name] = people.grants_listed(
             {"roles": roles, "scopes": scopes, "break_glass": break_glass}
         )

@@ -78,6 +78,7 @@ def _created(
     return _token_shown(request, row.name, token)
 
 
+# deliberate: a settings page's view, its form and act its own; alike in shape only.
 @require_http_methods(["GET", "POST"])
 @act_required(Act.MANAGE_CREDENTIALS)
 def credentials_page(request: HttpRequest) -> HttpResponse:

@@ -34,6 +34,7 @@ def _people_page(request: HttpRequest, form: PersonForm, shown: dict | None = No
     return render_page(request, "policy/people.html", context)
 
 
+# deliberate: a settings page's view, its form and act its own; alike in shape only.
 @require_http_methods(["GET", "POST"])
 @act_required(Act.MANAGE_USERS)
 def people_page(request: HttpRequest) -> HttpResponse:
@@ -80,6 +81,7 @@ def person_update(request: HttpRequest, username: str) -> HttpResponse:
         return redirect("policy:people")
     d = form.cleaned_data
     try:
+        # deliberate: the form's fields by name, one a line; alike in shape only.
         changed = people.person_update(
             username=username,
             roles=d["roles"],

@@ -65,6 +65,7 @@ def _waiting(filters: EffectFilters, now_ms: int) -> QuerySet[Effect]:
         lease__state__in=LIVE_STATES,
         lease__expires_at_ms__gt=now_ms,
     )
+    # deliberate: each filter's lookup one a line (narrowed skips blank ones).
     return narrowed(
         qs,
         kind=filters.kind,

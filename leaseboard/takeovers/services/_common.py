@@ -111,6 +111,8 @@ OBJECT_TYPES: dict[type[Model], str] = {
 }
 
 
+# deliberate: a keyword-only signature, alike in shape with other audit wrappers; it maps
+# a request or an intervention to audit_act's object.
 def audited(
     *,
     act: Act,
@@ -125,6 +127,7 @@ def audited(
     request_id: str,
 ) -> None:
     """The audit entry for a takeover act on a request or an intervention."""
+    # deliberate: audit_act's keywords one a line, named from this act's own.
     audit_act(
         act=act,
         actor=actor,

@@ -40,6 +40,7 @@ def _intervention_open(
     now: int,
 ) -> Intervention:
     to_agent = req.grantee.kind == Executor.Kind.AGENT
+    # deliberate: the Intervention row named field by field, its one write.
     return Intervention.objects.create(
         request=req,
         work_item=item,

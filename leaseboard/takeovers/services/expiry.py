@@ -77,6 +77,7 @@ def _expire_batch(*, batch: int, now_ms: int | None) -> int:
         decided_at_ms=now,
         decision_note="expired undecided",
     )
+    # deliberate: an Alert named field by field, as every alert its kind opens (alerts_open).
     alerts_open(
         [
             Alert(

@@ -30,6 +30,7 @@ from leaseboard.takeovers.services._common import (
 BULK_MAX_ITEMS = 200
 
 
+# deliberate: declared fields, alike in shape with other per-item outcomes only.
 @dataclass(frozen=True)
 class BulkOutcome:
     work_key: str
@@ -250,6 +251,7 @@ def _bulk_outcomes(
     for work_key in keys:
         try:
             with transaction.atomic():
+                # deliberate: keyword arguments one a line; alike in shape only.
                 req = request_locked(
                     work_key=work_key,
                     actor=actor,
@@ -267,6 +269,7 @@ def _bulk_outcomes(
     return results
 
 
+# deliberate: a keyword-only signature, alike in shape with other services' only.
 @transaction.atomic(durable=True)
 def takeover_bulk_request(
     *,

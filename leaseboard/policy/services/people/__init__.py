@@ -30,6 +30,7 @@ from leaseboard.policy.services.people.grants import (
     ROLE_NAMES,
     grants_checked,
     grants_listed,
+    grants_noted,
     grants_parsed,
     scopes_checked,
 )
@@ -66,6 +67,7 @@ __all__ = [
     "bootstrapping",
     "grants_checked",
     "grants_listed",
+    "grants_noted",
     "grants_parsed",
     "password_problems",
     "password_reset_apply_locked",

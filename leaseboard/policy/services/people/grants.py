@@ -22,6 +22,7 @@ __all__ = [
     "ROLE_NAMES",
     "grants_checked",
     "grants_listed",
+    "grants_noted",
     "grants_parsed",
     "roles_checked",
     "scopes_checked",
@@ -62,6 +63,18 @@ def grants_checked(held: Any) -> tuple[list[str], dict[str, list[str]], bool]:
         raise SettingsInvalid({"roles": "a list of roles (`role`, or `role:queue` for one queue)"})
     roles, scopes, break_glass = grants_parsed(held)
     return roles, scopes_checked(roles, scopes), break_glass
+
+
+def grants_noted(
+    held: Any, errors: dict[str, str], path: str
+) -> tuple[list[str], dict[str, list[str]], bool] | None:
+    """`grants_checked`, for a file checked whole before anything is refused: the grants,
+    or None with what is wrong noted in `errors` at `path`."""
+    try:
+        return grants_checked(held)
+    except SettingsInvalid as exc:
+        errors[path] = exc.errors.get("roles", exc.detail)
+        return None
 
 
 def grants_listed(snapshot: dict[str, Any]) -> list[str]:
