@@ -230,7 +230,7 @@ class Chaos:
 
     def background_faults(self, start: float, run_until: float) -> threading.Thread | None:
         """Faults on a schedule of their own, in a thread the run waits for before it stops
-        the agents (bench/ha/chaos.py: the database cluster's); none here."""
+        the agents (bench/ha/chaos_run.py: the database cluster's); none here."""
         return None
 
     def register_notices(self) -> None:

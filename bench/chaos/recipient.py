@@ -173,7 +173,7 @@ def application(environ: dict[str, Any], start_response: Any) -> list[bytes]:
                     decision.code,
                     (decision.claims.effect_id if decision.claims else None),
                     # The fencing order's generation (docs/design.md §5): 0 for tokens
-                    # that carry none; the HA run (bench/ha/chaos.py) orders by it.
+                    # that carry none; the HA run (bench/ha/chaos_figures.py) orders by it.
                     (getattr(decision.claims, "generation", 0) if decision.claims else None),
                     (decision.claims.lease_id if decision.claims else None),
                 ),

@@ -118,6 +118,8 @@ class Cluster:
         )
 
     def _config(self, node: Node) -> dict[str, Any]:
+        """Patroni's configuration of `node`: one literal, long because Patroni's YAML is,
+        kept whole so it reads as the file it becomes."""
         auth = {"username": "postgres", "password": "postgres"}
         return {
             "scope": SCOPE,

@@ -23,6 +23,42 @@ from bench.ha.probe import Probe, create_table
 say = sayer("ha-failover")
 
 
+def kill_primary(cluster: Cluster, probes: list[Probe], k: int) -> dict:
+    """SIGKILL of the primary's postmaster; how long until a new primary and the old one
+    back as a sync standby, and the outage each probe's path saw."""
+    victim = cluster.primary()
+    assert victim is not None
+    at = time.monotonic()
+    cluster.kill_postmaster(victim)
+    say(f"kill {k + 1}: SIGKILL of {victim.name}'s postmaster")
+    wait_until(
+        lambda: (p := cluster.primary()) is not None and p is not victim, "a new primary", 60, 0.1
+    )
+    promoted = time.monotonic() - at
+    wait_until(cluster.healthy, "the old primary back as a sync standby", 120, 0.2)
+    rejoined = time.monotonic() - at
+    time.sleep(3)
+    gaps = {p.path: round(p.gap_around(at) or -1, 2) for p in probes}
+    say(f"  promoted +{promoted:.1f} s, rejoined +{rejoined:.1f} s, outage {gaps}")
+    return {"promoted_s": round(promoted, 1), "rejoined_s": round(rejoined, 1), "outage_s": gaps}
+
+
+def freeze_primary(cluster: Cluster, probes: list[Probe]) -> dict:
+    """The whole primary node frozen past the TTL, thawed; the outage each path saw."""
+    victim = cluster.primary()
+    assert victim is not None
+    at = time.monotonic()
+    cluster.freeze_node(victim)
+    say(f"froze {victim.name} (Patroni and PostgreSQL) for {TTL_S + 6} s")
+    time.sleep(TTL_S + 6)
+    cluster.thaw_node(victim)
+    wait_until(cluster.healthy, "the old primary back as a sync standby", 180, 0.2)
+    time.sleep(3)
+    gaps = {p.path: round(p.gap_around(at) or -1, 2) for p in probes}
+    say(f"  freeze: outage {gaps}")
+    return {"outage_s": gaps, "healthy_s": round(time.monotonic() - at, 1)}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--kills", type=int, default=3)
@@ -45,38 +81,9 @@ def main() -> int:
         ]
         time.sleep(3)
         for k in range(args.kills):
-            victim = cluster.primary()
-            assert victim is not None
-            at = time.monotonic()
-            cluster.kill_postmaster(victim)
-            say(f"kill {k + 1}: SIGKILL of {victim.name}'s postmaster")
-            wait_until(
-                lambda v=victim: (p := cluster.primary()) is not None and p is not v,
-                "a new primary",
-                60,
-                0.1,
-            )
-            promoted = time.monotonic() - at
-            wait_until(cluster.healthy, "the old primary back as a sync standby", 120, 0.2)
-            rejoined = time.monotonic() - at
-            time.sleep(3)
-            gaps = {p.path: round(p.gap_around(at) or -1, 2) for p in probes}
-            say(f"  promoted +{promoted:.1f} s, rejoined +{rejoined:.1f} s, outage {gaps}")
-            out["kills"].append({"promoted_s": round(promoted, 1), "rejoined_s": round(rejoined, 1),
-                                 "outage_s": gaps})  # fmt: skip
+            out["kills"].append(kill_primary(cluster, probes, k))
         if args.freeze:
-            victim = cluster.primary()
-            assert victim is not None
-            at = time.monotonic()
-            cluster.freeze_node(victim)
-            say(f"froze {victim.name} (Patroni and PostgreSQL) for {TTL_S + 6} s")
-            time.sleep(TTL_S + 6)
-            cluster.thaw_node(victim)
-            wait_until(cluster.healthy, "the old primary back as a sync standby", 180, 0.2)
-            time.sleep(3)
-            gaps = {p.path: round(p.gap_around(at) or -1, 2) for p in probes}
-            say(f"  freeze: outage {gaps}")
-            out["freeze"] = {"outage_s": gaps, "healthy_s": round(time.monotonic() - at, 1)}
+            out["freeze"] = freeze_primary(cluster, probes)
         for p in probes:
             p.close()
         final = cluster.url("probe")

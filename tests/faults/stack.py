@@ -8,14 +8,19 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from bench.common import Server, django_env, spawn, start_gunicorn, stop_group
 from bench.servers import OwnPostgres, OwnRedis
@@ -75,6 +80,8 @@ class Stack:
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     extra_env: dict[str, str] = field(default_factory=dict)
     queue: str = field(default_factory=lambda: f"lb-faults-{uuid.uuid4().hex[:8]}")
+    # Servers a test adds beside the stack (a replica, a standby): closed after it.
+    after_close: list[Callable[[], None]] = field(default_factory=list)
 
     def env(self, **extra: str) -> dict[str, str]:
         broker = self.redis.url(0) if self.redis else "filesystem://"
@@ -194,6 +201,8 @@ class Stack:
         if self.redis is not None:
             self.redis.close()
         self.pg.close()
+        for close in self.after_close:
+            close()
 
 
 def _csrf(html: str) -> str:
@@ -218,3 +227,36 @@ def own_servers_available() -> bool:
     from bench.servers import PG_BIN
 
     return (PG_BIN / "initdb").exists() and os.path.exists("/usr/bin/redis-server")
+
+
+@contextmanager
+def own_stack(
+    django_db_blocker: Any,
+    prefix: str,
+    pg: Callable[[], OwnPostgres] = OwnPostgres,
+    *,
+    redis: bool = False,
+    extra_env: dict[str, str] | None = None,
+    web: bool = True,
+) -> Iterator[Stack]:
+    """A stack on a PostgreSQL of its own (`pg()`), and a Redis of its own if `redis`, in a
+    fresh temporary folder named `prefix…`, its schema copied from pytest-django's migrated
+    test database, gunicorn started unless `web=False`; closed and the folder removed on the
+    way out. For a module-scoped fixture; skips where initdb or redis-server is missing."""
+    if not own_servers_available():
+        pytest.skip("needs PostgreSQL's initdb and redis-server to start servers of its own")
+    tmp = Path(tempfile.mkdtemp(prefix=prefix))
+    stack = Stack(tmp=tmp, pg=pg(), redis=OwnRedis() if redis else None)
+    stack.extra_env = dict(extra_env or {})
+    try:
+        if stack.redis is not None:
+            stack.redis.start()
+        with django_db_blocker.unblock():
+            source = migrated_db_url()
+        stack.setup(source)
+        if web:
+            stack.start_web()
+        yield stack
+    finally:
+        stack.close()
+        shutil.rmtree(tmp, ignore_errors=True)

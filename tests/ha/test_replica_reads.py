@@ -6,16 +6,13 @@ the replica's replay is paused to make it lag. Writes and sign-in stay on the pr
 from __future__ import annotations
 
 import re
-import shutil
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
 
-from bench.servers import OwnPostgres, OwnReplica
-from tests.faults.stack import Stack, migrated_db_url, own_servers_available
+from bench.servers import OwnReplica
+from tests.faults.stack import Stack, own_stack
 from tests.waiting import wait_until
 
 # django_db: pytest-django then migrates the test database, whose schema the stack copies.
@@ -35,16 +32,9 @@ work_admit(key=%r, queue_name="default", by=None)
 
 @pytest.fixture(scope="module")
 def replica_stack(django_db_setup, django_db_blocker) -> Iterator[tuple[Stack, OwnReplica]]:  # type: ignore[no-untyped-def]
-    if not own_servers_available():
-        pytest.skip("needs PostgreSQL's initdb and redis-server to start servers of its own")
-    tmp = Path(tempfile.mkdtemp(prefix="lb-replica-"))
-    stack = Stack(tmp=tmp, pg=OwnPostgres())
-    replica: OwnReplica | None = None
-    try:
-        with django_db_blocker.unblock():
-            source = migrated_db_url()
-        stack.setup(source)
+    with own_stack(django_db_blocker, "lb-replica-", web=False) as stack:
         replica = OwnReplica(stack.pg)
+        stack.after_close.append(replica.close)
         replica.start()
         stack.extra_env = {
             "DATABASE_REPLICA_URL": replica.url("lb_faults"),
@@ -52,11 +42,6 @@ def replica_stack(django_db_setup, django_db_blocker) -> Iterator[tuple[Stack, O
         }
         stack.start_web()
         yield stack, replica
-    finally:
-        stack.close()
-        if replica is not None:
-            replica.close()
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def note(html: str) -> tuple[str, float | None, str]:

@@ -12,17 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
-import tempfile
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import httpx
 import pytest
 
 from leaseboard_client import AsyncClient, Client, CommitUnknown
-from tests.faults.stack import Stack, migrated_db_url, own_servers_available, problem
+from tests.faults.stack import Stack, own_stack, problem
 from tests.ha_generation.pair import Primary
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.django_db]
@@ -33,21 +30,12 @@ NEVER = "standby_that_never_comes"
 
 @pytest.fixture(scope="module")
 def sync_stack(django_db_setup, django_db_blocker) -> Iterator[Stack]:  # type: ignore[no-untyped-def]
-    if not own_servers_available():
-        pytest.skip("needs PostgreSQL's initdb to start servers of its own")
-    tmp = Path(tempfile.mkdtemp(prefix="lb-ha-commit-"))
-    stack = Stack(tmp=tmp, pg=Primary())
-    stack.extra_env = {"LEASEBOARD_API_DEADLINE_MS": str(DEADLINE_MS)}
-    try:
-        with django_db_blocker.unblock():
-            source = migrated_db_url()
-        stack.setup(source)
-        stack.start_web()
-        yield stack
-    finally:
-        stack.pg.require_standby("")  # type: ignore[attr-defined]  # release any waiter
-        stack.close()
-        shutil.rmtree(tmp, ignore_errors=True)
+    deadline = {"LEASEBOARD_API_DEADLINE_MS": str(DEADLINE_MS)}
+    with own_stack(django_db_blocker, "lb-ha-commit-", Primary, extra_env=deadline) as stack:
+        try:
+            yield stack
+        finally:
+            stack.pg.require_standby("")  # type: ignore[attr-defined]  # release any waiter
 
 
 def wait_for(what: str, ready: Callable[[], bool], timeout: float = 15) -> None:
@@ -58,19 +46,17 @@ def wait_for(what: str, ready: Callable[[], bool], timeout: float = 15) -> None:
         time.sleep(0.05)
 
 
-class Watched(httpx.HTTPTransport):
-    """A real HTTP transport that records what each request was answered, and runs
-    `on_unknown` once, right after the first 503 commit_unknown (the standby coming back
-    between the agent's two asks)."""
+class Seen:
+    """Records what each request was answered (a 503's reason), and runs `on_unknown` once,
+    right after the first 503 commit_unknown (the standby coming back between the agent's
+    two asks). Mixed into a real HTTP transport, sync or async."""
 
     def __init__(self) -> None:
         super().__init__()
         self.seen: list[tuple[str, str, object]] = []
         self.on_unknown: Callable[[], None] | None = None
 
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        response = super().handle_request(request)
-        response.read()
+    def note(self, request: httpx.Request, response: httpx.Response) -> None:
         said: object = response.status_code
         if response.status_code == 503:
             said = json.loads(response.content).get("reason")
@@ -78,6 +64,15 @@ class Watched(httpx.HTTPTransport):
         if said == "commit_unknown" and self.on_unknown is not None:
             hook, self.on_unknown = self.on_unknown, None
             hook()
+
+
+class Watched(Seen, httpx.HTTPTransport):
+    """A real HTTP transport that notes each answer (`Seen`)."""
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        response = super().handle_request(request)
+        response.read()
+        self.note(request, response)
         return response
 
 
@@ -196,24 +191,14 @@ def test_the_sdk_never_acts_on_an_unknown_commit_and_resolves_it_by_asking_again
     client.close()
 
 
-class AsyncWatched(httpx.AsyncHTTPTransport):
+class AsyncWatched(Seen, httpx.AsyncHTTPTransport):
     """`Watched` for the asyncio client."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.seen: list[tuple[str, str, object]] = []
-        self.on_unknown: Callable[[], None] | None = None
-
+    # deliberate: Watched.handle_request's async twin (an await cannot be shared)
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         response = await super().handle_async_request(request)
         await response.aread()
-        said: object = response.status_code
-        if response.status_code == 503:
-            said = json.loads(response.content).get("reason")
-        self.seen.append((request.method, request.url.path, said))
-        if said == "commit_unknown" and self.on_unknown is not None:
-            hook, self.on_unknown = self.on_unknown, None
-            hook()
+        self.note(request, response)
         return response
 
 

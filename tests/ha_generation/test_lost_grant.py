@@ -13,11 +13,8 @@ SyncRep, `pg_ctl stop -m immediate` and `pg_ctl promote`.
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -25,7 +22,7 @@ import pytest
 
 from leaseboard_recipient import TokenVerifier
 from leaseboard_recipient.tokens import public_keys_from_jwks, unverified_claims
-from tests.faults.stack import Stack, migrated_db_url, own_servers_available
+from tests.faults.stack import Stack, own_stack
 from tests.ha_generation.pair import STANDBY_NAME, Primary, Standby, timeline_now
 from tests.recipient.test_epoch_guards import pg_guard, pg_schema, redis_guard  # noqa: F401
 
@@ -45,23 +42,16 @@ print(json.dumps({"agent": agent, "recipient": recipient}))
 def pair_stack(django_db_setup, django_db_blocker) -> Iterator[tuple[Stack, dict[str, Any]]]:  # type: ignore[no-untyped-def]
     """gunicorn on a primary of the test's own; the test makes the standby (in the dict,
     so it is closed here whatever happens)."""
-    if not own_servers_available():
-        pytest.skip("needs PostgreSQL's initdb to start servers of its own")
-    tmp = Path(tempfile.mkdtemp(prefix="lb-ha-gen-"))
-    stack = Stack(tmp=tmp, pg=Primary())
     holder: dict[str, Any] = {}
-    try:
-        with django_db_blocker.unblock():
-            source = migrated_db_url()
-        stack.setup(source)
-        stack.start_web()
-        yield stack, holder
-    finally:
-        stack.close()
+
+    def close_standby() -> None:
         standby = holder.get("standby")
         if standby is not None:
             standby.close()
-        shutil.rmtree(tmp, ignore_errors=True)
+
+    with own_stack(django_db_blocker, "lb-ha-gen-", Primary) as stack:
+        stack.after_close.append(close_standby)
+        yield stack, holder
 
 
 def bearer(token: str) -> dict[str, str]:
