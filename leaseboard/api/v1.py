@@ -1,4 +1,5 @@
-"""The v1 agent and recipient API (docs/design.md §13). Thin: parse, call a service, shape JSON."""
+"""The v1 agent and recipient API (docs/design.md §13). Thin: parse, call a service, shape JSON.
+The recipients' endpoints are api/recipients.py's router, mounted at the end."""
 
 from __future__ import annotations
 
@@ -9,24 +10,20 @@ from django.http import HttpRequest
 from ninja import Path, Status
 from ninja.security import HttpBearer
 
+from leaseboard.api import recipients as recipients_api
 from leaseboard.api import schemas as s
 from leaseboard.api.errors import problem_handlers_install
 from leaseboard.api.jsoncodec import OrjsonParser, OrjsonRenderer
 from leaseboard.api.openapi import ContractAPI, problems
 from leaseboard.core.authority import Actor
-from leaseboard.core.models import Executor, Recipient
+from leaseboard.core.models import Executor
 from leaseboard.core.selectors import work_item_state
 from leaseboard.core.services import effects as effect_services
 from leaseboard.core.services import leases as lease_services
-from leaseboard.core.services import recipients, reconciliation
+from leaseboard.core.services import reconciliation
 from leaseboard.core.services.executors import executor_for_token
-from leaseboard.core.services.fencing import fencing_public_keys
-from leaseboard.core.services.fencing_check import fencing_check
 from leaseboard.core.services.policy import policy_explain
-from leaseboard.core.services.recipients import recipient_for_token
 from leaseboard.core.services.work import KEY_PATTERN, KEY_RULE, work_admit, work_complete
-from leaseboard.domain import fencing
-from leaseboard.domain.errors import ValidationFailed
 
 log = logging.getLogger(__name__)
 
@@ -38,15 +35,6 @@ class AgentBearer(HttpBearer):
             return None
         return executor
 
-
-class RecipientBearer(HttpBearer):
-    def authenticate(self, request: HttpRequest, token: str) -> Recipient | None:
-        return recipient_for_token(token)
-
-
-# The recipients' endpoints authenticate agents too, so that the authority table, not a
-# missing credential, refuses them (403 forbidden): an agent cannot speak for a recipient.
-RECIPIENT_OR_AGENT = [RecipientBearer(), AgentBearer()]
 
 api = ContractAPI(
     title="Leaseboard API",
@@ -65,14 +53,7 @@ api = ContractAPI(
 # Path parameters, declared once: a key outside the alphabet is a 400 before any lookup.
 WorkKeyPath = Path(..., pattern=KEY_PATTERN, max_length=200, description=KEY_RULE)
 LeaseIdPath = EffectIdPath = Path(..., max_length=64)
-WORK, LEASES, EFFECTS, FENCING, RECIPIENTS, POLICY = (
-    ["work-items"],
-    ["leases"],
-    ["effects"],
-    ["fencing"],
-    ["recipients"],
-    ["policy"],
-)
+WORK, LEASES, EFFECTS, POLICY = ["work-items"], ["leases"], ["effects"], ["policy"]
 
 
 problem_handlers_install(api)
@@ -80,12 +61,6 @@ problem_handlers_install(api)
 
 def _executor(request: HttpRequest) -> Executor:
     return request.auth  # type: ignore[attr-defined,no-any-return]
-
-
-def _speaker(request: HttpRequest) -> Actor:
-    """The actor behind a recipient endpoint's credential: a recipient, or an agent."""
-    auth = request.auth  # type: ignore[attr-defined]
-    return Actor.recipient(auth) if isinstance(auth, Recipient) else Actor.agent(auth)
 
 
 # deliberate: each operation declares its whole contract (path, response, operation id, tag,
@@ -351,69 +326,9 @@ def reconcile(
     return {"effect_id": str(effect.id), "resolution": effect.resolution}
 
 
-@api.get(
-    "/fencing/keys",
-    auth=None,
-    response={200: s.Jwks},
-    operation_id="get_fencing_keys",
-    tags=FENCING,
-    openapi_extra=problems(),
-)
-def fencing_keys(request: HttpRequest) -> dict[str, Any]:
-    """The Ed25519 public keys (JWKS) that verify fencing tokens offline."""
-    return fencing.jwks(fencing_public_keys())
-
-
-@api.post(
-    "/recipient-reports",
-    auth=RECIPIENT_OR_AGENT,
-    response={201: s.RecipientReportOut},
-    operation_id="file_recipient_report",
-    tags=RECIPIENTS,
-    openapi_extra=problems(400, 401, 403, 404),
-)
-def recipient_report(request: HttpRequest, body: s.RecipientReportIn):  # type: ignore[no-untyped-def]
-    """A stale, forged, expired or effect-less token a recipient refused (recipient
-    credential only)."""
-    effect = recipients.recipient_report_record(
-        actor=_speaker(request),
-        work_key=body.work_key,
-        reason=body.reason,
-        epoch=body.epoch,
-        high_water=body.high_water,
-        detail=body.detail,
-        token=body.token,
-    )
-    return Status(
-        201,
-        {
-            "report_id": str(effect.id),
-            "work_key": body.work_key,
-            "current_epoch": effect.current_epoch,
-        },
-    )
-
-
-@api.post(
-    "/fencing/check",
-    auth=RECIPIENT_OR_AGENT,
-    response={200: s.FencingCheckOut},
-    operation_id="check_fencing",
-    tags=RECIPIENTS,
-    openapi_extra=problems(400, 401, 403),
-)
-def check_fencing(request: HttpRequest, body: s.FencingCheckIn) -> dict[str, Any]:
-    """Is the standing this token proves current right now, and (given the request's
-    `digest`, or its `kind`, `target` and `payload`) was it decided on exactly this request?
-    (Chubby's CheckSequencer; recipient credential only.) A content mismatch answers
-    `payload_mismatch` and is recorded as the recipient's refusal."""
-    digest = body.digest
-    if body.kind is not None or body.target is not None or body.payload is not None:
-        if body.kind is None or body.target is None or digest is not None:
-            raise ValidationFailed(
-                "send the request's digest, or its kind and target (and payload)", param="digest"
-            )
-        digest = fencing.content_digest(body.kind, body.target, body.payload)
-    return fencing_check(
-        actor=_speaker(request), token=body.fencing_token, digest=digest, queue=body.queue
-    ).__dict__
+# The recipients' endpoints (api/recipients.py) authenticate agents too, so that the
+# authority table, not a missing credential, refuses them (403 forbidden): an agent cannot
+# speak for a recipient. Mounted at the root after this module's operations, so the OpenAPI
+# document lists them last, as it always has.
+RECIPIENT_OR_AGENT = [recipients_api.RecipientBearer(), AgentBearer()]
+api.add_router("", recipients_api.router, auth=RECIPIENT_OR_AGENT)

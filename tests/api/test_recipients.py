@@ -8,7 +8,9 @@ import io
 
 import pytest
 from django.core.management import call_command
+from django.test import RequestFactory
 
+from leaseboard.api.recipients import RecipientBearer
 from leaseboard.core.authority import Actor
 from leaseboard.core.models import Alert, AuditEntry, Effect, Recipient
 from leaseboard.core.models.executors import hash_token
@@ -34,6 +36,20 @@ def test_an_agent_credential_is_forbidden_on_the_recipients_endpoints(api, holde
         assert response.json_body["code"] == "forbidden"
     assert not Effect.objects.filter(source="recipient").exists()
     assert not Alert.objects.exists()
+
+
+def test_the_recipient_bearer_knows_a_recipients_credential_and_no_other(recipient, holder):
+    rec, credential = recipient("ledger")
+    agent_token, _ = holder
+    bearer, request = RecipientBearer(), RequestFactory().post("/api/v1/fencing/check")
+    assert bearer.authenticate(request, credential) == rec
+    assert bearer.authenticate(request, agent_token) is None
+    assert bearer.authenticate(request, "lbr_not-a-credential") is None
+
+
+def test_the_recipients_router_serves_the_public_keys_without_a_credential(api):
+    r = api.get("/api/v1/fencing/keys")
+    assert r.status_code == 200 and r.json_body["keys"], r.content
 
 
 def test_a_recipient_credential_is_not_an_agents(api, recipient, holder):

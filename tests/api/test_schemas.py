@@ -43,8 +43,9 @@ def test_the_package_offers_every_schema_by_its_name() -> None:
     assert sorted(schemas.__all__) == sorted(set(schemas.__all__))
 
 
-def test_api_v1_finds_each_schema_it_names_in_the_package() -> None:
-    source = (PACKAGE.parent / "v1.py").read_text()
+@pytest.mark.parametrize("handlers", ["v1.py", "recipients.py"])
+def test_the_api_handlers_find_each_schema_they_name_in_the_package(handlers: str) -> None:
+    source = (PACKAGE.parent / handlers).read_text()
     used = {
         node.attr
         for node in ast.walk(ast.parse(source))

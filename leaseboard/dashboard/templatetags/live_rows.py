@@ -73,9 +73,6 @@ def live_rows(
 _VIEW_ONLY = ' <small class="view-only" data-view-only>another team\'s: view only</small>'
 
 
-# deliberate: the fast path the module docstring describes. The URL prefixes, reversed once
-# a call, come in as plain arguments (no object is built a row), so the signature is alike
-# in shape with other long ones (lease_revoke_audited_locked, standing_complete).
 def _row(
     row: LeaseRow[LiveLease],
     can_pick: bool,
@@ -85,6 +82,14 @@ def _row(
     mark: str = "",
     decide_url: str = "",
 ) -> str:
+    """One row of the live page: its `<tr>` with the pick box, work key, holder, certainty
+    and hold, time left or ended, epoch, queue, renewals, largest gap and actions.
+
+    One piece: the deliberate fast path the module docstring describes, the row written as
+    one run of f-strings (10,000 rows a render, docs/benchmarks.md "The dashboard at fleet
+    scale"). The URL prefixes, reversed once a call, come in as plain arguments (no object
+    is built a row), so the signature is alike in shape with other long ones
+    (lease_revoke_audited_locked, standing_complete)."""
     lease = row.lease
     item = lease.work_item
     holder = lease.holder

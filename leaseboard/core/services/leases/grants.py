@@ -272,10 +272,16 @@ def _granted(span: Decision, grant: Grant) -> None:
 @decided("leaseboard.lease.acquire", about=lambda kw: {"work_key": kw["work_key"]}, result=_granted)
 @transaction.atomic(durable=True)
 def lease_acquire(*, work_key: str, executor: Executor, ttl_ms: int | None = None) -> Grant:
-    # Two round trips answer every gate question: lock the item, then, in a NEW statement
-    # whose snapshot sees whatever committed while we waited for the lock, read the clock,
-    # the live lease, the reconciliation gate and the latest checkpoint. (Subqueries in the
-    # locking statement would use its pre-wait snapshot: the race test catches that.)
+    """An executor takes a work item under a new lease: lock the item, check every gate
+    (the credential's queue, a hold, admission and status, a live lease, the reconciliation
+    gate, the fence, the envelope), grant, and sign the lease's fencing token.
+
+    One piece: a hot path (docs/benchmarks.md, acquire). Two round trips answer every gate
+    question: lock the item, then, in a NEW statement whose snapshot sees whatever committed
+    while we waited for the lock, read the clock, the live lease, the reconciliation gate
+    and the latest checkpoint (the gate read compiled once, `_GATES`). Subqueries in the
+    locking statement would use its pre-wait snapshot: the race test catches that. The gates
+    are checked in order on the values those two reads return, then the grant."""
     actor = Actor.of_executor(executor)
     authorize(Act.ACQUIRE, actor)
     found = _ITEM_LOCKED.row(work_key)
