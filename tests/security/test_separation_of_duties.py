@@ -220,6 +220,7 @@ TURN_ON = (
     "from leaseboard.policy.services.four_eyes import four_eyes_set\n"
     "four_eyes_set(on=True, actor=cli_actor('cli:ops'))\n"
 )
+# deliberate: a policy file's text (data, alike in shape only).
 RULES = """
 [queues.default]
 default_decision = "allow"
