@@ -11,7 +11,8 @@ meets the same server in test_live_async.py.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -184,6 +185,17 @@ def test_one_503_on_a_renewal_does_not_end_the_lease(live: Live) -> None:
 # -- 3. lease_revoked stops it at once ---------------------------------------------------------
 
 
+@contextmanager
+def _holding(live: Live, name: str) -> Iterator[tuple[Client, str, Any, list]]:
+    """(client, key, holding, lost): a fresh client holding a newly admitted work item for
+    the block, every loss it reports recorded in `lost`."""
+    client = live.client()
+    key = live.admitted(name)
+    lost, on_lost = lost_recorder()
+    with client.hold(key, ttl_ms=TTL_MS, on_lost=on_lost) as holding:
+        yield client, key, holding, lost
+
+
 @pytest.fixture
 def successor_takes_over(agent) -> Callable[[str, str], int]:  # type: ignore[no-untyped-def]
     """take(key, lease_id) -> the new epoch: an approver revokes the lease and grants the
@@ -196,10 +208,7 @@ def successor_takes_over(agent) -> Callable[[str, str], int]:  # type: ignore[no
 def test_lease_revoked_on_renew_ends_the_holding_at_once(
     live: Live, successor_takes_over: Callable[[str, str], int]
 ) -> None:
-    client = live.client()
-    key = live.admitted("revoke")
-    lost, on_lost = lost_recorder()
-    with client.hold(key, ttl_ms=TTL_MS, on_lost=on_lost) as holding:
+    with _holding(live, "revoke") as (client, key, holding, lost):
         old_epoch = holding.epoch
         new_epoch = successor_takes_over(key, holding.lease_id)
         assert new_epoch == old_epoch + 1
@@ -245,10 +254,7 @@ def test_lease_revoked_on_renew_ends_the_holding_at_once(
 def test_after_a_takeover_an_old_epoch_effect_is_refused_before_any_renewal(
     live: Live, successor_takes_over: Callable[[str, str], int]
 ) -> None:
-    client = live.client()
-    key = live.admitted("takeover")
-    lost, on_lost = lost_recorder()
-    with client.hold(key, ttl_ms=TTL_MS, on_lost=on_lost) as holding:
+    with _holding(live, "takeover") as (_, key, holding, lost):
         successor_takes_over(key, holding.lease_id)
         assert holding.active  # nothing has told this process yet
 

@@ -253,10 +253,9 @@ def test_completion_is_refused_while_an_effect_outcome_is_unknown(agent):
 
 @pytest.mark.django_db
 def test_an_agent_cannot_reacquire_over_unreconciled_effects(agent, db_clock):
-    admit("gate-1", ttl_ms=3_000)
     a, _ = agent()
     b, _ = agent()
-    lease = ls.lease_acquire(work_key="gate-1", executor=a).lease
+    lease = leased_item(a, key="gate-1", ttl_ms=3_000)
     _propose(lease, a, "g-1")
     db_clock.advance(3_001)
     with pytest.raises(NeedsReconciliation):
@@ -342,10 +341,9 @@ def test_batch_renew_answers_per_lease(agent):
 def test_a_lazy_expiry_opens_the_same_single_alert_a_sweep_would(agent, db_clock):
     from leaseboard.sweeps.services import sweep_run
 
-    admit("lazy-1", ttl_ms=3_000)
     a, _ = agent()
     b, _ = agent()
-    lease = ls.lease_acquire(work_key="lazy-1", executor=a).lease
+    lease = leased_item(a, key="lazy-1", ttl_ms=3_000)
     db_clock.advance(3_001)
     ls.lease_acquire(work_key="lazy-1", executor=b)  # expires the first lease on the spot
     sweep_run()
