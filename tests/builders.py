@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from django.db import connection
 
+from leaseboard.domain.policy import RuleSpec
+
 if TYPE_CHECKING:
     from leaseboard.core.models import Effect, Executor, Lease, WorkItem
 
@@ -312,6 +314,37 @@ def request_for(key: str, user: Any, **kw: Any):  # type: ignore[no-untyped-def]
     }
     args.update(kw)
     return takeover_request(**args)
+
+
+def standing_on(key: str, people: Any):  # type: ignore[no-untyped-def]
+    """`people.operator`'s standing on work item `key`: a takeover request (request_for)
+    approved by `people.approver` with the note "ok"; returns the intervention."""
+    from leaseboard.core.authority import Actor
+    from leaseboard.takeovers.services import takeover_approve
+
+    return takeover_approve(
+        request_pk=request_for(key, people.operator).id,
+        actor=Actor.human(people.approver),
+        note="ok",
+    )
+
+
+def signed_in(user: Any):  # type: ignore[no-untyped-def]
+    """A Django test client with `user` signed in (no password round trip)."""
+    from django.test import Client
+
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+# The payments rule of the queue-scope tests: refunds above 50,000.00 need an approver.
+BIG_REFUNDS = RuleSpec(
+    name="big-refunds",
+    kind="payment.refund",
+    when="payload.amount_cents > 5000000",
+    decision="require_approval",
+)
 
 
 # -- an agent holding a lease through the HTTP API (the payments sandbox tests) ----------

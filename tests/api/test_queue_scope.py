@@ -8,17 +8,9 @@ from __future__ import annotations
 import pytest
 
 from leaseboard.core.models import AuditEntry, Effect, Queue, WorkItem
-from leaseboard.domain.policy import RuleSpec
-from tests.builders import effect_rules
+from tests.builders import BIG_REFUNDS, effect_rules
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db]
-
-BIG_REFUNDS = RuleSpec(
-    name="big-refunds",
-    kind="payment.refund",
-    when="payload.amount_cents > 5000000",
-    decision="require_approval",
-)
 
 
 @pytest.fixture

@@ -9,7 +9,17 @@ from typing import Any
 
 import httpx
 
-from leaseboard_client import AsyncClient, AsyncRenewer, Client, ClientTiming, Renewer
+from leaseboard_client import (
+    AsyncClient,
+    AsyncRenewer,
+    Client,
+    ClientTiming,
+    LeaseLost,
+    LeaseRevoked,
+    NotHolder,
+    Renewer,
+    StaleEpoch,
+)
 
 TIMING = ClientTiming(
     request_timeout_s=1.0, renew_interval_s=5.0, safety_margin_s=1.0, drift_rate=0.01
@@ -17,6 +27,15 @@ TIMING = ClientTiming(
 
 
 URL = "http://leaseboard.test"
+
+# The server's answers to a renew that end a holding at once, and the SDK error each raises
+# (sync and async alike): the cases of the authoritative-refusal tests.
+AUTHORITATIVE_REFUSALS = [
+    ("lease_revoked", LeaseRevoked),
+    ("stale_epoch", StaleEpoch),
+    ("not_holder", NotHolder),
+    ("lease_expired", LeaseLost),
+]
 
 
 class FakeClock:

@@ -21,19 +21,15 @@ from leaseboard_client import (
     Client,
     ClientTiming,
     LeaseError,
-    LeaseLost,
-    LeaseRevoked,
     LocalJeopardy,
     LockDelay,
-    NotHolder,
     Renewer,
-    StaleEpoch,
     TransientError,
     Unavailable,
     WorkLeased,
 )
 from leaseboard_client.aio import loop_renewer
-from tests.client.fakes import TIMING, FakeClock, FakeServer
+from tests.client.fakes import AUTHORITATIVE_REFUSALS, TIMING, FakeClock, FakeServer
 from tests.client.fakes import offline_async_client as make_client
 from tests.waiting import async_wait_until
 
@@ -198,15 +194,7 @@ def test_a_hung_server_puts_every_holding_in_local_jeopardy_before_the_server_le
     assert lost == []  # transient failures never abdicate; jeopardy is not loss
 
 
-@pytest.mark.parametrize(
-    ("code", "error"),
-    [
-        ("lease_revoked", LeaseRevoked),
-        ("stale_epoch", StaleEpoch),
-        ("not_holder", NotHolder),
-        ("lease_expired", LeaseLost),
-    ],
-)
+@pytest.mark.parametrize(("code", "error"), AUTHORITATIVE_REFUSALS)
 def test_an_authoritative_refusal_ends_an_async_holding_at_once_and_a_transient_one_does_not(
     server: FakeServer, clock: FakeClock, code: str, error: type
 ) -> None:

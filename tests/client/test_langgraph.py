@@ -24,14 +24,13 @@ from langchain_core.messages import ToolMessage
 from leaseboard_client import (
     AsyncClient,
     AsyncRenewer,
-    Client,
     Effect,
     LeaseRevoked,
     Renewer,
 )
 from leaseboard_client.langchain import effect_tool
 from tests.builders import admit, make_user
-from tests.client.fakes import TIMING, FakeServer, offline_async_client
+from tests.client.fakes import TIMING, FakeServer, offline_async_client, offline_client
 from tests.client.harness import in_thread
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "clients/python/examples/langgraph_refunds.py"
@@ -217,14 +216,7 @@ def test_with_stop_on_loss_off_a_lost_lease_is_reported_to_the_model_and_the_run
         """Pay an invoice."""
         raise AssertionError("ran without standing")
 
-    sync = Client(
-        "http://leaseboard.test",
-        "t",
-        timing=TIMING,
-        transport=httpx.MockTransport(server),
-        clock=server.clock,
-        renewer=Renewer(clock=server.clock, start_thread=False),
-    )
+    sync = offline_client(server, Renewer(clock=server.clock, start_thread=False))
     holding = sync.hold("job-1")
     tool = effect_tool(holding, pay, kind="payment.charge", target="invoice", stop_on_loss=False)
     model = example.ScriptedChatModel(
@@ -250,14 +242,7 @@ def test_with_stop_on_loss_off_a_lost_lease_is_reported_to_the_model_and_the_run
 
 
 def test_a_tool_must_take_the_effect_and_match_the_holdings_kind(server: FakeServer) -> None:
-    holding = Client(
-        "http://leaseboard.test",
-        "t",
-        timing=TIMING,
-        transport=httpx.MockTransport(server),
-        clock=server.clock,
-        renewer=Renewer(clock=server.clock, start_thread=False),
-    ).hold("job-1")
+    holding = offline_client(server, Renewer(clock=server.clock, start_thread=False)).hold("job-1")
 
     def no_effect(invoice: str) -> str:
         """No fx."""

@@ -11,6 +11,8 @@ meets the same server in test_live_async.py.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -183,15 +185,32 @@ def test_one_503_on_a_renewal_does_not_end_the_lease(live: Live) -> None:
 # -- 3. lease_revoked stops it at once ---------------------------------------------------------
 
 
-def test_lease_revoked_on_renew_ends_the_holding_at_once(live: Live, agent) -> None:  # type: ignore[no-untyped-def]
+@contextmanager
+def _holding(live: Live, name: str) -> Iterator[tuple[Client, str, Any, list]]:
+    """(client, key, holding, lost): a fresh client holding a newly admitted work item for
+    the block, every loss it reports recorded in `lost`."""
     client = live.client()
-    key = live.admitted("revoke")
+    key = live.admitted(name)
     lost, on_lost = lost_recorder()
+    with client.hold(key, ttl_ms=TTL_MS, on_lost=on_lost) as holding:
+        yield client, key, holding, lost
+
+
+@pytest.fixture
+def successor_takes_over(agent) -> Callable[[str, str], int]:  # type: ignore[no-untyped-def]
+    """take(key, lease_id) -> the new epoch: an approver revokes the lease and grants the
+    work to the agent "successor" (both made before the hold starts)."""
     successor, _ = agent("successor")
     approver = an_approver()
-    with client.hold(key, ttl_ms=TTL_MS, on_lost=on_lost) as holding:
+    return lambda key, lease_id: take_over(key, lease_id, successor, approver)
+
+
+def test_lease_revoked_on_renew_ends_the_holding_at_once(
+    live: Live, successor_takes_over: Callable[[str, str], int]
+) -> None:
+    with _holding(live, "revoke") as (client, key, holding, lost):
         old_epoch = holding.epoch
-        new_epoch = take_over(key, holding.lease_id, successor, approver)
+        new_epoch = successor_takes_over(key, holding.lease_id)
         assert new_epoch == old_epoch + 1
         assert live.server_view(key)["holder"] == "successor"
 
@@ -233,16 +252,10 @@ def test_lease_revoked_on_renew_ends_the_holding_at_once(live: Live, agent) -> N
 
 
 def test_after_a_takeover_an_old_epoch_effect_is_refused_before_any_renewal(
-    live: Live,
-    agent,  # type: ignore[no-untyped-def]
+    live: Live, successor_takes_over: Callable[[str, str], int]
 ) -> None:
-    client = live.client()
-    key = live.admitted("takeover")
-    lost, on_lost = lost_recorder()
-    successor, _ = agent("successor")
-    approver = an_approver()
-    with client.hold(key, ttl_ms=TTL_MS, on_lost=on_lost) as holding:
-        take_over(key, holding.lease_id, successor, approver)
+    with _holding(live, "takeover") as (_, key, holding, lost):
+        successor_takes_over(key, holding.lease_id)
         assert holding.active  # nothing has told this process yet
 
         with pytest.raises(StaleEpoch):

@@ -53,6 +53,18 @@ def setup(live_server, agent, tmp_path):  # type: ignore[no-untyped-def]
     }
 
 
+def config_for(setup: dict[str, Any], repo: Path, **options: Any) -> Path:
+    """The gateway's config for this test's server, work item and repository (`options` as
+    gateway_config takes them: queue, ttl_ms, renew_interval_s, echo, extra)."""
+    return gateway_config(
+        setup["dir"] / "gw.toml",
+        server=setup["url"],
+        work_key=setup["key"],
+        repo=repo,
+        **options,
+    )
+
+
 def lease_of(key: str) -> Any:
     from leaseboard.core.models import Lease
 
@@ -86,11 +98,9 @@ def test_a_commit_lands_then_after_an_operator_revokes_the_next_is_refused(
 ) -> None:
     from leaseboard.core.services.leases import lease_revoke
 
-    config = gateway_config(
-        setup["dir"] / "gw.toml",
-        server=setup["url"],
-        work_key=setup["key"],
-        repo=repo,
+    config = config_for(
+        setup,
+        repo,
         ttl_ms=6000,  # renewed every two seconds: the background renewer is seen working
         renew_interval_s=2.0,
         echo=True,
@@ -181,9 +191,7 @@ def test_a_gateway_frozen_past_its_ttl_while_a_successor_starts_wakes_to_a_refus
     process's own clock saw none of it, as after a VM suspend or a stop-the-world pause, so
     its local deadline cannot save it: Leaseboard's fence must, and the commit it makes on
     waking is refused as stale, recorded, and never reaches the repository."""
-    config = gateway_config(
-        setup["dir"] / "gw.toml", server=setup["url"], work_key=setup["key"], repo=repo
-    )
+    config = config_for(setup, repo)
     with GatewaySession(config, setup["token"]) as gw:
         staged_change(repo, "before-pause.txt")
         assert not gw.call("git_commit", {"repo_path": str(repo), "message": "ok"}).is_error
@@ -224,6 +232,20 @@ def approval_rule(queue_name: str) -> None:
     )
 
 
+def approval_config(
+    setup: dict[str, Any], repo: Path, queue: str, *, approval_wait_s: float
+) -> Path:
+    """A queue whose commits need an approver, and the gateway's config on it that waits
+    `approval_wait_s` for a decision (polling every 0.1 s)."""
+    approval_rule(queue)
+    return config_for(
+        setup,
+        repo,
+        queue=queue,
+        extra=f"approval_wait_s = {approval_wait_s}\napproval_poll_s = 0.1",
+    )
+
+
 def approve(effect_id: str) -> None:
     from leaseboard.core.authority import Actor
     from leaseboard.core.services.approvals import effect_approve
@@ -240,15 +262,7 @@ def test_a_require_approval_rule_holds_the_commit_until_an_approver_decides(
     refused `approval_required` with "retry after"; nothing is forwarded. The approver
     decides; the same call again joins the same effect and lands. On exit the lease is
     released."""
-    approval_rule("reviewed")
-    config = gateway_config(
-        setup["dir"] / "gw.toml",
-        server=setup["url"],
-        work_key=setup["key"],
-        repo=repo,
-        queue="reviewed",
-        extra="approval_wait_s = 0.3\napproval_poll_s = 0.1",
-    )
+    config = approval_config(setup, repo, "reviewed", approval_wait_s=0.3)
     with GatewaySession(config, setup["token"], mode="legacy") as gw:
         before = head(repo)
         staged_change(repo, "reviewed.txt")
@@ -281,15 +295,7 @@ def test_a_client_that_can_elicit_is_sent_to_the_approval_page_and_its_call_land
     import anyio
     import mcp_types as types
 
-    approval_rule("reviewed-elicit")
-    config = gateway_config(
-        setup["dir"] / "gw.toml",
-        server=setup["url"],
-        work_key=setup["key"],
-        repo=repo,
-        queue="reviewed-elicit",
-        extra="approval_wait_s = 5\napproval_poll_s = 0.1",
-    )
+    config = approval_config(setup, repo, "reviewed-elicit", approval_wait_s=5)
     asked: list[types.ElicitRequestParams] = []
 
     async def elicitation(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
@@ -341,9 +347,7 @@ def test_over_streamable_http_the_gateway_serves_and_releases_its_lease_on_sigte
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    config = gateway_config(
-        setup["dir"] / "gw.toml", server=setup["url"], work_key=setup["key"], repo=repo
-    )
+    config = config_for(setup, repo)
     process = subprocess.Popen(
         [GATEWAY, "--config", str(config), "--transport", "http", "--port", str(port)],
         env={**os.environ, TOKEN_ENV: setup["token"]},

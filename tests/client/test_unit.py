@@ -19,7 +19,6 @@ from leaseboard_client import (
     InternalError,
     LeaseError,
     LeaseLost,
-    LeaseRevoked,
     LocalJeopardy,
     NotHolder,
     OnHold,
@@ -31,7 +30,7 @@ from leaseboard_client import (
     WorkLeased,
     local_deadline,
 )
-from tests.client.fakes import TIMING, FakeClock, FakeServer
+from tests.client.fakes import AUTHORITATIVE_REFUSALS, TIMING, FakeClock, FakeServer
 from tests.client.fakes import offline_client as make_client
 
 
@@ -256,15 +255,7 @@ def test_a_whole_batch_refusal_carrying_a_lease_code_ends_no_lease(
     assert holding.lost is None and holding.consecutive_failures == 1
 
 
-@pytest.mark.parametrize(
-    ("code", "error"),
-    [
-        ("lease_revoked", LeaseRevoked),
-        ("stale_epoch", StaleEpoch),
-        ("not_holder", NotHolder),
-        ("lease_expired", LeaseLost),
-    ],
-)
+@pytest.mark.parametrize(("code", "error"), AUTHORITATIVE_REFUSALS)
 def test_an_authoritative_renew_refusal_ends_the_holding_at_once(
     server: FakeServer, renewer: Renewer, clock: FakeClock, code: str, error: type
 ) -> None:

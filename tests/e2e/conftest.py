@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.builders import make_user
 from tests.e2e.chromium import ARGS, CHROMIUM
 
 
@@ -45,3 +46,10 @@ def browser(_chromium):  # type: ignore[no-untyped-def]
     # Connections the test opened inside Playwright's context are not the ones
     # pytest-django closes; left open, they keep the test database from dropping.
     connections.close_all()
+
+
+@pytest.fixture
+def olga_and_abe(fast_passwords):  # type: ignore[no-untyped-def]
+    """The people of the hold and revoke pages: olga, an operator, and abe, an approver."""
+    make_user("olga", "operator")
+    make_user("abe", "approver")

@@ -8,16 +8,28 @@ import urllib.error
 import urllib.request
 from typing import Any
 
+import pytest
+
 from tests.builders import PASSWORD
 from tests.e2e.chromium import SHOTS
 
 DESKTOP = {"width": 1440, "height": 900}
 PHONE = {"width": 390, "height": 844}
 
+# The marks of a browser test whose people sign in with passwords (hashed fast: MD5).
+SIGNED_IN_BROWSER_TEST = [
+    pytest.mark.browser,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("fast_passwords"),
+]
 
-def sign_in(browser: Any, base: str, username: str, viewport: dict | None = None) -> Any:
-    """A new browser context signed in as `username`; returns its page."""
-    context = browser.new_context(viewport=viewport or DESKTOP, accept_downloads=True)
+
+def sign_in(
+    browser: Any, base: str, username: str, viewport: dict | None = None, **options: Any
+) -> Any:
+    """A new browser context signed in as `username` (`options` are the context's own:
+    timezone_id, reduced_motion, ...); returns its page."""
+    context = browser.new_context(viewport=viewport or DESKTOP, accept_downloads=True, **options)
     page = context.new_page()
     page.set_default_timeout(10_000)
     page.goto(f"{base}/login/")
@@ -50,6 +62,11 @@ def agent_call(base: str, path: str, token: str, body: dict | None = None) -> tu
         return err.code, json.loads(err.read() or b"{}")
 
 
+def agent_renew(base: str, lease: Any, token: str) -> tuple[int, dict]:
+    """The agent renews `lease` at its epoch: (status, problem or answer)."""
+    return agent_call(base, f"/api/v1/leases/{lease.id}/renew", token, {"epoch": lease.epoch})
+
+
 def confirm(page: Any, name: str = "") -> None:
     """Answer the confirmation dialog of a risky action (screenshot first if `name`)."""
     dialog = page.locator("dialog#confirm-dialog[open]")
@@ -57,3 +74,15 @@ def confirm(page: Any, name: str = "") -> None:
     if name:
         shot(page, name, full_page=False)
     dialog.locator("[data-ok]").click()
+
+
+def confirm_bulk(page: Any, submit: str, asked: str) -> str:
+    """Submit a bulk form by its button `submit`, check the confirmation dialog asks
+    `asked`, confirm, and return the text of the summary that answers."""
+    page.click(submit)
+    dialog = page.locator("dialog#confirm-dialog[open]")
+    dialog.wait_for()
+    assert asked in dialog.inner_text()
+    confirm(page)
+    page.wait_for_selector("#bulk-summary")
+    return str(page.inner_text("#bulk-summary"))

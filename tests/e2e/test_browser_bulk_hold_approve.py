@@ -6,21 +6,16 @@ the count, confirms, and reads an outcome per effect (one decided meanwhile is r
 
 from __future__ import annotations
 
-import pytest
-
 from leaseboard.core.authority import Actor
 from leaseboard.core.models import Effect, Lease, WorkItem
 from leaseboard.core.services import approvals, holds
 from tests.builders import effect_under, leased_item, make_user, pending_refunds
-from tests.e2e.pages import confirm, shot, sign_in
+from tests.e2e.pages import SIGNED_IN_BROWSER_TEST, confirm_bulk, shot, sign_in
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+pytestmark = SIGNED_IN_BROWSER_TEST
 
 
-def test_hold_all_matching_counts_first_and_reports_each_lease(
-    live_server, browser, agent, settings
-):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+def test_hold_all_matching_counts_first_and_reports_each_lease(live_server, browser, agent):
     olga = make_user("olga", "operator")
     bad, _ = agent("loopy-bot")
     good, _ = agent("steady-bot")
@@ -45,13 +40,10 @@ def test_hold_all_matching_counts_first_and_reports_each_lease(
         reason_category="stuck",
         reason_text="looking at it",
     )
-    op.click("#hold-bulk-form button[type=submit]")
-    dialog = op.locator("dialog#confirm-dialog[open]")
-    dialog.wait_for()
-    assert "Put 5 leases matching the filter on hold" in dialog.inner_text()
-    confirm(op)
-    op.wait_for_selector("#bulk-summary")
-    assert "4 of 5 lease(s) put on hold." in op.inner_text("#bulk-summary")
+    summary = confirm_bulk(
+        op, "#hold-bulk-form button[type=submit]", "Put 5 leases matching the filter on hold"
+    )
+    assert "4 of 5 lease(s) put on hold." in summary
     assert op.locator("#bulk-outcomes tbody tr[data-ok='1']").count() == 4
     refused = op.locator("#bulk-outcomes tbody tr[data-ok='0']")
     assert "loop-2" in refused.inner_text() and "already on hold" in refused.inner_text()
@@ -61,10 +53,7 @@ def test_hold_all_matching_counts_first_and_reports_each_lease(
     assert Lease.objects.filter(holder=bad, state="active").count() == 5  # nobody revoked
 
 
-def test_approve_all_matching_counts_first_and_reports_each_effect(
-    live_server, browser, agent, settings
-):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+def test_approve_all_matching_counts_first_and_reports_each_effect(live_server, browser, agent):
     make_user("abe", "approver")
     other = make_user("ann", "approver")
     bot, _ = agent("refund-bot")
@@ -84,13 +73,10 @@ def test_approve_all_matching_counts_first_and_reports_each_effect(
     ap.fill("#bulk-note", "small refunds, checked")
     # Meanwhile another approver decides one of them.
     approvals.effect_reject(effect_id=refunds[1].id, actor=Actor.human(other), note="no")
-    ap.click("#effects-bulk-form button[value=approve]")
-    dialog = ap.locator("dialog#confirm-dialog[open]")
-    dialog.wait_for()
-    assert "Authorize 3 effects matching the filter" in dialog.inner_text()
-    confirm(ap)
-    ap.wait_for_selector("#bulk-summary")
-    assert "2 of 3 effect(s) authorized." in ap.inner_text("#bulk-summary")
+    summary = confirm_bulk(
+        ap, "#effects-bulk-form button[value=approve]", "Authorize 3 effects matching the filter"
+    )
+    assert "2 of 3 effect(s) authorized." in summary
     refused = ap.locator("#bulk-outcomes tbody tr[data-ok='0']")
     assert "rf-1" in refused.inner_text() and "already_decided" in refused.inner_text()
     shot(ap, "bulk-approve-outcomes")

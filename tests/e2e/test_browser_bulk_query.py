@@ -4,19 +4,16 @@ and reads an outcome per lease; the other agent's leases are untouched."""
 
 from __future__ import annotations
 
-import pytest
-
 from leaseboard.core.models import Lease
 from tests.builders import leased_item, make_user
-from tests.e2e.pages import confirm, shot, sign_in
+from tests.e2e.pages import SIGNED_IN_BROWSER_TEST, confirm_bulk, shot, sign_in
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+pytestmark = SIGNED_IN_BROWSER_TEST
 
 
 def test_revoke_all_matching_a_filter_counts_first_and_reports_each_lease(
-    live_server, browser, agent, settings
+    live_server, browser, agent
 ):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     make_user("olga", "operator")
     bad, _ = agent("loopy-bot")
     good, _ = agent("steady-bot")
@@ -35,13 +32,8 @@ def test_revoke_all_matching_a_filter_counts_first_and_reports_each_lease(
     assert op.locator("#revoke-bulk-form input[name=lease]:checked").count() == 7
     op.select_option('select[name="reason_category"]', "misbehaving")
     op.fill('textarea[name="reason_text"]', "loops on every refund")
-    op.click("#revoke-bulk-form button[type=submit]")
-    dialog = op.locator("dialog#confirm-dialog[open]")
-    dialog.wait_for()
-    assert "(7 matching the filter)" in dialog.inner_text()
-    confirm(op)
-    op.wait_for_selector("#bulk-summary")
-    assert "7 of 7 lease(s) revoked" in op.inner_text("#bulk-summary")
+    summary = confirm_bulk(op, "#revoke-bulk-form button[type=submit]", "(7 matching the filter)")
+    assert "7 of 7 lease(s) revoked" in summary
     assert op.locator("#bulk-outcomes tbody tr[data-ok='1']").count() == 7
     shot(op, "bulk-query-outcomes")
     assert Lease.objects.filter(holder=bad, state="revoked").count() == 7

@@ -8,21 +8,10 @@ from __future__ import annotations
 import pytest
 
 from leaseboard.core.models import AuditEntry, Lease
-from tests.builders import leased_item, make_user
-from tests.e2e.pages import agent_call, confirm, shot, sign_in
+from tests.builders import leased_item
+from tests.e2e.pages import agent_call, agent_renew, confirm, shot, sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture
-def people(settings):  # type: ignore[no-untyped-def]
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-    make_user("olga", "operator")
-    make_user("abe", "approver")
-
-
-def _renew(base: str, lease, token: str) -> tuple[int, dict]:  # type: ignore[no-untyped-def]
-    return agent_call(base, f"/api/v1/leases/{lease.id}/renew", token, {"epoch": lease.epoch})
 
 
 def _effect(base: str, lease, token: str, key: str) -> tuple[int, dict]:  # type: ignore[no-untyped-def]
@@ -45,7 +34,7 @@ def _hold(page, reason: str) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_hold_refuses_effects_while_renewals_succeed_then_lifts_then_escalates(
-    live_server, browser, agent, people
+    live_server, browser, agent, olga_and_abe
 ):
     base = live_server.url
     executor, token = agent("refund-bot")
@@ -55,7 +44,7 @@ def test_hold_refuses_effects_while_renewals_succeed_then_lifts_then_escalates(
     _hold(op, "refund amounts look doubled")
     shot(op, "hold-1-work-item")
 
-    status, renewal = _renew(base, lease, token)
+    status, renewal = agent_renew(base, lease, token)
     assert status == 200 and renewal["on_hold"] is True
     assert renewal["hold_reason"] == "misbehaving: refund amounts look doubled"
     status, problem = _effect(base, lease, token, "r-1")
@@ -72,7 +61,7 @@ def test_hold_refuses_effects_while_renewals_succeed_then_lifts_then_escalates(
     op.fill("#hold-release-note", "amounts checked: fine")
     op.click("#hold-release-form button[type=submit]")
     op.wait_for_selector("#hold-form")
-    assert _renew(base, lease, token)[1]["on_hold"] is False
+    assert agent_renew(base, lease, token)[1]["on_hold"] is False
     assert _effect(base, lease, token, "r-2")[0] == 201
 
     # Held again, then escalated to a takeover started from the hold's reason.
@@ -84,7 +73,7 @@ def test_hold_refuses_effects_while_renewals_succeed_then_lifts_then_escalates(
     shot(op, "hold-3-escalate")
     op.click("#takeover-request button[type=submit]")
     assert "waiting for an approver" in op.content()
-    assert _renew(base, lease, token)[0] == 200  # still its lease until approved
+    assert agent_renew(base, lease, token)[0] == 200  # still its lease until approved
 
     ap = sign_in(browser, base, "abe")
     ap.goto(f"{base}/takeovers/pending/")
@@ -92,7 +81,7 @@ def test_hold_refuses_effects_while_renewals_succeed_then_lifts_then_escalates(
     confirm(ap)  # approving revokes a live agent: said first
     ap.wait_for_selector(".msg-success")
     assert Lease.objects.get(id=lease.id).state == "revoked"
-    status, problem = _renew(base, lease, token)
+    status, problem = agent_renew(base, lease, token)
     assert status == 409 and problem["code"] == "lease_revoked"
     actions = list(AuditEntry.objects.order_by("seq").values_list("action", flat=True))
     assert [a for a in actions if a.startswith("lease.hold")] == [

@@ -5,24 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from tests.builders import leased_item, make_user
-from tests.e2e.pages import agent_call, confirm, shot, sign_in
+from tests.builders import leased_item
+from tests.e2e.pages import agent_call, agent_renew, confirm, shot, sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-@pytest.fixture
-def people(settings):  # type: ignore[no-untyped-def]
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-    make_user("olga", "operator")
-    make_user("abe", "approver")
-
-
-def _renew(base: str, lease, token: str) -> tuple[int, dict]:  # type: ignore[no-untyped-def]
-    return agent_call(base, f"/api/v1/leases/{lease.id}/renew", token, {"epoch": lease.epoch})
-
-
-def test_an_operator_revokes_a_lease_and_the_agent_is_told_why(live_server, browser, agent, people):
+def test_an_operator_revokes_a_lease_and_the_agent_is_told_why(
+    live_server, browser, agent, olga_and_abe
+):
     executor, token = agent("refund-bot")
     lease = leased_item(executor, key="refund-9", ttl_ms=600_000)
     page = sign_in(browser, live_server.url, "olga")
@@ -33,19 +24,19 @@ def test_an_operator_revokes_a_lease_and_the_agent_is_told_why(live_server, brow
     # Cancel first: nothing happens, focus goes back to the button.
     page.locator("dialog#confirm-dialog[open] [data-cancel]").click()
     assert page.evaluate("document.activeElement.closest('#revoke-form') !== null")
-    assert _renew(live_server.url, lease, token)[0] == 200
+    assert agent_renew(live_server.url, lease, token)[0] == 200
     page.click("#revoke-form button[type=submit]")
     confirm(page, "revoke-1-confirm")
     page.wait_for_selector(".msg-success")
     assert "REVOKED" in page.inner_text(f"#lease-{lease.id}")
     shot(page, "revoke-2-done")
 
-    status, problem = _renew(live_server.url, lease, token)
+    status, problem = agent_renew(live_server.url, lease, token)
     assert status == 409 and problem["code"] == "lease_revoked"
     assert problem["reason"] == "misbehaving: refunds order 9 twice"
 
 
-def test_an_operator_revokes_picked_leases_in_bulk(live_server, browser, agent, people):
+def test_an_operator_revokes_picked_leases_in_bulk(live_server, browser, agent, olga_and_abe):
     executor, token = agent("batch-bot")
     leases = [leased_item(executor, key=f"batch-{i}", ttl_ms=600_000) for i in range(3)]
     page = sign_in(browser, live_server.url, "olga")
@@ -64,7 +55,7 @@ def test_an_operator_revokes_picked_leases_in_bulk(live_server, browser, agent, 
     assert "2 of 2 lease(s) revoked" in page.inner_text("#bulk-summary")
     shot(page, "bulk-revoke-2-outcomes")
 
-    answers = [_renew(live_server.url, lease, token) for lease in leases]
+    answers = [agent_renew(live_server.url, lease, token) for lease in leases]
     assert [(s, p.get("code")) for s, p in answers] == [
         (409, "lease_revoked"),
         (200, None),
@@ -74,7 +65,7 @@ def test_an_operator_revokes_picked_leases_in_bulk(live_server, browser, agent, 
 
 
 def test_an_operator_quarantines_an_agent_and_an_approver_lifts_it(
-    live_server, browser, agent, people
+    live_server, browser, agent, olga_and_abe
 ):
     bad, token = agent("loop-bot")
     leases = [leased_item(bad, key=f"loop-{i}", ttl_ms=600_000) for i in range(2)]
@@ -90,7 +81,7 @@ def test_an_operator_quarantines_an_agent_and_an_approver_lifts_it(
     shot(op, "quarantine-2-banner")
 
     # The token is refused at once (this process forgot it); its leases were revoked.
-    status, problem = _renew(live_server.url, leases[0], token)
+    status, problem = agent_renew(live_server.url, leases[0], token)
     assert status == 401 and problem["code"] == "unauthenticated"
 
     ap = sign_in(browser, live_server.url, "abe")
@@ -100,6 +91,6 @@ def test_an_operator_quarantines_an_agent_and_an_approver_lifts_it(
     confirm(ap)
     ap.wait_for_selector(".msg-success")
     assert ap.locator("#quarantine").count() == 0
-    status, problem = _renew(live_server.url, leases[0], token)
+    status, problem = agent_renew(live_server.url, leases[0], token)
     assert status == 409 and problem["code"] == "lease_revoked"  # authenticated again
     assert agent_call(live_server.url, "/api/v1/work-items/loop-0/lease", token, {})[0] == 201

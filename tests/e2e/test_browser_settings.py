@@ -8,21 +8,17 @@ history shows each change with before -> after. Screenshots go to artifacts/scre
 from __future__ import annotations
 
 import httpx
-import pytest
 
 from tests.builders import make_user
 from tests.e2e.chromium import SHOTS
-from tests.e2e.pages import sign_in
+from tests.e2e.pages import SIGNED_IN_BROWSER_TEST, sign_in
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+pytestmark = SIGNED_IN_BROWSER_TEST
 
 
-def test_an_admin_configures_a_queue_and_a_rule_that_decides_effects(
-    live_server, browser, agent, settings
-):
+def test_an_admin_configures_a_queue_and_a_rule_that_decides_effects(live_server, browser, agent):
     from leaseboard.core.models import EffectRule, Queue
 
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     SHOTS.mkdir(parents=True, exist_ok=True)
     make_user("ada", "admin")
     make_user("abe", "approver")
@@ -64,24 +60,13 @@ def test_an_admin_configures_a_queue_and_a_rule_that_decides_effects(
         assert [a["admission"] for a in admissions] == ["admitted", "admitted", "waiting"]
         lease = h.post("/work-items/pay-1/lease", json={}).json()
         fx = {"lease_id": lease["lease_id"], "epoch": lease["epoch"], "kind": "payment.refund"}
-        big = h.post(
-            "/effects",
-            json={
-                **fx,
-                "target": "order-600",
-                "idempotency_key": "big",
-                "payload": {"amount_cents": 60000},
-            },
-        )
-        small = h.post(
-            "/effects",
-            json={
-                **fx,
-                "target": "order-400",
-                "idempotency_key": "small",
-                "payload": {"amount_cents": 40000},
-            },
-        )
+
+        def refund(key: str, target: str, amount_cents: int) -> httpx.Response:
+            body = {**fx, "target": target, "idempotency_key": key}
+            return h.post("/effects", json={**body, "payload": {"amount_cents": amount_cents}})
+
+        big = refund("big", "order-600", 60000)
+        small = refund("small", "order-400", 40000)
     assert (big.status_code, big.json()["decision"], big.json()["rule"]) == (
         202,
         "pending_approval",
@@ -97,6 +82,7 @@ def test_an_admin_configures_a_queue_and_a_rule_that_decides_effects(
     assert ap.locator(f"#effect-{small.json()['effect_id']}").count() == 0
 
     # The explain page names the rule, step by step.
+    # deliberate: a form filled field by field, as the rule form above (alike in shape only).
     ad.click(".settings-nav >> text=Explain")
     ad.select_option('select[name="queue"]', "payments")
     ad.fill('input[name="kind"]', "payment.refund")

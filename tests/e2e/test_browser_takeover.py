@@ -9,23 +9,20 @@ import csv
 import io
 from pathlib import Path
 
-import pytest
-
 from tests.builders import effect_under, leased_item, make_user
 from tests.e2e.chromium import SHOTS
-from tests.e2e.pages import confirm, sign_in
+from tests.e2e.pages import SIGNED_IN_BROWSER_TEST, confirm, sign_in
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+pytestmark = SIGNED_IN_BROWSER_TEST
 
 
 def test_two_people_take_over_reconcile_hand_back_and_a_manager_exports(
-    live_server, browser, agent, settings
+    live_server, browser, agent
 ):
     from leaseboard.core.models import Effect, Lease
     from leaseboard.core.services.effects import effect_report_outcome
     from leaseboard.takeovers.models import Intervention, TakeoverRequest
 
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     SHOTS.mkdir(parents=True, exist_ok=True)
     make_user("oscar", "operator")
     make_user("ada", "approver")

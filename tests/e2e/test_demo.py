@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.processes import python_in_repo
 from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -156,11 +157,4 @@ def test_the_one_command_demo_shows_the_whole_story_and_stops_cleanly(tmp_path):
 
 
 def reset(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "dev.py", "reset"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
+    return python_in_repo(["dev.py", "reset"], env=env, timeout=30)

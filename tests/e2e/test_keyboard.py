@@ -113,12 +113,7 @@ def test_only_a_short_status_is_announced_and_updates_can_be_paused(
 def test_countdowns_do_not_tick_with_reduced_motion(live_server, browser, agent, olga):
     bot, _ = agent("rm-bot")
     lease = leased_item(bot, key="rm-1", ttl_ms=600_000)
-    context = browser.new_context(reduced_motion="reduce")
-    page = context.new_page()
-    page.goto(f"{live_server.url}/login/")
-    page.fill('input[name="username"]', "olga")
-    page.fill('input[name="password"]', "correct-horse-battery-staple")
-    page.click('button[type="submit"]')
+    page = sign_in(browser, live_server.url, "olga", reduced_motion="reduce")
     page.wait_for_selector(f"#lease-{lease.id} .countdown")
     first = page.inner_text(f"#lease-{lease.id} .countdown")
     page.wait_for_timeout(2500)

@@ -9,9 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+# deliberate: the builders a browser world needs, as test_browser_operators imports them.
 from tests.builders import (
     age_lease,
     effect_rules,
+    effect_under,
     grant_break_glass,
     leased_item,
     make_user,
@@ -31,7 +33,7 @@ class World:
 def build_world(agent) -> World:  # type: ignore[no-untyped-def]
     from leaseboard.core.authority import Actor
     from leaseboard.core.models import Queue
-    from leaseboard.core.services.effects import effect_propose, effect_report_outcome
+    from leaseboard.core.services.effects import effect_report_outcome
     from leaseboard.sweeps.services import sweep_run
     from leaseboard.takeovers.services import (
         takeover_approve,
@@ -60,13 +62,12 @@ def build_world(agent) -> World:  # type: ignore[no-untyped-def]
     age_lease(jeopardy.id, jeopardy.jeopardy_after_ms + 500)
     gone = leased_item(agents["deploy-bot"], key="deploy-8")
     # Its outcome never reported: once expired, the item is blocked (needs reconciliation).
-    effect_propose(
-        lease_id=gone.id,
-        executor=agents["deploy-bot"],
-        epoch=gone.epoch,
+    effect_under(
+        gone,
+        agents["deploy-bot"],
+        "deploy-8-a",
         kind="deploy.rollout",
         target="cluster-eu-west-1/payments-api",
-        idempotency_key="deploy-8-a",
     )
     age_lease(gone.id, gone.ttl_ms + 1_000)
     sweep_run()  # the jeopardy and expiry alerts
@@ -75,13 +76,12 @@ def build_world(agent) -> World:  # type: ignore[no-untyped-def]
 
     # An effect waiting for approval, with a payment payload.
     pay = leased_item(agents["ledger-bot"], key="pay-42", queue="payments")
-    effect = effect_propose(
-        lease_id=pay.id,
-        executor=agents["ledger-bot"],
-        epoch=pay.epoch,
+    effect = effect_under(
+        pay,
+        agents["ledger-bot"],
+        "pay-42-a",
         kind="payment.send",
         target="invoice-42",
-        idempotency_key="pay-42-a",
         payload={"amount": "125.00", "currency": "EUR", "payee": "ACME GmbH"},
     )
     w.ids["waiting_effect"] = effect.id
@@ -94,14 +94,7 @@ def build_world(agent) -> World:  # type: ignore[no-untyped-def]
     )
     w.ids["waiting_request"] = waiting.id
     held = leased_item(agents["refund-bot"], key="refund-900", queue="payments")
-    fx = effect_propose(
-        lease_id=held.id,
-        executor=agents["refund-bot"],
-        epoch=held.epoch,
-        kind="payment.refund",
-        target="order-900",
-        idempotency_key="r900",
-    )
+    fx = effect_under(held, agents["refund-bot"], "r900", kind="payment.refund", target="order-900")
     effect_report_outcome(effect_id=fx.id, executor=agents["refund-bot"], outcome="unknown")
     req = takeover_request(
         work_key="refund-900",

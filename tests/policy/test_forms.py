@@ -90,6 +90,7 @@ def test_service_errors_land_under_the_field_they_name() -> None:
 
 
 def test_a_rule_form_keeps_every_field_of_its_rule() -> None:
+    # deliberate: every field of a rule, one keyword a line (data, alike in shape only).
     spec = RuleSpec(
         name="big",
         kind="payment.*",

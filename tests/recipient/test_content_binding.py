@@ -21,15 +21,10 @@ from leaseboard_recipient import (
 from leaseboard_recipient.tokens import (
     FencingClaims,
     canonical_json,
-    generate_private_key,
-    key_id,
-    public_key_raw,
     sign_token,
 )
+from tests.recipient.keys import KEY, KID, NOW, PUBLIC
 
-KEY = generate_private_key()
-KID = key_id(public_key_raw(KEY))
-NOW = 1_700_000_000_000
 REFUND = EffectContent("payment.refund", "order-1", {"amount": "100.00", "payee": "Zoë"})
 
 
@@ -52,7 +47,7 @@ def verifier(**kw: Any) -> tuple[TokenVerifier, MemoryReporter]:
     reporter = MemoryReporter()
     v = TokenVerifier(
         recipient="payments",
-        public_keys={KID: public_key_raw(KEY)},
+        public_keys=PUBLIC,
         guard=InMemoryEpochGuard(),
         reporter=reporter,
         clock_ms=lambda: NOW,

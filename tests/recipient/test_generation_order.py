@@ -18,18 +18,12 @@ from leaseboard_recipient import InMemoryEpochGuard, PostgresEpochGuard, TokenVe
 from leaseboard_recipient.tokens import (
     FencingClaims,
     InvalidToken,
-    generate_private_key,
-    key_id,
-    public_key_raw,
     sign_token,
     unverified_claims,
     verify_token,
 )
+from tests.recipient.keys import KEY, KID, PUBLIC
 from tests.recipient.test_epoch_guards import PG_URL, pg_guard, pg_schema, redis_guard  # noqa: F401
-
-KEY = generate_private_key()
-KID = key_id(public_key_raw(KEY))
-KEYS = {KID: public_key_raw(KEY)}
 
 
 def now_ms() -> int:
@@ -88,7 +82,7 @@ def claims_json(tok: str) -> dict[str, Any]:
 
 
 def test_an_old_token_without_a_generation_verifies_as_generation_0() -> None:
-    claims = verify_token(old_format_token("pay-1", 7), public_keys=KEYS, now_ms=now_ms())
+    claims = verify_token(old_format_token("pay-1", 7), public_keys=PUBLIC, now_ms=now_ms())
     assert (claims.generation, claims.epoch, claims.order) == (0, 7, (0, 7))
 
 
@@ -96,7 +90,7 @@ def test_a_generation_0_token_is_spelled_as_before_and_a_higher_one_carries_the_
     assert "generation" not in claims_json(token("pay-1", 3))
     high = token("pay-1", 3, generation=2)
     assert claims_json(high)["generation"] == 2
-    claims = verify_token(high, public_keys=KEYS, now_ms=now_ms())
+    claims = verify_token(high, public_keys=PUBLIC, now_ms=now_ms())
     assert claims.order == (2, 3)
     assert unverified_claims(high).generation == 2  # type: ignore[union-attr]
 
@@ -111,7 +105,7 @@ def test_a_generation_that_is_not_a_non_negative_bigint_is_malformed(bad: object
     signature = Ed25519PrivateKey.from_private_bytes(KEY).sign(segment.encode())
     forged = f"{segment}.{base64.urlsafe_b64encode(signature).rstrip(b'=').decode()}"
     with pytest.raises(InvalidToken) as refused:
-        verify_token(forged, public_keys=KEYS, now_ms=now_ms())
+        verify_token(forged, public_keys=PUBLIC, now_ms=now_ms())
     assert refused.value.code == "malformed"
 
 
@@ -129,7 +123,7 @@ def test_the_epoch_floor_compares_the_whole_order(
     generation: int, epoch: int, floor: tuple[int, int], accepted: bool
 ) -> None:
     tok = token("pay-1", epoch, generation=generation)
-    check = {"public_keys": KEYS, "now_ms": now_ms(), "min_generation": floor[0]}
+    check = {"public_keys": PUBLIC, "now_ms": now_ms(), "min_generation": floor[0]}
     if accepted:
         assert verify_token(tok, min_epoch=floor[1], **check).order == (generation, epoch)  # type: ignore[arg-type]
     else:
@@ -229,7 +223,7 @@ def test_a_redis_mark_written_before_generations_reads_as_generation_0(redis_gua
 
 
 def test_the_verifier_refuses_the_old_primarys_token_after_the_new_primarys_same_epoch() -> None:
-    verifier = TokenVerifier(recipient="payments", public_keys=KEYS, guard=InMemoryEpochGuard())
+    verifier = TokenVerifier(recipient="payments", public_keys=PUBLIC, guard=InMemoryEpochGuard())
     lost = token("pay-1", 5, generation=1)  # granted by a primary that was then lost
     successor = token("pay-1", 5, generation=2)  # the promoted standby's grant
     assert verifier.check(old_format_token("pay-1", 4), work_key="pay-1").accepted

@@ -21,19 +21,13 @@ from leaseboard_recipient.tokens import (
     MAX_TOKEN_CHARS,
     FencingClaims,
     InvalidToken,
-    generate_private_key,
-    key_id,
-    public_key_raw,
     sign_token,
     unverified_claims,
     verify_token,
 )
 from leaseboard_recipient.verifier import TokenVerifier
+from tests.recipient.keys import KEY, KID, NOW, PUBLIC
 
-NOW = 1_700_000_000_000
-KEY = generate_private_key()
-KID = key_id(public_key_raw(KEY))
-PUBLIC = {KID: public_key_raw(KEY)}
 FUZZ = settings(
     max_examples=400,
     deadline=None,

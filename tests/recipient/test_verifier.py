@@ -27,10 +27,7 @@ from leaseboard_recipient.tokens import (
     public_key_raw,
     sign_token,
 )
-
-KEY = generate_private_key()
-KID = key_id(public_key_raw(KEY))
-NOW = 1_700_000_000_000
+from tests.recipient.keys import KEY, KID, NOW, PUBLIC
 
 
 def token_for(
@@ -40,8 +37,10 @@ def token_for(
     key: bytes = KEY,
     expires: int = NOW + 15_000,
     effect: bool = True,
+    **more: Any,
 ) -> str:
-    """An effect's token by default; `effect=False` gives a lease token (from an acquire)."""
+    """An effect's token by default; `effect=False` gives a lease token (from an acquire);
+    `more` are further claims (digest, queue, policy_version)."""
     claims = FencingClaims(
         work_key=work_key,
         epoch=epoch,
@@ -51,6 +50,7 @@ def token_for(
         expires_at_ms=expires,
         kid=key_id(public_key_raw(key)),
         effect_id=str(uuid.uuid4()) if effect else None,
+        **more,
     )
     return sign_token(claims, private_key_raw=key)
 
@@ -59,7 +59,7 @@ def make_verifier(**kwargs: Any) -> tuple[TokenVerifier, MemoryReporter]:
     reporter = MemoryReporter()
     options: dict[str, Any] = {
         "recipient": "payments",
-        "public_keys": {KID: public_key_raw(KEY)},
+        "public_keys": dict(PUBLIC),
         "guard": InMemoryEpochGuard(),
         "reporter": reporter,
         "clock_ms": lambda: NOW,
@@ -107,7 +107,7 @@ def test_the_verifier_accepts_current_and_refuses_stale_tokens_and_reports_them(
 
 def test_an_unknown_kid_triggers_one_rate_limited_jwks_refresh() -> None:
     new_key = generate_private_key()
-    published: dict[str, bytes] = {KID: public_key_raw(KEY)}
+    published: dict[str, bytes] = dict(PUBLIC)
     fetches = []
     clock = [0.0]
 
@@ -392,20 +392,13 @@ def test_the_guards_check_is_a_span_with_its_decision_when_tracing_is_on() -> No
 def decided(work_key: str, queue: str | None, content: Any, epoch: int = 1) -> str:
     """An effect's token decided in `queue` (None: issued before tokens named it) on
     exactly `content`."""
-    claims = FencingClaims(
-        work_key=work_key,
-        epoch=epoch,
-        lease_id=str(uuid.uuid4()),
-        holder="agent-1",
-        issued_at_ms=NOW - 1_000,
-        expires_at_ms=NOW + 15_000,
-        kid=KID,
-        effect_id=str(uuid.uuid4()),
+    return token_for(
+        work_key,
+        epoch,
         digest=content.digest,
         queue=queue,
         policy_version=3 if queue else None,
     )
-    return sign_token(claims, private_key_raw=KEY)
 
 
 def test_a_payments_recipient_accepts_payments_only_from_the_payments_queue() -> None:

@@ -7,11 +7,10 @@ import contextlib
 import os
 import sqlite3
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.processes import python_in_repo
 
 
 def outside_env() -> dict[str, str]:
@@ -35,26 +34,12 @@ def embedded_env(data: Path) -> dict[str, str]:
 
 
 def manage(data: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "manage.py", *args],
-        cwd=ROOT,
-        env=embedded_env(data),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return python_in_repo(["manage.py", *args], env=embedded_env(data), timeout=120)
 
 
 def manage_check(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     """`manage.py check` in a fresh process with exactly `env`: start-up's own checks."""
-    return subprocess.run(
-        [sys.executable, "manage.py", "check"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return python_in_repo(["manage.py", "check"], env=env, timeout=60)
 
 
 def production_check(

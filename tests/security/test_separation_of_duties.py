@@ -8,10 +8,8 @@ servers run with four-eyes. Four-eyes is a setting in the database, changed unde
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -23,9 +21,9 @@ from leaseboard.core.authority import user_roles
 from leaseboard.core.models import AuditEntry
 from leaseboard.policy.models import FourEyes, PolicyChange
 from tests.builders import PASSWORD, make_user
+from tests.processes import manage_on_sqlite
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
-ROOT = Path(__file__).resolve().parents[2]
 User = get_user_model()
 
 
@@ -214,22 +212,7 @@ def test_the_commands_obey_four_eyes_as_the_database_has_it(ad1, ad2, four_eyes,
 
 
 def _manage(db: Path, *args: str, four_eyes_env: str = "") -> subprocess.CompletedProcess:
-    env = {
-        **os.environ,
-        "DATABASE_URL": f"sqlite:///{db}",
-        "LEASEBOARD_DATA_DIR": str(db.parent),
-        "DEBUG": "true",
-        "LEASEBOARD_POLICY_FOUR_EYES": four_eyes_env,
-    }
-    env.pop("LEASEBOARD_TESTING", None)
-    return subprocess.run(
-        [sys.executable, "manage.py", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return manage_on_sqlite(db, *args, LEASEBOARD_POLICY_FOUR_EYES=four_eyes_env)
 
 
 TURN_ON = (
@@ -237,6 +220,7 @@ TURN_ON = (
     "from leaseboard.policy.services.four_eyes import four_eyes_set\n"
     "four_eyes_set(on=True, actor=cli_actor('cli:ops'))\n"
 )
+# deliberate: a policy file's text (data, alike in shape only).
 RULES = """
 [queues.default]
 default_decision = "allow"

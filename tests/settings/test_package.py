@@ -137,6 +137,7 @@ def test_the_embedded_default_needs_no_configuration(tmp_path: Path) -> None:
 def test_postgresql_redis_and_single_sign_on_switch_on_from_the_environment(
     tmp_path: Path,
 ) -> None:
+    # deliberate: one environment variable a line (data, alike in shape only).
     got = _loaded(
         tmp_path,
         DATABASE_URL="postgres://lb@127.0.0.1/lb",

@@ -6,7 +6,6 @@ never sent that recipient anything."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, make_server
@@ -23,6 +22,7 @@ from leaseboard.core.services.recipients import recipient_webhook_clear, recipie
 from leaseboard.sweeps import notifications, tasks
 from leaseboard_recipient import EpochNoticeReceiver, InMemoryEpochGuard, TokenVerifier
 from tests.builders import admit, effect_under, make_user
+from tests.serving import served
 
 pytestmark = [pytest.mark.postgres, pytest.mark.usefixtures("fast_passwords")]
 
@@ -57,21 +57,19 @@ def _every_commit_flushes(settings):  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def endpoint() -> Iterator[tuple[str, Endpoint]]:
+def endpoint(celery_conf) -> Iterator[tuple[str, Endpoint]]:  # type: ignore[no-untyped-def]
+    """(url, endpoint): a recipient's notice endpoint; notices are delivered eagerly."""
+    celery_conf(task_always_eager=True)
     ep = Endpoint()
-    server = make_server("127.0.0.1", 0, ep.app, handler_class=_Quiet)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}/epochs", ep
-    server.shutdown()
+    with served(make_server("127.0.0.1", 0, ep.app, handler_class=_Quiet)) as base:
+        yield f"{base}/epochs", ep
 
 
 @pytest.mark.django_db(transaction=True)
 def test_a_notice_lets_a_recipient_refuse_a_paused_holders_send_before_the_successors(
-    agent, recipient, endpoint, celery_conf
+    agent, recipient, endpoint
 ):
     url, ep = endpoint
-    celery_conf(task_always_eager=True)
     recipient("ledger")
     ep.receiver = EpochNoticeReceiver(
         secret=recipient_webhook_set(name="ledger", url=url), guard=ep.guard
@@ -105,10 +103,9 @@ def test_a_notice_lets_a_recipient_refuse_a_paused_holders_send_before_the_succe
 
 @pytest.mark.django_db(transaction=True)
 def test_a_failed_notice_is_retried_and_logged_and_a_cleared_webhook_gets_none(
-    agent, recipient, endpoint, celery_conf, monkeypatch
+    agent, recipient, endpoint, monkeypatch
 ):
     url, ep = endpoint
-    celery_conf(task_always_eager=True)
     monkeypatch.setattr(notifications, "backoff_s", lambda attempt: 0)
     recipient("records")
     ep.receiver = EpochNoticeReceiver(
@@ -134,10 +131,9 @@ def test_a_failed_notice_is_retried_and_logged_and_a_cleared_webhook_gets_none(
 
 @pytest.mark.django_db(transaction=True)
 def test_a_burst_of_grants_goes_out_as_one_signed_batch_per_recipient(
-    agent, recipient, endpoint, celery_conf, settings
+    agent, recipient, endpoint, settings
 ):
     url, ep = endpoint
-    celery_conf(task_always_eager=True)
     settings.LEASEBOARD_EPOCH_NOTICE_FLUSH_S = 60  # coalesced: the burst enqueues nothing more
     # The process's one wake-up of the window (nothing due yet); the burst's are coalesced.
     tasks.wake(tasks.deliver_epoch_notices, min_interval_s=60)
@@ -158,10 +154,9 @@ def test_a_burst_of_grants_goes_out_as_one_signed_batch_per_recipient(
 
 @pytest.mark.django_db(transaction=True)
 def test_a_notice_signed_with_another_secret_moves_no_mark_and_fails_for_good(
-    agent, recipient, endpoint, celery_conf
+    agent, recipient, endpoint
 ):
     url, ep = endpoint
-    celery_conf(task_always_eager=True)
     recipient("deploys")
     recipient_webhook_set(name="deploys", url=url)
     ep.receiver = EpochNoticeReceiver(secret="whsec_someone-elses", guard=ep.guard)

@@ -4,7 +4,6 @@ delivery log that records failures."""
 from __future__ import annotations
 
 import json
-import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
@@ -15,6 +14,7 @@ from leaseboard.core.services.alerts import lease_alert
 from leaseboard.sweeps import notifications, services, tasks
 from leaseboard.sweeps.models import NotificationDelivery
 from tests.builders import age_leases, leased_item
+from tests.serving import served
 
 pytestmark = pytest.mark.postgres
 
@@ -36,11 +36,8 @@ class _Hook(BaseHTTPRequestHandler):
 @pytest.fixture
 def webhook_server():
     _Hook.received, _Hook.statuses = [], []
-    server = HTTPServer(("127.0.0.1", 0), _Hook)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}/hook", _Hook
-    server.shutdown()
+    with served(HTTPServer(("127.0.0.1", 0), _Hook)) as base:
+        yield f"{base}/hook", _Hook
 
 
 @pytest.mark.django_db(transaction=True)

@@ -5,18 +5,11 @@ answered with an outcome per item; role-gated; typed input kept after an error."
 from __future__ import annotations
 
 import pytest
-from django.test import Client
 
 from leaseboard.core.models import Alert, Effect, WorkItem
-from tests.builders import leased_item, make_user, open_alerts, pending_refunds
+from tests.builders import leased_item, make_user, open_alerts, pending_refunds, signed_in
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
-
-
-def _signed_in(user) -> Client:  # type: ignore[no-untyped-def]
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def test_hold_by_query_counts_the_filter_then_holds_the_ticked_leases(agent):
@@ -24,7 +17,7 @@ def test_hold_by_query_counts_the_filter_then_holds_the_ticked_leases(agent):
     fine, _ = agent("fine")
     leases = [leased_item(loopy, key=f"lp-{i}") for i in range(4)]
     leased_item(fine, key="ok-1")
-    client = _signed_in(make_user("olga", "operator"))
+    client = signed_in(make_user("olga", "operator"))
     live = client.get("/?holder=loopy").content.decode()
     assert 'id="hold-matching" href="/leases/hold?match=1&amp;holder=loopy"' in live
     page = client.get("/leases/hold?match=1&holder=loopy").content.decode()
@@ -46,7 +39,7 @@ def test_hold_by_query_counts_the_filter_then_holds_the_ticked_leases(agent):
 def test_hold_by_query_keeps_what_was_typed_and_ticked_after_an_error(agent):
     loopy, _ = agent("loopy")
     leases = [leased_item(loopy, key=f"lp-{i}") for i in range(2)]
-    client = _signed_in(make_user("olga", "operator"))
+    client = signed_in(make_user("olga", "operator"))
     r = client.post(
         "/leases/hold?match=1&holder=loopy",
         {"lease": [str(leases[1].id)], "reason_category": "misbehaving", "reason_text": ""},
@@ -60,10 +53,10 @@ def test_hold_by_query_keeps_what_was_typed_and_ticked_after_an_error(agent):
 
 
 def test_bulk_pages_are_gated_by_their_acts(agent):
-    manager = _signed_in(make_user("mia", "manager"))
+    manager = signed_in(make_user("mia", "manager"))
     assert manager.get("/leases/hold?match=1").status_code == 403
     assert manager.get("/alerts/acknowledge-matching?match=1").status_code == 403
-    operator = _signed_in(make_user("olga", "operator"))
+    operator = signed_in(make_user("olga", "operator"))
     assert operator.get("/takeovers/effects/decide-matching").status_code == 403
 
 
@@ -74,7 +67,7 @@ def _alerts(agent, n: int) -> list[Alert]:  # type: ignore[no-untyped-def]
 
 def test_acknowledge_by_query_counts_then_reports_each_alert(agent):
     alerts = _alerts(agent, 3)
-    client = _signed_in(make_user("olga", "operator"))
+    client = signed_in(make_user("olga", "operator"))
     assert 'id="acknowledge-matching"' in client.get("/alerts/?agent=flaky").content.decode()
     page = client.get("/alerts/acknowledge-matching?match=1&agent=flaky").content.decode()
     assert "<b>3</b> open, unacknowledged alerts match the filter (agent: flaky)" in page
@@ -97,7 +90,7 @@ def test_acknowledge_by_query_counts_then_reports_each_alert(agent):
 def test_approve_by_query_counts_then_decides_each_with_its_digest(agent):
     bot, _ = agent("refund-bot")
     effects = pending_refunds(bot, 3, amount_cents=100)
-    client = _signed_in(make_user("abe", "approver"))
+    client = signed_in(make_user("abe", "approver"))
     inbox = client.get("/takeovers/pending/").content.decode()
     assert 'id="effects-query"' in inbox and "at most 200 at once" in inbox
     url = "/takeovers/effects/decide-matching?kind=payment.refund"

@@ -6,27 +6,18 @@ input echoed back (escaped)."""
 from __future__ import annotations
 
 import pytest
-from django.test import Client
 
-from leaseboard.core.authority import Actor
 from leaseboard.core.models import Checkpoint
-from leaseboard.takeovers import services
 from leaseboard.web.kept import KEEP_SECONDS, SESSION_KEY
-from tests.builders import effect_under, leased_item, make_user, request_for
+from tests.builders import effect_under, leased_item, make_user, signed_in, standing_on
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
-
-
-def _signed_in(user) -> Client:  # type: ignore[no-untyped-def]
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def test_the_hold_form_shows_the_typed_reason_again_after_a_refusal(agent):
     bot, _ = agent("loopy")
     lease = leased_item(bot, key="k-1")
-    client = _signed_in(make_user("olga", "operator"))
+    client = signed_in(make_user("olga", "operator"))
     typed = {"reason_category": "", "reason_text": "doubles <every> refund", "next": "/work/k-1"}
     r = client.post(f"/leases/{lease.id}/hold", typed)
     assert r.status_code == 302 and r["Location"] == "/work/k-1"
@@ -45,7 +36,7 @@ def test_the_hold_form_shows_the_typed_reason_again_after_a_refusal(agent):
 def test_the_revoke_form_keeps_its_category_and_text(agent):
     bot, _ = agent("loopy")
     lease = leased_item(bot, key="k-2")
-    client = _signed_in(make_user("olga", "operator"))
+    client = signed_in(make_user("olga", "operator"))
     client.post(
         f"/leases/{lease.id}/revoke",
         {"reason_category": "misbehaving", "reason_text": "", "next": "/work/k-2"},
@@ -55,16 +46,9 @@ def test_the_revoke_form_keeps_its_category_and_text(agent):
     assert '<option value="misbehaving" selected>' in revoke
 
 
-def _standing(people, scene):  # type: ignore[no-untyped-def]
-    req = request_for(scene.key, people.operator)
-    return services.takeover_approve(
-        request_pk=req.id, actor=Actor.human(people.approver), note="ok"
-    )
-
-
 def test_the_checkpoint_form_on_the_work_item_page_keeps_a_document_that_is_not_json(people, scene):
-    iv = _standing(people, scene)
-    client = _signed_in(people.operator)
+    iv = standing_on(scene.key, people)
+    client = signed_in(people.operator)
     page = client.get(f"/work/{scene.key}").content.decode()
     assert 'id="checkpoint-form"' in page and f"(epoch {iv.epoch})" in page
     url = f"/takeovers/standing/{iv.lease_id}/checkpoint"
@@ -84,13 +68,13 @@ def test_the_checkpoint_form_on_the_work_item_page_keeps_a_document_that_is_not_
     assert Checkpoint.objects.get().data == {"step": "refund"}
     assert "refund</textarea>" not in client.get(f"/work/{scene.key}").content.decode()
     # Only the person holding the standing is offered the form.
-    approver_page = _signed_in(people.approver).get(f"/work/{scene.key}").content.decode()
+    approver_page = signed_in(people.approver).get(f"/work/{scene.key}").content.decode()
     assert 'id="checkpoint-form"' not in approver_page
 
 
 def test_the_standing_page_keeps_the_assign_choice_and_the_extension_reason(people, scene):
-    iv = _standing(people, scene)
-    client = _signed_in(people.operator)
+    iv = standing_on(scene.key, people)
+    client = signed_in(people.operator)
     base = {"lease_id": str(iv.lease_id), "epoch": iv.epoch}
     client.post(f"/takeovers/interventions/{iv.pk}/extend", {**base, "minutes": "7", "reason": ""})
     client.post(
@@ -112,7 +96,7 @@ def test_the_standing_page_keeps_the_assign_choice_and_the_extension_reason(peop
 def test_kept_input_expires(people, scene, agent):
     bot, _ = agent("loopy")
     lease = leased_item(bot, key="k-3")
-    client = _signed_in(make_user("olga", "operator"))
+    client = signed_in(make_user("olga", "operator"))
     client.post(f"/leases/{lease.id}/hold", {"reason_category": "", "reason_text": "old words"})
     session = client.session
     kept = session[SESSION_KEY]
@@ -136,7 +120,7 @@ def test_the_inbox_keeps_the_note_when_nothing_was_picked_and_the_effect_page_it
         RuleSpec(name="refunds", kind="payment.*", decision="require_approval"),
     )
     effect = effect_under(lease, bot, "k1", kind="payment.refund", target="order-1")
-    client = _signed_in(make_user("abe", "approver"))
+    client = signed_in(make_user("abe", "approver"))
     client.post("/takeovers/decide", {"decision": "reject", "note": "freeze until Monday"})
     inbox = client.get("/takeovers/pending/").content.decode()
     assert 'name="note" maxlength="1000" value="freeze until Monday"' in inbox

@@ -62,22 +62,13 @@ def test_approve_by_query_authorizes_each_and_refuses_a_changed_or_decided_one(a
 def test_reject_by_query_needs_a_note_and_an_approver(agent):
     effects = _waiting(agent, 2)
     ids = [str(e.id) for e in effects]
+    approver = Actor.human(make_user("abe", "approver"))
+    operator = Actor.human(make_user("olga", "operator"))
+    unnoted = {"effect_ids": ids, "digests": {}, "note": ""}
     with pytest.raises(ValidationFailed, match="needs a note"):
-        effects_decide_bulk(
-            decision="reject",
-            effect_ids=ids,
-            digests={},
-            actor=Actor.human(make_user("abe", "approver")),
-            note="",
-        )
+        effects_decide_bulk(decision="reject", actor=approver, **unnoted)
     with pytest.raises(Forbidden):
-        effects_decide_bulk(
-            decision="approve",
-            effect_ids=ids,
-            digests={},
-            actor=Actor.human(make_user("olga", "operator")),
-            note="",
-        )
+        effects_decide_bulk(decision="approve", actor=operator, **unnoted)
     bulk = effects_decide_bulk(
         decision="reject",
         effect_ids=ids,

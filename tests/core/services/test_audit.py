@@ -237,6 +237,7 @@ def test_a_rotated_key_verifies_old_entries_only_while_it_is_configured(agent, s
 def test_an_unkeyed_entry_after_the_keyed_chain_began_is_refused(agent, capsys):
     five_entries(agent)
     head = AuditHead.objects.get(id=1)
+    # deliberate: an entry's fields, one keyword a line, as audit_record takes them below.
     legacy = AuditEntry(
         seq=6,
         at_ms=1,
@@ -312,6 +313,7 @@ def test_entries_from_before_the_keyed_chain_are_anchored_and_protected_by_it(ag
 def test_the_anchor_may_not_be_skipped(capsys):
     _legacy_entries(2)
     with transaction.atomic():
+        # deliberate: an entry's fields, as the unkeyed AuditEntry rows above, through the writer.
         audit_record(
             at_ms=1,
             actor_name="x",

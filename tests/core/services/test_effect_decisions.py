@@ -15,15 +15,9 @@ from leaseboard.core.services.effect_decisions import (
     fence_checked,
 )
 from leaseboard.domain.errors import LockDelay, StaleEpoch
-from tests.builders import effect_rules, leased_item
+from tests.builders import effect_rules
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db]
-
-
-@pytest.fixture
-def held(agent):  # type: ignore[no-untyped-def]
-    executor, _ = agent("decider")
-    return executor, leased_item(executor, key="dec-1")
 
 
 def _effect(executor, lease: Lease, epoch: int) -> Effect:  # type: ignore[no-untyped-def]

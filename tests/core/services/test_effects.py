@@ -18,15 +18,9 @@ from leaseboard.domain.errors import (
 )
 from leaseboard.domain.fencing import unverified_claims
 from leaseboard.domain.policy import RuleSpec
-from tests.builders import effect_rules, leased_item
+from tests.builders import effect_rules
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db]
-
-
-@pytest.fixture
-def held(agent):  # type: ignore[no-untyped-def]
-    executor, _ = agent("payer")
-    return executor, leased_item(executor, key="order-9")
 
 
 def _propose(held, **over):  # type: ignore[no-untyped-def]

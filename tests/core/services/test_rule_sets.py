@@ -12,6 +12,8 @@ from django.test.utils import CaptureQueriesContext
 
 from leaseboard.core.clock import db_now_ms
 from leaseboard.core.models import Queue
+
+# deliberate: an import list and the module marks (alike in shape only).
 from leaseboard.core.services.rule_sets import (
     QueuePolicy,
     clock_and_policy_version,

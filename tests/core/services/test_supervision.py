@@ -92,13 +92,14 @@ def test_a_bulk_revoke_answers_per_lease_and_a_retry_answers_the_same(api, agent
     live = [leased_item(executor, key=f"bulk-{i}") for i in range(3)]
     ls.lease_release(lease_id=live[1].id, executor=executor, epoch=1)
     asked = [str(live[2].id), str(live[1].id), "not-a-lease", str(live[0].id)]
-    bulk = supervision.leases_revoke_bulk(
-        lease_ids=asked,
-        actor=operator,
-        reason_category="incident",
-        reason_text="payments outage: stop the fleet",
-        idempotency_key="k-1",
-    )
+    ask = {
+        "lease_ids": asked,
+        "actor": operator,
+        "reason_category": "incident",
+        "reason_text": "payments outage: stop the fleet",
+        "idempotency_key": "k-1",
+    }
+    bulk = supervision.leases_revoke_bulk(**ask)
     outcomes = [(r["lease_id"], r["ok"], r["code"], r["work_key"]) for r in bulk.results]
     assert outcomes == [
         (str(live[2].id), True, None, "bulk-2"),
@@ -113,13 +114,7 @@ def test_a_bulk_revoke_answers_per_lease_and_a_retry_answers_the_same(api, agent
     audits = AuditEntry.objects.filter(action="lease.revoke").count()
     assert audits == 2
 
-    again = supervision.leases_revoke_bulk(
-        lease_ids=asked,
-        actor=operator,
-        reason_category="incident",
-        reason_text="payments outage: stop the fleet",
-        idempotency_key="k-1",
-    )
+    again = supervision.leases_revoke_bulk(**ask)  # the same request, retried
     assert again.id == bulk.id and again.results == bulk.results
     assert AuditEntry.objects.filter(action="lease.revoke").count() == audits
     with pytest.raises(IdempotencyConflict):

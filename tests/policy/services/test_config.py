@@ -6,10 +6,6 @@ is refused whole, each problem under its path."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -27,9 +23,9 @@ from leaseboard.policy.services.config import (
     config_loads,
 )
 from tests.builders import make_user
+from tests.processes import manage_on_sqlite
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
-ROOT = Path(__file__).resolve().parents[3]
 
 PROPOSALS = [
     ("payments", "payment.refund", "order-1", {"amount_cents": 60000}),
@@ -112,25 +108,6 @@ def configured():
     return admin
 
 
-def _manage(db: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-    env = {
-        **os.environ,
-        "DATABASE_URL": f"sqlite:///{db}",
-        "LEASEBOARD_DATA_DIR": str(db.parent),
-        "DEBUG": "true",
-    }
-    env.pop("LEASEBOARD_TESTING", None)
-    return subprocess.run(
-        [sys.executable, "manage.py", *args],
-        cwd=ROOT,
-        env=env,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-
-
 EXPLAIN = """
 import json
 from leaseboard.core.services.policy import policy_explain
@@ -151,28 +128,30 @@ def test_export_then_apply_on_a_fresh_database_decides_the_same(configured, tmp_
     assert "s" not in config_loads(text)["queues"]["payments"]["notify"]["webhooks"][0]
 
     db = tmp_path / "fresh.sqlite3"
-    assert _manage(db, "migrate", "--noinput", "-v", "0").returncode == 0
+    assert manage_on_sqlite(db, "migrate", "--noinput", "-v", "0").returncode == 0
     for user, role in (("ada", "admin"), ("abe", "approver")):
-        made = _manage(db, "create_user", user, "--role", role, "--password", "x-Long-enough-1")
+        made = manage_on_sqlite(
+            db, "create_user", user, "--role", role, "--password", "x-Long-enough-1"
+        )
         assert made.returncode == 0, made.stderr
-    before = _manage(db, "config", "export").stdout
-    dry = _manage(db, "config", "apply", str(path), "--dry-run")
+    before = manage_on_sqlite(db, "config", "export").stdout
+    dry = manage_on_sqlite(db, "config", "apply", str(path), "--dry-run")
     assert dry.returncode == 0, dry.stderr
     assert "+ queue payments" in dry.stdout and "dry run" in dry.stdout
-    assert _manage(db, "config", "export").stdout == before  # the dry run changed nothing
+    assert manage_on_sqlite(db, "config", "export").stdout == before  # the dry run changed nothing
 
-    applied = _manage(db, "config", "apply", str(path))
+    applied = manage_on_sqlite(db, "config", "apply", str(path))
     assert applied.returncode == 0, applied.stderr
     assert "applied" in applied.stdout
-    again = _manage(db, "config", "apply", str(path))
+    again = manage_on_sqlite(db, "config", "apply", str(path))
     assert again.stdout.strip().startswith("no changes"), again.stdout
 
-    run = _manage(db, "shell", "-c", EXPLAIN, stdin=json.dumps(PROPOSALS) + "\n")
+    run = manage_on_sqlite(db, "shell", "-c", EXPLAIN, stdin=json.dumps(PROPOSALS) + "\n")
     assert run.returncode == 0, run.stderr
     line = next(ln for ln in run.stdout.splitlines() if ln.startswith("DECISIONS="))
     assert [tuple(d) for d in json.loads(line.removeprefix("DECISIONS="))] == expected
     # And the fresh database exports the same document back.
-    assert _manage(db, "config", "export").stdout == text
+    assert manage_on_sqlite(db, "config", "export").stdout == text
 
 
 SSO_ONLY = """
@@ -193,10 +172,10 @@ def test_group_mappings_apply_on_a_fresh_database_with_no_people(tmp_path):
     path = tmp_path / "sso.toml"
     path.write_text(SSO_ONLY)
     db = tmp_path / "fresh.sqlite3"
-    assert _manage(db, "migrate", "--noinput", "-v", "0").returncode == 0
-    applied = _manage(db, "config", "apply", str(path))
+    assert manage_on_sqlite(db, "migrate", "--noinput", "-v", "0").returncode == 0
+    applied = manage_on_sqlite(db, "config", "apply", str(path))
     assert applied.returncode == 0, applied.stderr
-    exported = config_loads(_manage(db, "config", "export").stdout)
+    exported = config_loads(manage_on_sqlite(db, "config", "export").stdout)
     assert exported["sso"] == {
         "groups_claim": "roles",
         "local_passwords": False,
@@ -206,7 +185,7 @@ def test_group_mappings_apply_on_a_fresh_database_with_no_people(tmp_path):
         },
     }
     assert exported["people"] == {}
-    again = _manage(db, "config", "apply", str(path))
+    again = manage_on_sqlite(db, "config", "apply", str(path))
     assert again.stdout.strip().startswith("no changes"), again.stdout
 
 

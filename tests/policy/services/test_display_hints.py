@@ -5,7 +5,6 @@ pages show "$1,250.00" instead of `amount_cents: 125000`."""
 from __future__ import annotations
 
 import pytest
-from django.test import Client
 
 from leaseboard.core.authority import Actor
 from leaseboard.core.display_hints import display_hints_loaded
@@ -20,7 +19,7 @@ from leaseboard.policy.services.display_hints import (
     display_hints_checked,
     display_hints_replace,
 )
-from tests.builders import effect_rules, effect_under, make_user
+from tests.builders import effect_rules, effect_under, make_user, signed_in
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
 
@@ -95,30 +94,24 @@ def _refund(scene, amount: int = 125_000):  # type: ignore[no-untyped-def]
     )
 
 
-def _signed_in(user) -> Client:  # type: ignore[no-untyped-def]
-    client = Client()
-    client.force_login(user)
-    return client
-
-
 def test_the_decision_page_inbox_and_work_item_show_the_amount_as_declared(scene, admin):
     display_hints_replace(display_hints_checked({"refund.*": {
         "amount_field": "amount_cents", "currency": "USD", "minor_units": 2
     }}), actor=admin)  # fmt: skip
     effect = _refund(scene)
-    approver = _signed_in(make_user("abe", "approver"))
+    approver = signed_in(make_user("abe", "approver"))
     page = approver.get(f"/takeovers/effects/{effect.id}").content.decode()
     assert '<dd id="content-amount"><b>$1,250.00</b>' in page
     inbox = approver.get("/takeovers/pending/").content.decode()
     assert '<li class="amount">amount: <b>$1,250.00</b></li>' in inbox
     assert "amount_cents: <b>125000</b>" not in inbox
-    item = _signed_in(make_user("olga", "operator")).get(f"/work/{scene.key}").content.decode()
+    item = signed_in(make_user("olga", "operator")).get(f"/work/{scene.key}").content.decode()
     assert 'order-7 <b class="amount">$1,250.00</b>' in item
 
 
 def test_without_a_hint_the_payload_reads_as_it_was_sent(scene):
     effect = _refund(scene)
-    approver = _signed_in(make_user("abe", "approver"))
+    approver = signed_in(make_user("abe", "approver"))
     assert (
         'id="content-amount"'
         not in approver.get(f"/takeovers/effects/{effect.id}").content.decode()

@@ -14,20 +14,13 @@ from leaseboard.domain.errors import PolicyDenied, TakeoverConflict
 from leaseboard.domain.policy import RuleSpec
 from leaseboard.policy.services import changes, rules
 from leaseboard.policy.services.config import config_apply, config_export
-from tests.builders import admit, effect_rules, effect_under, make_user
+from tests.builders import BIG_REFUNDS, admit, effect_rules, effect_under, make_user
 
 pytestmark = [
     pytest.mark.postgres,
     pytest.mark.django_db,
     pytest.mark.usefixtures("fast_passwords"),
 ]
-
-BIG_REFUNDS = RuleSpec(
-    name="big-refunds",
-    kind="payment.refund",
-    when="payload.amount_cents > 5000000",
-    decision="require_approval",
-)
 
 
 @pytest.fixture

@@ -70,6 +70,7 @@ def test_no_warning_without_recent_effects_to_compare_with(refunds):
 
 
 def test_the_configuration_plan_warns_and_still_applies(refunds):
+    # deliberate: a policy file's text (data, alike in shape only).
     text = """
 version = 1
 [queues.payments]

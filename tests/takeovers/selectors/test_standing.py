@@ -12,17 +12,9 @@ from leaseboard.core.authority import Actor
 from leaseboard.core.services.leases import lease_renew
 from leaseboard.takeovers import services
 from leaseboard.takeovers.selectors.standing import known_agents, my_standing
-from tests.builders import age_lease, leased_item, request_for
+from tests.builders import age_lease, leased_item, standing_on
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
-
-
-def _standing(people, key: str):  # type: ignore[no-untyped-def]
-    return services.takeover_approve(
-        request_pk=request_for(key, people.operator).id,
-        actor=Actor.human(people.approver),
-        note="ok",
-    )
 
 
 def test_nobody_elses_standing_and_no_agents_offered_without_any(people):  # type: ignore[no-untyped-def]
@@ -31,7 +23,7 @@ def test_nobody_elses_standing_and_no_agents_offered_without_any(people):  # typ
 
 
 def test_a_live_standing_with_its_effects_and_checkpoint(people, scene):  # type: ignore[no-untyped-def]
-    iv = _standing(people, scene.key)
+    iv = standing_on(scene.key, people)
     lease = iv.lease
     actor = Actor.human(people.operator)
     services.effect_record_human(
@@ -58,7 +50,7 @@ def test_a_live_standing_with_its_effects_and_checkpoint(people, scene):  # type
 
 
 def test_a_standing_nearly_spent_warns_and_the_version_moves(people, scene):  # type: ignore[no-untyped-def]
-    iv = _standing(people, scene.key)
+    iv = standing_on(scene.key, people)
     before = my_standing(people.operator)
     total = before.standings[0].total_ms
     age_lease(iv.lease.id, int(total * 0.9))
@@ -68,7 +60,7 @@ def test_a_standing_nearly_spent_warns_and_the_version_moves(people, scene):  # 
 
 
 def test_a_lapsed_standing_is_listed_after_the_live_ones(people, scene, agent):  # type: ignore[no-untyped-def]
-    old = _standing(people, scene.key)
+    old = standing_on(scene.key, people)
     other, _ = agent()
     newer_item = leased_item(other, key="st-2")
     age_lease(old.lease.id, old.lease.ttl_ms + 1000)
@@ -83,7 +75,7 @@ def test_a_lapsed_standing_is_listed_after_the_live_ones(people, scene, agent): 
             Lease.objects.select_for_update().get(id=old.lease.id), db_now_ms()
         )
     services.takeover_requests_expire_due()  # marks it lapsed
-    live = _standing(people, newer_item.work_item.key)
+    live = standing_on(newer_item.work_item.key, people)
     page = my_standing(people.operator)
     assert [(s.intervention.id, s.live) for s in page.standings] == [
         (live.id, True),

@@ -14,20 +14,13 @@ from leaseboard.domain.errors import LeaseboardError, NotFound, ValidationFailed
 from leaseboard.takeovers import services
 from leaseboard.takeovers.models import InterventionEvent
 from leaseboard.takeovers.services.standing import checkpoint_document, standing_checkpoint
-from tests.builders import age_fence, make_user, request_for
+from tests.builders import age_fence, make_user, standing_on
 
 pytestmark = pytest.mark.usefixtures("fast_passwords")
 
 
-def _standing(people, scene):  # type: ignore[no-untyped-def]
-    req = request_for(scene.key, people.operator)
-    return services.takeover_approve(
-        request_pk=req.id, actor=Actor.human(people.approver), note="ok"
-    )
-
-
 def test_the_person_holding_standing_writes_a_checkpoint_the_next_agent_reads(people, scene):
-    iv = _standing(people, scene)
+    iv = standing_on(scene.key, people)
     olga = Actor.human(people.operator)
     cp = standing_checkpoint(
         lease_id=iv.lease_id,
@@ -63,7 +56,7 @@ def test_the_person_holding_standing_writes_a_checkpoint_the_next_agent_reads(pe
 
 
 def test_nobody_but_the_holder_writes_one_and_a_stale_epoch_is_refused(people, scene):
-    iv = _standing(people, scene)
+    iv = standing_on(scene.key, people)
     other = Actor.human(make_user("sam", "operator"))
     with pytest.raises(LeaseboardError) as refused:
         standing_checkpoint(lease_id=iv.lease_id, actor=other, epoch=iv.epoch, document="{}")

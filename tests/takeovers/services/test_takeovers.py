@@ -375,6 +375,7 @@ def test_a_pending_effect_is_authorized_only_while_its_lease_is_current(people, 
 def test_an_approver_rejects_a_pending_effect_with_a_note(people, scene):
     effect_rules(scene.lease.work_item.queue, default="require_approval")
     effect = propose(scene, "rej-1")
+    # deliberate: refused without a note, then decided with one, as a takeover rejection is.
     with pytest.raises(ValidationFailed):
         approvals.effect_reject(effect_id=effect.id, actor=Actor.human(people.approver), note="")
     approvals.effect_reject(

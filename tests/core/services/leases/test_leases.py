@@ -22,10 +22,22 @@ from leaseboard.domain.errors import (
     StaleEpoch,
     WorkLeased,
 )
-from tests.builders import admit
+from tests.builders import admit, leased_item
 from tests.locking import race_on_a_lock, wait_until_someone_waits_for_a_lock
 
 pytestmark = pytest.mark.postgres
+
+
+def _propose(lease, executor, key: str, *, kind: str = "k", target: str = "t"):  # type: ignore[no-untyped-def]
+    """`executor` proposes an effect under `lease` at epoch 1 with idempotency key `key`."""
+    return fx.effect_propose(
+        lease_id=lease.id,
+        executor=executor,
+        epoch=1,
+        kind=kind,
+        target=target,
+        idempotency_key=key,
+    )
 
 
 @pytest.mark.django_db(transaction=True)
@@ -97,9 +109,8 @@ def test_a_rolled_back_grant_uses_up_no_epoch(agent, monkeypatch):
 
 @pytest.mark.django_db(transaction=True)
 def test_a_thousand_renewals_leave_the_epoch_unchanged(agent):
-    admit("renew-1")
     a, _ = agent()
-    lease = ls.lease_acquire(work_key="renew-1", executor=a).lease
+    lease = leased_item(a, key="renew-1")
     for _ in range(1000):
         r = ls.lease_renew(lease_id=lease.id, executor=a, epoch=lease.epoch)
         assert r.epoch == lease.epoch and r.certainty == "active"
@@ -112,9 +123,8 @@ def test_a_thousand_renewals_leave_the_epoch_unchanged(agent):
 
 @pytest.mark.django_db
 def test_renew_sets_an_absolute_expiry_from_the_database_clock(agent, db_clock):
-    admit("abs-1", ttl_ms=9_000)
     a, _ = agent()
-    lease = ls.lease_acquire(work_key="abs-1", executor=a).lease
+    lease = leased_item(a, key="abs-1", ttl_ms=9_000)
     db_clock.advance(4_000)
     r1 = ls.lease_renew(lease_id=lease.id, executor=a, epoch=1)
     r2 = ls.lease_renew(lease_id=lease.id, executor=a, epoch=1)
@@ -173,14 +183,11 @@ def test_an_expired_holder_with_a_successor_is_refused_and_only_the_refusal_is_w
 
 @pytest.mark.django_db
 def test_a_lease_in_jeopardy_cannot_authorize_but_can_renew_back(agent, db_clock):
-    admit("jeo-1", ttl_ms=9_000)
     a, _ = agent()
-    lease = ls.lease_acquire(work_key="jeo-1", executor=a).lease
+    lease = leased_item(a, key="jeo-1", ttl_ms=9_000)
     db_clock.advance(7_000)  # past jeopardy_after (6 s), before expiry (9 s)
     with pytest.raises(InJeopardy):
-        fx.effect_propose(
-            lease_id=lease.id, executor=a, epoch=1, kind="k", target="t", idempotency_key="j-1"
-        )
+        _propose(lease, a, "j-1")
     # The same with the jeopardy materialized by a sweep (stored state).
     Lease.objects.filter(id=lease.id).update(state="jeopardy")
     Alert.objects.create(
@@ -193,18 +200,14 @@ def test_a_lease_in_jeopardy_cannot_authorize_but_can_renew_back(agent, db_clock
         opened_at_ms=0,
     )
     with pytest.raises(InJeopardy):
-        fx.effect_propose(
-            lease_id=lease.id, executor=a, epoch=1, kind="k", target="t", idempotency_key="j-2"
-        )
+        _propose(lease, a, "j-2")
     r = ls.lease_renew(lease_id=lease.id, executor=a, epoch=1)
     assert r.certainty == "active"
     lease.refresh_from_db()
     assert lease.state == "active"
     assert LeaseEvent.objects.filter(lease=lease, kind="recovered").count() == 1
     assert Alert.objects.get(lease=lease, kind="jeopardy").resolved_at_ms is not None
-    ok = fx.effect_propose(
-        lease_id=lease.id, executor=a, epoch=1, kind="k", target="t", idempotency_key="j-3"
-    )
+    ok = _propose(lease, a, "j-3")
     assert ok.decision == "authorized" and ok.fencing_token
 
 
@@ -237,12 +240,9 @@ def test_a_retried_release_never_frees_a_newer_grant(agent):
 
 @pytest.mark.django_db
 def test_completion_is_refused_while_an_effect_outcome_is_unknown(agent):
-    admit("done-1")
     a, _ = agent()
-    lease = ls.lease_acquire(work_key="done-1", executor=a).lease
-    e = fx.effect_propose(
-        lease_id=lease.id, executor=a, epoch=1, kind="deploy", target="prod", idempotency_key="d-1"
-    )
+    lease = leased_item(a, key="done-1")
+    e = _propose(lease, a, "d-1", kind="deploy", target="prod")
     fx.effect_report_outcome(effect_id=e.id, executor=a, outcome="unknown")
     with pytest.raises(NeedsReconciliation):
         work_complete(lease_id=lease.id, executor=a, epoch=1)
@@ -253,13 +253,10 @@ def test_completion_is_refused_while_an_effect_outcome_is_unknown(agent):
 
 @pytest.mark.django_db
 def test_an_agent_cannot_reacquire_over_unreconciled_effects(agent, db_clock):
-    admit("gate-1", ttl_ms=3_000)
     a, _ = agent()
     b, _ = agent()
-    lease = ls.lease_acquire(work_key="gate-1", executor=a).lease
-    fx.effect_propose(
-        lease_id=lease.id, executor=a, epoch=1, kind="k", target="t", idempotency_key="g-1"
-    )
+    lease = leased_item(a, key="gate-1", ttl_ms=3_000)
+    _propose(lease, a, "g-1")
     db_clock.advance(3_001)
     with pytest.raises(NeedsReconciliation):
         ls.lease_acquire(work_key="gate-1", executor=b)
@@ -268,15 +265,10 @@ def test_an_agent_cannot_reacquire_over_unreconciled_effects(agent, db_clock):
 
 @pytest.mark.django_db
 def test_a_repeated_idempotency_key_returns_the_first_answer(agent):
-    admit("idem-1")
     a, _ = agent()
-    lease = ls.lease_acquire(work_key="idem-1", executor=a).lease
-    first = fx.effect_propose(
-        lease_id=lease.id, executor=a, epoch=1, kind="k", target="t", idempotency_key="same"
-    )
-    again = fx.effect_propose(
-        lease_id=lease.id, executor=a, epoch=1, kind="k", target="t", idempotency_key="same"
-    )
+    lease = leased_item(a, key="idem-1")
+    first = _propose(lease, a, "same")
+    again = _propose(lease, a, "same")
     assert again.id == first.id and again.fencing_token == first.fencing_token
     assert Effect.objects.count() == 1
 
@@ -316,9 +308,8 @@ def test_shifting_the_application_clock_changes_no_lease_outcome(agent, monkeypa
 
 @pytest.mark.django_db
 def test_the_lifetime_cap_ends_renewals(agent, db_clock):
-    admit("cap-1", ttl_ms=3_000, max_lifetime_ms=4_000)
     a, _ = agent()
-    lease = ls.lease_acquire(work_key="cap-1", executor=a).lease
+    lease = leased_item(a, key="cap-1", ttl_ms=3_000, max_lifetime_ms=4_000)
     db_clock.advance(2_000)
     r = ls.lease_renew(lease_id=lease.id, executor=a, epoch=1)
     # Capped at granted + 4 s (about 2 s from now), not now + 3 s.
@@ -350,10 +341,9 @@ def test_batch_renew_answers_per_lease(agent):
 def test_a_lazy_expiry_opens_the_same_single_alert_a_sweep_would(agent, db_clock):
     from leaseboard.sweeps.services import sweep_run
 
-    admit("lazy-1", ttl_ms=3_000)
     a, _ = agent()
     b, _ = agent()
-    lease = ls.lease_acquire(work_key="lazy-1", executor=a).lease
+    lease = leased_item(a, key="lazy-1", ttl_ms=3_000)
     db_clock.advance(3_001)
     ls.lease_acquire(work_key="lazy-1", executor=b)  # expires the first lease on the spot
     sweep_run()

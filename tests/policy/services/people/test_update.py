@@ -11,6 +11,8 @@ from leaseboard.core.models import AuditEntry
 from leaseboard.policy.models import PolicyChange
 from leaseboard.policy.services.common import SettingsInvalid, cli_actor
 from leaseboard.policy.services.people.records import person_snapshot
+
+# deliberate: an import list, the module marks and a table (alike in shape only).
 from leaseboard.policy.services.people.update import (
     _grants,
     _taken_away,
