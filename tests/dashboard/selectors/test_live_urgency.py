@@ -52,3 +52,24 @@ def test_with_nothing_in_jeopardy_the_first_rank_is_not_read(agent):
     live = [Lease.objects.filter(state__in=["active", "jeopardy"])]
     limited = urgency_limited(live, LiveFilters(), now, None, counters)
     assert len(limited) == 3  # on hold, waiting, healthy: no index walk for jeopardy
+
+
+@pytest.mark.parametrize(
+    ("sort", "first"), [("urgency", ["k-a", "k-b", "k-c"]), ("-urgency", ["k-e", "k-d", "k-c"])]
+)
+def test_the_jeopardy_rank_is_cut_at_its_page_th_due_time_with_the_same_rows(agent, sort, first):
+    """due_cut: the rows no later than the page's last due time (ties included), so the
+    rank's order by (due, work key, epoch) gives the same page without sorting every
+    lease in jeopardy by its work key."""
+    executor, _ = agent()
+    now = db_now_ms()
+    # Three leases share the due time at the page's edge; the page takes two of them.
+    for key, ago in (("k-c", 200), ("k-a", 300), ("k-e", 100), ("k-d", 200), ("k-b", 200)):
+        lease = leased_item(executor, key=key)
+        Lease.objects.filter(id=lease.id).update(due_at_ms=now - ago)
+    now, counters = live_counters()
+    live = [Lease.objects.filter(state__in=["active", "jeopardy"])]
+    filters = LiveFilters(sort=sort, size=2)
+    jeopardy = urgency_limited(live, filters, now, None, counters)[0]
+    assert "OFFSET 2" in str(jeopardy.query)  # the cut: the third due time, a page + 1
+    assert list(jeopardy.values_list("work_item__key", flat=True)) == first
