@@ -124,8 +124,8 @@ def urgency_limited(
             if rank == r:
                 after = (cursor or [])[2:] if r == HEALTHY else (cursor or [])[1:]
                 qs = qs.filter(keyset_after(own, after, desc))
-            if r == 0:
-                qs = due_cut(qs, size, desc)
+            if r == 0 and counters.jeopardy + counters.unswept >= size:
+                qs = due_cut(qs, size, desc)  # more may be in jeopardy than a page shows
             order = [F(f).desc() if desc else F(f).asc() for f in own]
             out.append(qs.order_by(*order)[:size])
     return out
