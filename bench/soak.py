@@ -65,9 +65,17 @@ frontend leaseboard
     default_backend web
 backend web
     balance roundrobin
-    option httpchk
+{priority}    option httpchk
     http-check send meth GET uri /healthz ver HTTP/1.1 hdr Host 127.0.0.1
 {servers}
+"""
+
+# Renewals first (docs/deployment.md, "Renewals first"): each server is given as many
+# requests at once as it has sync workers, the rest wait at HAProxy, and a waiting renewal
+# (one lease or a batch) is taken before any other request. Without it a warm-up's
+# acquires fill every worker's backlog and the renewals wait behind them until leases lapse.
+RENEW_FIRST = """    http-request set-priority-class int(-10) if { path_end /renew }
+    timeout queue 10s
 """
 
 
@@ -174,6 +182,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--web", type=int, default=3)
     p.add_argument("--web-workers", type=int, default=2)
+    p.add_argument(
+        "--renew-first",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="HAProxy queues requests per server and takes renewals first (default on)",
+    )
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--effects", type=int, default=2, help="effects per second per process")
     p.add_argument("--abandon", type=int, default=1, help="abandoned leases/s per process")
@@ -222,10 +236,14 @@ def main(argv: list[str] | None = None) -> int:
             groups[f"web{i}"] = server.proc
             nodes.append(server.port)
         port = free_port()
+        limit = f" maxconn {args.web_workers}" if args.renew_first else ""
         servers = "\n".join(
-            f"    server web{i} 127.0.0.1:{n} check inter 5s" for i, n in enumerate(nodes)
+            f"    server web{i} 127.0.0.1:{n} check inter 5s{limit}" for i, n in enumerate(nodes)
         )
-        (tmp / "haproxy.cfg").write_text(HAPROXY.format(port=port, servers=servers))
+        priority = RENEW_FIRST if args.renew_first else ""
+        (tmp / "haproxy.cfg").write_text(
+            HAPROXY.format(port=port, servers=servers, priority=priority)
+        )
         groups["haproxy"] = spawn(
             ["haproxy", "-db", "-f", str(tmp / "haproxy.cfg")], log=tmp / "haproxy.log"
         )
