@@ -223,9 +223,10 @@ def test_finding_a_batch_of_copies_of_one_id_is_answered_once(api, token, grant)
     results = r.json_body["results"]
     assert len(results) == 1000
     assert {(x["lease_id"], x["ok"], x["code"]) for x in results} == {(lease, False, "stale_epoch")}
-    # One compare-and-set and one explained refusal, not a thousand locking transactions.
+    # One compare-and-set and one explained refusal, not a thousand locking transactions
+    # (a refusal is answered from one read, without a lock: renewals._renew_misses).
     locks = [q for q in queries.captured_queries if "FOR NO KEY UPDATE" in q["sql"]]
-    assert len(locks) == 1, len(locks)
+    assert len(locks) <= 1, len(locks)
     assert len(queries.captured_queries) < 30
 
 
