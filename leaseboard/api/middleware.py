@@ -15,7 +15,7 @@ from django.http import HttpRequest, HttpResponse
 
 from leaseboard.api import ratelimit
 from leaseboard.api.errors import PROBLEM_JSON, problem, unavailable
-from leaseboard.core.dbfaults import breaker
+from leaseboard.core.dbfaults import breaker, discard_if_suspect
 from leaseboard.core.deadline import watchdog
 from leaseboard.web.errors import unavailable_page
 
@@ -29,7 +29,8 @@ class DatabaseGuardMiddleware:
     watchdog (leaseboard.core.deadline) cuts the request's database connection. While the
     breaker is open (a connection-level failure within LEASEBOARD_DB_RETRY_AFTER_S), the
     request is answered 503 without waiting on the database. A connection that failed or
-    was cut is closed here, never handed to the next request."""
+    was cut is closed here, never handed to the next request, and one opened before the
+    last failure is closed before this request can use it."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
@@ -42,6 +43,7 @@ class DatabaseGuardMiddleware:
                 return unavailable(request, reason="unreachable", quiet=True)
             return unavailable_page(request, "unreachable")
         db = connections[DEFAULT_DB_ALIAS]
+        discard_if_suspect(db)
         ms = (
             settings.LEASEBOARD_API_DEADLINE_MS
             if api or path in SELF_CHECKING

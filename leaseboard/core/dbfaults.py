@@ -8,6 +8,10 @@ was changed, retry", why, and failing fast while it stays so.
   answers 503 at once for LEASEBOARD_DB_RETRY_AFTER_S instead of letting every request wait
   out a connect timeout against a dead or frozen server; then one request tries again.
   Statement and lock timeouts do not trip it: the server answered, the request was slow.
+  Each failure also ends a generation: a persistent connection opened before it (another
+  thread's, idle through a restart) is closed before its next request uses it
+  (`discard_if_suspect`), so a database that came back answers every thread, not only the
+  one that found it back.
 - `long_bounds()`: the longer timeouts for sweeps, retention and config apply, as
   `SET LOCAL` inside their transaction (safe with persistent connections, prepared
   statements and a transaction-pooling PgBouncer: nothing outlives the transaction).
@@ -22,6 +26,8 @@ from collections.abc import Iterator
 import psycopg
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.backends.signals import connection_created
 
 UNAVAILABLE_ERRORS: tuple[type[BaseException], ...] = (
     OperationalError,
@@ -89,6 +95,8 @@ class Breaker:
         self._lock = threading.Lock()
         self._open_until = 0.0
         self.opened = 0  # times it opened, for tests and logs
+        # Bumped by every failure: connections stamped with an older one are suspect.
+        self.generation = 0
 
     def allow(self) -> bool:
         if not self._open_until:
@@ -107,6 +115,7 @@ class Breaker:
         with self._lock:
             if not self._open_until:
                 self.opened += 1
+            self.generation += 1
             self._open_until = time.monotonic() + settings.LEASEBOARD_DB_RETRY_AFTER_S
 
     def succeeded(self) -> None:
@@ -124,6 +133,25 @@ class Breaker:
 
 
 breaker = Breaker()
+
+
+def _stamp(sender: object, connection: BaseDatabaseWrapper, **kwargs: object) -> None:
+    connection.lb_generation = breaker.generation  # type: ignore[attr-defined]
+
+
+connection_created.connect(_stamp, dispatch_uid="leaseboard.dbfaults.stamp")
+
+
+def discard_if_suspect(db: BaseDatabaseWrapper) -> bool:
+    """Close `db`'s persistent connection if it was opened before the last connection-level
+    failure this process saw: it may be a socket to a server that has since restarted, and
+    using it would fail one more request (and reopen the breaker) against a database that is
+    back. Closed, not pinged: a ping to a frozen server would hang. Costs one new connection
+    per thread after a failure and nothing otherwise. True when it closed one."""
+    if db.connection is None or getattr(db, "lb_generation", 0) >= breaker.generation:
+        return False
+    db.close()
+    return True
 
 
 def failure_seen(request: object, exc: BaseException | None) -> str:

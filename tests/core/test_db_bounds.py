@@ -137,3 +137,53 @@ def test_a_connection_made_after_its_requests_deadline_passed_is_refused():
     assert db.connection is None
     db.ensure_connection()  # the next request's connection is not refused
     db.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_once_the_database_is_back_no_thread_fails_on_a_connection_from_before(settings):
+    # Two request threads each keep a persistent connection; the server restarts under them
+    # (both backends terminated). One thread finds out (503, the breaker opens) and, after
+    # the interval, finds the database back. The other thread's next request must be
+    # answered from the database, not fail once more on its dead socket (before the fix it
+    # did, and reopened the breaker for every thread).
+    from concurrent.futures import ThreadPoolExecutor
+
+    from django.db import connections
+    from django.test import Client
+
+    from leaseboard.core.dbfaults import breaker
+    from leaseboard.core.services.executors import agent_create
+
+    settings.LEASEBOARD_DB_RETRY_AFTER_S = 0.2
+    settings.LEASEBOARD_API_DEADLINE_MS = 5000
+    _, token = agent_create(name="agent-restart", queues=["default"], actor_name="test")
+    threads = [ThreadPoolExecutor(max_workers=1) for _ in range(2)]
+    counter = iter(range(100))
+
+    def call() -> tuple[int, int]:
+        answer = Client().post(
+            "/api/v1/work-items",
+            {"key": f"restart-{next(counter)}"},
+            content_type="application/json",
+            headers={"authorization": f"Bearer {token}"},
+        )
+        db = connections["default"]
+        return answer.status_code, (db.connection.info.backend_pid if db.connection else 0)
+
+    def on(thread: int) -> tuple[int, int]:
+        return threads[thread].submit(call).result(timeout=30)
+
+    try:
+        (first, pid1), (second, pid2) = on(0), on(1)
+        assert first in (200, 201) and second in (200, 201) and pid1 != pid2
+        with _raw() as side:
+            side.execute("SELECT pg_terminate_backend(p) FROM unnest(%s::int[]) p", [[pid1, pid2]])
+        generation = breaker.generation
+        assert on(0)[0] == 503 and breaker.generation > generation  # found out, breaker open
+        wait_until(lambda: on(0)[0] in (200, 201), what="the database answers again", timeout_s=10)
+        status, pid = on(1)
+        assert status in (200, 201) and pid not in (pid1, pid2)
+    finally:
+        for thread in threads:
+            thread.submit(connections.close_all).result(timeout=30)
+            thread.shutdown()

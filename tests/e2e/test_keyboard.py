@@ -83,7 +83,9 @@ def test_only_a_short_status_is_announced_and_updates_can_be_paused(
     live_server, browser, agent, olga
 ):
     bot, _ = agent("ann-bot")
-    lease = leased_item(bot, key="ann-1")
+    # A long TTL keeps the aged lease in jeopardy for minutes, not the default's few
+    # seconds, which a loaded CI machine's polls could miss (it would then count expired).
+    lease = leased_item(bot, key="ann-1", ttl_ms=600_000)
     page = sign_in(browser, live_server.url, "olga")
     page.wait_for_selector(f"#lease-{lease.id}")
     assert page.locator("#live[aria-live]").count() == 0  # the table is no live region
