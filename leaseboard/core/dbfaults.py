@@ -8,6 +8,10 @@ was changed, retry", why, and failing fast while it stays so.
   answers 503 at once for LEASEBOARD_DB_RETRY_AFTER_S instead of letting every request wait
   out a connect timeout against a dead or frozen server; then one request tries again.
   Statement and lock timeouts do not trip it: the server answered, the request was slow.
+  Nor does one request cut at its deadline: a frozen server and an overloaded one look the
+  same to one request, and opening on the first cut turned a moment of overload into a
+  second of 503s for every request of the process (renewals included). CUTS_TO_OPEN cuts
+  in a row, with no request answered in between, do open it: a frozen server answers none.
   Each failure also ends a generation: a persistent connection opened before it (another
   thread's, idle through a restart) is closed before its next request uses it
   (`discard_if_suspect`), so a database that came back answers every thread, not only the
@@ -39,6 +43,9 @@ UNAVAILABLE_ERRORS: tuple[type[BaseException], ...] = (
 # SQLSTATEs that mean the server answered but this request was too slow or lost a race.
 STATEMENT_TIMEOUT, LOCK_TIMEOUT = "57014", "55P03"
 CONTENTION = frozenset({"40P01", "40001"})  # deadlock, serialization failure
+
+# Deadline cuts in a row, with no request answered in between, that open the breaker.
+CUTS_TO_OPEN = 3
 
 
 def _chain(exc: BaseException | None) -> Iterator[BaseException]:
@@ -95,8 +102,10 @@ class Breaker:
         self._lock = threading.Lock()
         self._open_until = 0.0
         self.opened = 0  # times it opened, for tests and logs
-        # Bumped by every failure: connections stamped with an older one are suspect.
+        # Bumped by every connection-level failure: connections stamped with an older one
+        # are suspect.
         self.generation = 0
+        self._cuts = 0  # deadline cuts since a request was last answered
 
     def allow(self) -> bool:
         if not self._open_until:
@@ -110,18 +119,32 @@ class Breaker:
             return True
 
     def failed(self, exc: BaseException | None, *, deadline: bool = False) -> None:
-        if not deadline and unavailable_reason(exc) != "unreachable":
+        """A request met the database failing: a connection-level failure opens the
+        breaker (and ends a generation of connections); a deadline cut opens it only as
+        the CUTS_TO_OPEN-th in a row."""
+        if deadline:
+            with self._lock:
+                self._cuts += 1
+                if self._cuts < CUTS_TO_OPEN:
+                    return
+                self._open()
+            return
+        if unavailable_reason(exc) != "unreachable":
             return
         with self._lock:
-            if not self._open_until:
-                self.opened += 1
             self.generation += 1
-            self._open_until = time.monotonic() + settings.LEASEBOARD_DB_RETRY_AFTER_S
+            self._open()
+
+    def _open(self) -> None:
+        if not self._open_until:
+            self.opened += 1
+        self._open_until = time.monotonic() + settings.LEASEBOARD_DB_RETRY_AFTER_S
 
     def succeeded(self) -> None:
-        if self._open_until:
+        if self._open_until or self._cuts:
             with self._lock:
                 self._open_until = 0.0
+                self._cuts = 0
 
     @property
     def is_open(self) -> bool:
@@ -130,6 +153,7 @@ class Breaker:
     def reset(self) -> None:
         with self._lock:
             self._open_until = 0.0
+            self._cuts = 0
 
 
 breaker = Breaker()

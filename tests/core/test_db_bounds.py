@@ -12,7 +12,7 @@ import psycopg
 import pytest
 from django.db import OperationalError, connection, transaction
 
-from leaseboard.core.dbfaults import Breaker, long_bounds, unavailable_reason
+from leaseboard.core.dbfaults import CUTS_TO_OPEN, Breaker, long_bounds, unavailable_reason
 from leaseboard.core.deadline import Watchdog
 from leaseboard.envconf import database_from_url
 from tests.pg_env import PG_URL
@@ -67,6 +67,27 @@ def test_the_breaker_opens_on_an_unreachable_database_not_on_a_slow_statement(se
     assert not breaker.allow()  # ...the others still answer at once
     breaker.succeeded()
     assert breaker.allow() and breaker.allow()
+
+
+def test_one_deadline_cut_does_not_open_the_breaker_a_run_of_them_does(settings):
+    # A cut request met a slow server or a frozen one; only a run of cuts with nothing
+    # answered in between says frozen. Opening on the first turned overload into 503s.
+    settings.LEASEBOARD_DB_RETRY_AFTER_S = 0.2
+    breaker = Breaker()
+    cut = OperationalError("consuming input failed: the watchdog shut the socket")
+    for _ in range(CUTS_TO_OPEN - 1):
+        breaker.failed(cut, deadline=True)
+    assert breaker.allow() and breaker.opened == 0
+    breaker.succeeded()  # a request answered: the run starts again
+    for _ in range(CUTS_TO_OPEN - 1):
+        breaker.failed(cut, deadline=True)
+    assert breaker.allow() and breaker.opened == 0
+    breaker.failed(cut, deadline=True)
+    assert not breaker.allow() and breaker.opened == 1
+    # Cuts end no generation: the other threads' connections were slow, not dead.
+    assert breaker.generation == 0
+    breaker.failed(OperationalError("connection refused"))
+    assert breaker.generation == 1
 
 
 def _raw() -> psycopg.Connection:
