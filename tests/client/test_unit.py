@@ -503,17 +503,18 @@ def test_a_database_outage_past_the_local_deadline_is_jeopardy_then_the_next_ack
     lost: list[LeaseError] = []
     holding = make_client(server, renewer).hold("job-1", on_lost=lambda h, e: lost.append(e))
     deadline = holding.deadline
-    # Every renewal meets 503 for 20 s, longer than the 13.85 s the lease had left.
+    # Every renewal meets 503 for 14.5 s, longer than the 13.85 s the lease had left (and
+    # shorter than the 16.15 s after which the server's lease is certainly gone).
     server.fail_next.extend(unavailable() for _ in range(100))
     jeopardy_at = None
-    while clock.now < deadline + 6:
+    while clock.now < deadline + 0.5:
         clock.now += 0.25
         renewer.tick()
         if jeopardy_at is None and holding.in_jeopardy:
             jeopardy_at = clock.now
     assert jeopardy_at == pytest.approx(deadline, abs=0.25)  # the local deadline, as it was
     assert holding.lost is None and not lost and renewer.holdings() == [holding]
-    assert isinstance(holding.last_error, Unavailable) and holding.consecutive_failures > 10
+    assert isinstance(holding.last_error, Unavailable) and holding.consecutive_failures > 5
     sent = len(server.requests)
     with pytest.raises(LocalJeopardy):
         holding.propose("charge", "acct-9")
@@ -529,3 +530,38 @@ def test_a_database_outage_past_the_local_deadline_is_jeopardy_then_the_next_ack
     assert holding.active and holding.consecutive_failures == 0 and not lost
     assert holding.deadline == pytest.approx(sent_at + 13.85)
     assert holding.propose("charge", "acct-9").authorized
+
+
+def test_an_outage_past_the_ttl_loses_the_holding_locally_and_stops_renewing_it(
+    server: FakeServer, renewer: Renewer, clock: FakeClock
+) -> None:
+    # The server refuses any renewal past the expiry, so once no answer could have kept
+    # the lease alive (ttl x (1 + drift) + margin after the last acknowledgement arrived)
+    # renewing it only loads a server that is already failing: the SDK lets it go.
+    lost: list[LeaseError] = []
+    holding = make_client(server, renewer).hold("job-1", on_lost=lambda h, e: lost.append(e))
+    granted_at = clock.now
+    renews: list[float] = []
+
+    def refused(request: httpx.Request) -> httpx.Response:
+        renews.append(clock.now)
+        return unavailable()
+
+    server.fail_next.extend(refused for _ in range(1000))
+    while clock.now < granted_at + 30:
+        clock.now += 0.25
+        renewer.tick()
+        if not holding.lost:
+            assert clock.now < granted_at + 15 * 1.01 + 1.0 + 0.25
+    assert len(lost) == 1 and lost[0] is holding.lost
+    assert isinstance(holding.lost, LeaseLost) and holding.lost.code == "lease_expired"
+    assert "cannot be live" in str(holding.lost)
+    # Lost at the bound, not before: the last renewal attempt went out just before it.
+    assert len(renews) >= 8 and granted_at + 14.5 <= max(renews) < granted_at + 16.15
+    assert renewer.holdings() == []
+    sent = len(server.requests)
+    clock.now += 20
+    renewer.tick()
+    assert len(server.requests) == sent  # never sent again
+    with pytest.raises(LeaseLost):
+        holding.ensure()

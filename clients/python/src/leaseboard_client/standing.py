@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from leaseboard_client.errors import (
     TERMINAL_CODES,
     LeaseError,
+    LeaseExpired,
     LeaseReleased,
     LocalJeopardy,
     OnHold,
@@ -63,6 +64,8 @@ class Standing:
         )
         # A token dies with the lease as it stood at issue: the lease token with the grant.
         self._token_deadline = self._deadline
+        # Past this with no newer acknowledgement the server's lease is certainly gone.
+        self._gone_at = timing.certainly_gone(arrived_at=clock(), expires_in_ms=grant.expires_in_ms)
         self.last_ack_sent_at = grant.sent_at
         self.next_renew_at = grant.sent_at + self.interval_s
         self.certainty: str | None = "active"
@@ -173,9 +176,11 @@ class Standing:
         hold_reason: str | None = None,
     ) -> None:
         deadline = self.timing.local_deadline(sent_at=sent_at, expires_in_ms=expires_in_ms)
+        gone_at = self.timing.certainly_gone(arrived_at=self.clock(), expires_in_ms=expires_in_ms)
         with self._lock:
             if self._lost is not None or self._released:
                 return
+            self._gone_at = max(self._gone_at, gone_at)
             # Each ack is a lower bound on the lease's life; a late answer to an older
             # request must not pull the deadline back.
             self._deadline = max(self._deadline, deadline)
@@ -210,6 +215,25 @@ class Standing:
             error,
         )
 
+    def _gone_by(self, now: float) -> bool:
+        """Lose this holding, without asking, once the server's lease cannot be live
+        (`ClientTiming.certainly_gone` of the newest acknowledgement): an outage or an
+        overloaded server kept every renewal from being answered, and the server refuses
+        a renewal past the expiry. True when it is (now) lost."""
+        if self._lost is not None or self._released:
+            return self._lost is not None
+        if now < self._gone_at:
+            return False
+        self._lose(
+            LeaseExpired(
+                f"expired: no renewal of {self.work_key!r} (epoch {self.epoch}) was "
+                f"acknowledged for {now - self.last_ack_sent_at:.3f} s, past its "
+                f"{self.ttl_ms} ms ttl, so the server's lease cannot be live; acquire again",
+                code="lease_expired",
+            )
+        )
+        return True
+
     def _lose(self, error: LeaseError) -> None:
         with self._lock:
             if self._lost is not None or self._released:
@@ -240,7 +264,9 @@ class Standing:
 
 def due(holdings: Sequence[H], now: float) -> list[H]:
     """What to renew now: nothing until one is due, then everything within half an interval
-    of due (renewing a little early costs nothing and aligns leases into one request)."""
+    of due (renewing a little early costs nothing and aligns leases into one request).
+    A holding whose lease is certainly gone is lost here and never sent again."""
+    holdings = [h for h in holdings if not h._gone_by(now)]
     if not holdings or min(h.next_renew_at for h in holdings) > now:
         return []
     return [h for h in holdings if h.next_renew_at <= now + h.interval_s / 2]

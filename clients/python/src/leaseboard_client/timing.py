@@ -126,6 +126,14 @@ class ClientTiming:
         """The safety margin as set, or its cap before a lease says what to derive it from."""
         return self.safety_margin_s if self.safety_margin_s is not None else DEFAULT_SAFETY_MARGIN_S
 
+    def certainly_gone(self, *, arrived_at: float, expires_in_ms: int) -> float:
+        """Monotonic time after which the server's lease cannot be live, the mirror of the
+        local deadline: the server computed `expires_in_ms` before its answer arrived here
+        (at `arrived_at`), refuses any renewal past it, and our clock may run `drift_rate`
+        fast; the safety margin is added, not subtracted. A holding past it without a newer
+        acknowledgement is lost, and renewing it would only load a server that must refuse."""
+        return arrived_at + (expires_in_ms / 1000) * (1 + self.drift_rate) + self.margin_s
+
     def local_deadline(self, *, sent_at: float, expires_in_ms: int) -> float:
         """Monotonic time after which the holder must consider itself in jeopardy."""
         return local_deadline(
