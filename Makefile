@@ -16,7 +16,7 @@ soak:
 # Issue #32's fleet: 100,000 agents in 10 processes, 3 web nodes behind HAProxy, 2 workers,
 # 10 minutes (a quiet machine with cores to spare; SOAK_ARGS adds to or overrides these).
 soak-100k:
-	.venv/bin/python bench/soak.py --agents 100000 --procs 10 --hold-concurrency 32 --web 3 --workers 2 --seconds 600 $(SOAK_ARGS)
+	.venv/bin/python bench/soak.py --agents 100000 --procs 10 --hold-concurrency 8 --acquire-rate 400 --web 3 --workers 2 --seconds 600 $(SOAK_ARGS)
 # Half the fleet dies in the same second (bench/storm.py, own PostgreSQL and Redis):
 # STORM_ARGS="--leases 10000" for a small machine; the default is 100,000 leases.
 storm:

@@ -74,8 +74,12 @@ backend web
 # requests at once as it has sync workers, the rest wait at HAProxy, and a waiting renewal
 # (one lease or a batch) is taken before any other request. Without it a warm-up's
 # acquires fill every worker's backlog and the renewals wait behind them until leases lapse.
+# abortonclose: a request whose client gave up while it waited (an SDK timeout) leaves the
+# queue instead of being served to nobody; an acquire served that way granted a lease no
+# one knew of, in the way of the agent's retry until its ttl ran out.
 RENEW_FIRST = """    http-request set-priority-class int(-10) if { path_end /renew }
     timeout queue 10s
+    option abortonclose
 """
 
 
@@ -180,6 +184,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--hold-concurrency", type=int, default=8, help="acquires in flight per process at start"
     )
+    p.add_argument(
+        "--acquire-rate",
+        type=float,
+        default=500,
+        help="warm-up acquires started per second, all processes together (0: unpaced)",
+    )
     p.add_argument("--web", type=int, default=3)
     p.add_argument("--web-workers", type=int, default=2)
     p.add_argument(
@@ -269,7 +279,8 @@ def main(argv: list[str] | None = None) -> int:
                  "--start-file", str(start_file), "--agents", str(per),
                  "--seconds", str(args.seconds), "--effects", str(args.effects),
                  "--abandon", str(args.abandon), "--spare", str(spare),
-                 "--hold-concurrency", str(args.hold_concurrency)],
+                 "--hold-concurrency", str(args.hold_concurrency),
+                 "--acquire-rate", str(args.acquire_rate / procs)],
                 env=env, log=tmp / f"agents{i}.log",
             )  # fmt: skip
         say(f"{args.web} web nodes behind haproxy at {url}, {args.workers} workers, beat")
@@ -383,6 +394,7 @@ def report(args, procs, tmp, samples, started_ms, ended_ms):  # type: ignore[no-
         "abandoned": sum(a["abandoned"] for a in agents), "expired_alerts": len(sweep_lag),
         "sweep_lag_p50_ms": pct(sweep_lag, 0.5), "sweep_lag_p99_ms": pct(sweep_lag, 0.99),
         "alerts": len(alert_lag), "alert_latency_p99_ms": pct(alert_lag, 0.99),
+        "warm_up_s": max((a.get("warm_up_s", 0.0) for a in agents), default=0.0),
         "held_at_start": sum(a.get("held_at_start", 0) for a in agents),
         "held_at_end": sum(a.get("held_at_end", 0) for a in agents),
         "errors": dict(errors),
@@ -400,8 +412,8 @@ def report(args, procs, tmp, samples, started_ms, ended_ms):  # type: ignore[no-
     for key in (
         "renewals_per_s", "batches_per_s", "renew_p50_ms", "renew_p99_ms", "effects_per_s",
         "effect_p50_ms", "effect_p99_ms", "abandoned", "expired_alerts", "sweep_lag_p50_ms",
-        "sweep_lag_p99_ms", "alerts", "alert_latency_p99_ms", "held_at_start", "held_at_end",
-        "warm_up_retries", "errors_total",
+        "sweep_lag_p99_ms", "alerts", "alert_latency_p99_ms", "warm_up_s", "held_at_start",
+        "held_at_end", "warm_up_retries", "errors_total",
     ):  # fmt: skip
         value = figures[key]
         print(f"| {key} | {value:,.1f} |" if isinstance(value, float) else f"| {key} | {value} |")

@@ -91,7 +91,18 @@ async def run(args: argparse.Namespace) -> None:
                         stats["errors"][f"warm-up hold:{exc.code}"] += 1
                         await asyncio.sleep(0.5 * (attempt + 1))
 
-        await asyncio.gather(*(hold(k) for k in keys))
+        # Paced: at most --acquire-rate acquires start per second (and --hold-concurrency
+        # in flight), so the warm-up grows the fleet no faster than the server grants
+        # while the leases already held keep renewing (32 acquires in flight per process,
+        # unpaced, starved the renewals of a 100,000-agent warm-up: most expired).
+        started = time.monotonic()
+        tasks = []
+        for i, key in enumerate(keys):
+            if args.acquire_rate > 0:
+                await asyncio.sleep(max(0.0, started + i / args.acquire_rate - time.monotonic()))
+            tasks.append(asyncio.create_task(hold(key)))
+        await asyncio.gather(*tasks)
+        stats["warm_up_s"] = round(time.monotonic() - started, 1)
         Path(args.out + ".ready").write_text(str(len(holdings)))
         while not Path(args.start_file).exists():
             await asyncio.sleep(0.2)
@@ -150,6 +161,7 @@ def main() -> None:
         p.add_argument(f"--{name}", type=int, default=default)
     p.add_argument("--spare", type=int, default=0)
     p.add_argument("--hold-concurrency", type=int, default=8)
+    p.add_argument("--acquire-rate", type=float, default=0, help="acquires started/s (0: unpaced)")
     asyncio.run(run(p.parse_args()))
 
 

@@ -203,6 +203,22 @@ def bulk_leases(
 # -- moving time for some rows only ----------------------------------------------------
 
 
+def jeopardy_stored(lease: Lease) -> None:
+    """The sweep's jeopardy, stored: the lease's state and its open alert."""
+    from leaseboard.core.models import Alert, Lease
+
+    Lease.objects.filter(id=lease.id).update(state="jeopardy")
+    Alert.objects.create(
+        kind="jeopardy",
+        dedupe_key=f"jeopardy:{lease.id}:{lease.epoch}",
+        lease=lease,
+        work_item=lease.work_item,
+        epoch=lease.epoch,
+        message="m",
+        opened_at_ms=0,
+    )
+
+
 def age_lease(lease_id: Any, ms: int) -> None:
     """Move one lease `ms` into its own past: every stored time earlier by `ms`."""
     sets = ", ".join(f"{col} = {col} - %s" for col in LEASE_TIME_COLUMNS)

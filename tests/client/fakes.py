@@ -160,3 +160,36 @@ def offline_async_client(
 ) -> AsyncClient:
     """The asyncio SDK against the fake server (`renewer` None: the loop's own)."""
     return AsyncClient(URL, "agent-token", **_offline(server, renewer, timing))
+
+
+def granted_then_lost(server: FakeServer, granted: list[tuple[str, int]]):  # type: ignore[no-untyped-def]
+    """An acquire the server grants but whose answer never arrives (a timeout)."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        waiting, server.fail_next[:] = server.fail_next[:], []
+        answer = server(request)  # the grant happens...
+        server.fail_next[:] = waiting
+        server.requests.pop()  # (recorded once, by the call that ran this handler)
+        lease = answer.json()
+        granted.append((lease["lease_id"], lease["epoch"]))
+        raise httpx.ReadTimeout("timed out", request=request)  # ...its answer is lost
+
+    return handler
+
+
+def own_lease_in_the_way(granted: list[tuple[str, int]]):  # type: ignore[no-untyped-def]
+    def handler(request: httpx.Request) -> httpx.Response:
+        lease_id, epoch = granted[0]
+        return httpx.Response(
+            409,
+            json={
+                "code": "work_leased",
+                "status": 409,
+                "detail": "job-1 is leased (by you)",
+                "lease_id": lease_id,
+                "current_epoch": epoch,
+            },
+            headers={"Content-Type": "application/problem+json"},
+        )
+
+    return handler

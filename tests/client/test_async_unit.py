@@ -29,7 +29,14 @@ from leaseboard_client import (
     WorkLeased,
 )
 from leaseboard_client.aio import loop_renewer
-from tests.client.fakes import AUTHORITATIVE_REFUSALS, TIMING, FakeClock, FakeServer
+from tests.client.fakes import (
+    AUTHORITATIVE_REFUSALS,
+    TIMING,
+    FakeClock,
+    FakeServer,
+    granted_then_lost,
+    own_lease_in_the_way,
+)
 from tests.client.fakes import offline_async_client as make_client
 from tests.waiting import async_wait_until
 
@@ -498,3 +505,25 @@ def test_an_async_holding_through_a_503_outage_within_its_ttl_is_jeopardy_not_lo
 
     run(scenario())
     assert lost == []
+
+
+def test_an_async_hold_after_a_timed_out_acquire_releases_its_own_unseen_grant(
+    server: FakeServer, clock: FakeClock
+) -> None:
+    granted: list[tuple[str, int]] = []
+    server.fail_next.extend([granted_then_lost(server, granted), own_lease_in_the_way(granted)])
+
+    async def scenario() -> None:
+        async with make_client(server, hand_driven(clock)) as client:
+            holding = await client.hold("job-1")
+            assert holding.active and holding.lease_id != granted[0][0]
+            await holding.release()
+
+    run(scenario())
+    paths = [p for _, p, _ in server.requests]
+    assert paths[:4] == [
+        "/api/v1/work-items/job-1/lease",
+        "/api/v1/work-items/job-1/lease",
+        f"/api/v1/leases/{granted[0][0]}/release",
+        "/api/v1/work-items/job-1/lease",
+    ]

@@ -30,7 +30,14 @@ from leaseboard_client import (
     WorkLeased,
     local_deadline,
 )
-from tests.client.fakes import AUTHORITATIVE_REFUSALS, TIMING, FakeClock, FakeServer
+from tests.client.fakes import (
+    AUTHORITATIVE_REFUSALS,
+    TIMING,
+    FakeClock,
+    FakeServer,
+    granted_then_lost,
+    own_lease_in_the_way,
+)
 from tests.client.fakes import offline_client as make_client
 
 
@@ -565,3 +572,35 @@ def test_an_outage_past_the_ttl_loses_the_holding_locally_and_stops_renewing_it(
     assert len(server.requests) == sent  # never sent again
     with pytest.raises(LeaseLost):
         holding.ensure()
+
+
+def test_hold_after_a_timed_out_acquire_releases_its_own_unseen_grant_and_holds(
+    server: FakeServer, renewer: Renewer
+) -> None:
+    # An overloaded server granted the lease after the agent stopped waiting: the retry
+    # meets work_leased naming the agent's own lease. Before, hold raised WorkLeased and the
+    # orphan stood in the way of every retry until its ttl ran out.
+    granted: list[tuple[str, int]] = []
+    server.fail_next.extend([granted_then_lost(server, granted), own_lease_in_the_way(granted)])
+    holding = make_client(server, renewer).hold("job-1")
+    assert holding.active and len(granted) == 1 and holding.lease_id != granted[0][0]
+    calls = [(m, p.rsplit("/", 1)[-1], b) for m, p, b in server.requests]
+    assert [c[1] for c in calls] == ["lease", "lease", "release", "lease"]
+    assert calls[2][2] == {"epoch": granted[0][1]}
+    assert server.requests[2][1] == f"/api/v1/leases/{granted[0][0]}/release"
+
+
+def test_hold_asks_once_again_after_a_lost_answer_and_a_plain_503_is_not_asked_again(
+    server: FakeServer, renewer: Renewer
+) -> None:
+    client = make_client(server, renewer)
+    lost = [httpx.ReadTimeout("timed out"), httpx.ReadTimeout("timed out again")]
+    server.fail_next.extend(lost)
+    with pytest.raises(TransientError) as caught:
+        client.hold("job-1")
+    assert caught.value.code == "timeout" and server.count("/api/v1/work-items/job-1/lease") == 2
+    # Nothing was changed, the server said: no reason to think a grant is waiting.
+    server.fail_next.append(unavailable())
+    with pytest.raises(Unavailable):
+        client.hold("job-2")
+    assert server.count("/api/v1/work-items/job-2/lease") == 1

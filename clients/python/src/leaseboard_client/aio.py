@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 import httpx
 
 from leaseboard_client import protocol
-from leaseboard_client.api import lock_delay_wait, own_lost_grant, unbind
+from leaseboard_client.api import answer_lost, lock_delay_wait, own_lost_grant, unbind
 from leaseboard_client.effects import APPROVAL_POLL_S, REPORT_BACKOFF_S, Effect
 from leaseboard_client.errors import (
     CommitUnknown,
@@ -549,7 +549,7 @@ class AsyncClient:
             self.timing.validate_lease(ttl_ms=ttl_ms, renew_after_ms=ttl_ms // 3)
         waited = 0.0
         # As Client.hold: never act on a grant whose answer was lost; ask again.
-        unsure: CommitUnknown | None = None
+        unsure: LeaseError | None = None
         released = False
         while True:
             try:
@@ -561,18 +561,16 @@ class AsyncClient:
                     raise
                 await asyncio.sleep(pause)
                 waited += pause
-            except CommitUnknown as exc:
-                if unsure is not None:
-                    raise unsure from exc
-                unsure = exc
-                await asyncio.sleep(unknown_pause(exc))
             except WorkLeased as exc:
                 await self.release(*own_lost_grant(exc, unsure, released))
                 released = True
             except TransientError as exc:
-                if unsure is None:
+                if unsure is not None:
+                    raise unsure from exc
+                if not answer_lost(exc):
                     raise
-                raise unsure from exc
+                unsure = exc
+                await asyncio.sleep(unknown_pause(exc))
         try:
             self.timing.validate_lease(ttl_ms=grant.ttl_ms, renew_after_ms=grant.renew_after_ms)
         except TimingError:

@@ -61,10 +61,21 @@ def lock_delay_wait(error: LockDelay, *, waited_s: float, wait_s: float) -> floa
     return retry
 
 
-def own_lost_grant(
-    exc: WorkLeased, unsure: CommitUnknown | None, released: bool
-) -> tuple[str, int]:
-    """After an acquire whose commit was of unknown outcome, `work_leased` naming this
+# What an acquire's answer may have been lost to: its commit was cut in flight
+# (CommitUnknown), the request timed out, the connection dropped, or the server failed
+# after the request arrived (500). A plain 503 said "nothing was changed".
+ANSWER_LOST_CODES = frozenset({"timeout", "network", "internal_error"})
+
+
+def answer_lost(exc: LeaseError) -> bool:
+    """Did this acquire perhaps grant a lease whose answer never arrived?"""
+    return isinstance(exc, CommitUnknown) or (
+        isinstance(exc, TransientError) and exc.code in ANSWER_LOST_CODES
+    )
+
+
+def own_lost_grant(exc: WorkLeased, unsure: LeaseError | None, released: bool) -> tuple[str, int]:
+    """After an acquire whose answer was lost (`answer_lost`), `work_leased` naming this
     agent's own lease is that acquire's grant, whose token never arrived: (lease_id, epoch)
     to release (nothing was done under it). Anything else re-raises `exc`."""
     if unsure is None or released or exc.lease_id is None or exc.current_epoch is None:
@@ -219,9 +230,12 @@ class Client:
         if ttl_ms is not None:  # the server derives renew_after from a grant's ttl (ttl/3)
             self.timing.validate_lease(ttl_ms=ttl_ms, renew_after_ms=ttl_ms // 3)
         waited = 0.0
-        # An acquire whose commit outlived the server's deadline may have granted a lease
-        # whose token never arrived: never act on it; ask again (docs/design.md §14).
-        unsure: CommitUnknown | None = None
+        # An acquire whose answer was lost (its commit cut in flight, a timeout, a dropped
+        # connection) may have granted a lease whose token never arrived: never act on it;
+        # ask again, and release it if the answer names it (docs/design.md §14). Without
+        # this, an agent timing out against an overloaded server left a lease of its own
+        # in the way of every retry until the ttl ran out.
+        unsure: LeaseError | None = None
         released = False
         while True:
             try:
@@ -233,18 +247,16 @@ class Client:
                     raise
                 time.sleep(pause)
                 waited += pause
-            except CommitUnknown as exc:
-                if unsure is not None:
-                    raise unsure from exc
-                unsure = exc
-                time.sleep(unknown_pause(exc))
             except WorkLeased as exc:
                 self.release(*own_lost_grant(exc, unsure, released))
                 released = True
             except TransientError as exc:
-                if unsure is None:
+                if unsure is not None:
+                    raise unsure from exc  # still unknown: say so, not "unavailable"
+                if not answer_lost(exc):
                     raise
-                raise unsure from exc  # still unknown: say so, not "unavailable"
+                unsure = exc
+                time.sleep(unknown_pause(exc))
         try:
             self.timing.validate_lease(ttl_ms=grant.ttl_ms, renew_after_ms=grant.renew_after_ms)
         except TimingError:

@@ -22,7 +22,7 @@ from leaseboard.domain.errors import (
     StaleEpoch,
     WorkLeased,
 )
-from tests.builders import admit, leased_item
+from tests.builders import admit, jeopardy_stored, leased_item
 from tests.locking import race_on_a_lock, wait_until_someone_waits_for_a_lock
 
 pytestmark = pytest.mark.postgres
@@ -189,16 +189,7 @@ def test_a_lease_in_jeopardy_cannot_authorize_but_can_renew_back(agent, db_clock
     with pytest.raises(InJeopardy):
         _propose(lease, a, "j-1")
     # The same with the jeopardy materialized by a sweep (stored state).
-    Lease.objects.filter(id=lease.id).update(state="jeopardy")
-    Alert.objects.create(
-        kind="jeopardy",
-        dedupe_key=f"jeopardy:{lease.id}:1",
-        lease=lease,
-        work_item=lease.work_item,
-        epoch=1,
-        message="m",
-        opened_at_ms=0,
-    )
+    jeopardy_stored(lease)
     with pytest.raises(InJeopardy):
         _propose(lease, a, "j-2")
     r = ls.lease_renew(lease_id=lease.id, executor=a, epoch=1)

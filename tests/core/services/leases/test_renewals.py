@@ -14,7 +14,7 @@ from django.test.utils import CaptureQueriesContext
 from leaseboard.core.models import Alert, Lease, LeaseEvent
 from leaseboard.core.services.leases.renewals import BatchResult, lease_renew, lease_renew_many
 from leaseboard.domain.errors import LeaseboardError, StaleEpoch, ValidationFailed
-from tests.builders import age_leases, leased_item
+from tests.builders import age_leases, jeopardy_stored, leased_item
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db]
 
@@ -72,20 +72,6 @@ def test_a_batch_over_the_limit_is_refused_whole(agent, settings) -> None:
     ]
 
 
-def _jeopardy(lease: Lease) -> None:
-    """The sweep's jeopardy, stored: the state and its open alert."""
-    Lease.objects.filter(id=lease.id).update(state="jeopardy")
-    Alert.objects.create(
-        kind="jeopardy",
-        dedupe_key=f"jeopardy:{lease.id}:{lease.epoch}",
-        lease=lease,
-        work_item=lease.work_item,
-        epoch=lease.epoch,
-        message="m",
-        opened_at_ms=0,
-    )
-
-
 def _batch_queries(executor, items) -> tuple[list[BatchResult], int]:
     with CaptureQueriesContext(connection) as captured:
         results = lease_renew_many(executor=executor, items=items)
@@ -126,7 +112,7 @@ def test_a_batch_brings_its_leases_in_jeopardy_back_each_with_its_event(agent) -
     healthy = leased_item(executor, key="jeo-b-ok", ttl_ms=9_000)
     gone = leased_item(executor, key="jeo-b-gone", ttl_ms=2_000)
     for lease in back:
-        _jeopardy(lease)
+        jeopardy_stored(lease)
     age_leases(5_000, lease_ids=[gone.id])
     items = [(lease.id, 1) for lease in back] + [(healthy.id, 1), (gone.id, 1), (back[0].id, 1)]
     results = lease_renew_many(executor=executor, items=items)
