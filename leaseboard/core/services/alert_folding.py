@@ -68,7 +68,10 @@ def alerts_fold_per_agent(ids: list[int]) -> list[int]:
             folded.setdefault(target, []).append(alert_id)
     if not folded:
         return ids
-    for target, rows in folded.items():
+    # Incidents in id order: two sweeps folding into the same incidents (one fleet's agents)
+    # lock them in one order, never each waiting for the other (a 100,000-agent soak met
+    # that deadlock, and the sweep that lost it skipped a round).
+    for target, rows in sorted(folded.items()):
         Alert.objects.filter(id__in=rows).update(folded_into_id=target, resolved_at_ms=now)
         Alert.objects.filter(id=target).update(
             occurrences=F("occurrences") + len(rows), last_seen_at_ms=now

@@ -40,3 +40,30 @@ def test_kinds_outside_folding_pass_through(agent, settings):
     ids = _opened([leased_item(bot) for _ in range(2)], "recovery")
     assert alerts_fold(ids) == ids
     assert not Alert.objects.filter(folded_into__isnull=False).exists()
+
+
+def test_incidents_are_updated_in_id_order_whatever_order_their_alerts_came_in(agent):
+    # Two sweeps folding into the same two incidents must lock them in one order, or each
+    # waits for the other (a deadlock, met in a 100,000-agent soak). The fresh alerts name
+    # the newer incident first here; the incidents are still updated oldest first.
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    one, two = agent("fold-a")[0], agent("fold-b")[0]
+    first = _opened([leased_item(one)], "jeopardy")[0]
+    second = _opened([leased_item(two)], "jeopardy")[0]
+    assert alerts_fold_per_agent([first]) == [first]
+    assert alerts_fold_per_agent([second]) == [second]
+    fresh = _opened([leased_item(two), leased_item(one)], "jeopardy")  # two's, then one's
+    with CaptureQueriesContext(connection) as captured:
+        assert alerts_fold_per_agent(fresh) == []
+    touched = [
+        target
+        for q in captured.captured_queries
+        if '"occurrences"' in q["sql"] and q["sql"].startswith("UPDATE")
+        for target in (first, second)
+        if f'"id" = {target}' in q["sql"]
+    ]
+    assert touched == [first, second]
+    assert Alert.objects.get(id=first).occurrences == 2
+    assert Alert.objects.get(id=second).occurrences == 2
