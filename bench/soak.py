@@ -1,5 +1,8 @@
 """`make soak`: a fleet against several nodes, on PostgreSQL and Redis, for minutes.
 
+- a PostgreSQL of its own, configured like production (`OWN_PG_CONF`: durable commits,
+  autovacuum on, pg_stat_statements for the report's top statements); `--no-own-pg` uses
+  the machine's (`--db`), whose autovacuum may be off;
 - `--web` gunicorn instances (default 3, each `--web-workers` sync workers) behind a
   loopback HAProxy (Debian's `haproxy`, round robin, `/healthz` checks);
 - `--workers` Celery workers (default 2) and one Celery beat (sweeps every second);
@@ -32,6 +35,7 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import (
@@ -90,7 +94,8 @@ RENEW_FIRST = """    http-request set-priority-class int(-10) if { path_end /ren
 # (1.16 million in core_lease after 10 minutes at 30,000 agents, 335 MB for 31,000 live
 # rows), and the sweep and the batch renews walked them until every batch outlasted the
 # statement timeout. A production PostgreSQL vacuums; so does this one.
-OWN_PG_CONF = """fsync = on
+OWN_PG_CONF = """shared_preload_libraries = 'pg_stat_statements'
+fsync = on
 synchronous_commit = on
 full_page_writes = on
 shared_buffers = 256MB
@@ -267,6 +272,11 @@ def soak(args: argparse.Namespace, procs: int, tmp: Path, db_url: str) -> int:
     say(f"{where}; {args.agents} agents in {procs} processes for {args.seconds} s")
     migrate(env)
     setup_django(**env)
+    if args.own_pg:  # where the database's time goes while measuring (`top_statements`)
+        from django.db import connection
+
+        with connection.cursor() as cursor:
+            cursor.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
     per, spare = args.agents // procs, args.abandon * (args.seconds + 5)
     tokens = seed(procs, per, spare, args.ttl_ms)
 
@@ -325,6 +335,7 @@ def soak(args: argparse.Namespace, procs: int, tmp: Path, db_url: str) -> int:
         wait_ready(tmp, procs, groups)
         say("every agent holds its lease: measuring")
         started_ms = db_clock()
+        statements_reset(args.own_pg)
         start_file.write_text("go")
         samples = sample_rss(groups, args.seconds, args.sample_s, tmp, procs)
         ended_ms = db_clock()
@@ -398,6 +409,34 @@ def sample_rss(groups, seconds, every, tmp, procs):  # type: ignore[no-untyped-d
     return samples
 
 
+def statements_reset(own_pg: bool) -> None:
+    if own_pg:
+        from django.db import connection
+
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_stat_statements_reset()")
+
+
+def top_statements(own_pg: bool, n: int = 8) -> list[dict[str, Any]]:
+    """Where the database's time went while measuring: the statements by total time (the
+    soak's own PostgreSQL only; the machine's may not load pg_stat_statements)."""
+    if not own_pg:
+        return []
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT left(regexp_replace(query, '\\s+', ' ', 'g'), 120), calls, "
+            "round(total_exec_time::numeric, 1), round(mean_exec_time::numeric, 2) "
+            "FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT %s",
+            [n],
+        )
+        rows = cursor.fetchall()
+    return [
+        {"query": q, "calls": c, "total_ms": float(t), "mean_ms": float(m)} for q, c, t, m in rows
+    ]
+
+
 def report(args, procs, tmp, samples, started_ms, ended_ms):  # type: ignore[no-untyped-def]
     from django.db import connection
 
@@ -440,6 +479,7 @@ def report(args, procs, tmp, samples, started_ms, ended_ms):  # type: ignore[no-
         "warm_up_retries": sum(n for k, n in errors.items() if k.startswith("warm-up")),
         "load_average": os.getloadavg()[0], "memory": memory,
         "slow_requests": slow_requests(tmp, args.web),
+        "top_statements": top_statements(args.own_pg),
     }  # fmt: skip
     print(
         f"\n{args.agents} agents, {procs} agent processes, {args.web} web nodes × "
@@ -458,6 +498,13 @@ def report(args, procs, tmp, samples, started_ms, ended_ms):  # type: ignore[no-
     if errors:
         print(f"\nerrors: {dict(errors)}")
     print(f"\nrequests over {SLOW_MS} ms at HAProxy: {figures['slow_requests']}")
+    if figures["top_statements"]:
+        print("\n| statement (database time while measuring) | calls | total ms | mean ms |")
+        print("|---|---:|---:|---:|")
+        for row in figures["top_statements"]:
+            print(
+                f"| {row['query']} | {row['calls']} | {row['total_ms']:,.0f} | {row['mean_ms']} |"
+            )
     print(
         "\n| process | RSS first MB | RSS mid MB | RSS last MB | change | second half | "
         "CPU (% of a core) |\n|---|---|---|---|---|---|---|"
