@@ -29,14 +29,8 @@ from leaseboard_client import (
     WorkLeased,
 )
 from leaseboard_client.aio import loop_renewer
-from tests.client.fakes import (
-    AUTHORITATIVE_REFUSALS,
-    TIMING,
-    FakeClock,
-    FakeServer,
-    granted_then_lost,
-    own_lease_in_the_way,
-)
+from tests.client import fakes
+from tests.client.fakes import AUTHORITATIVE_REFUSALS, TIMING, FakeClock, FakeServer
 from tests.client.fakes import offline_async_client as make_client
 from tests.waiting import async_wait_until
 
@@ -511,7 +505,8 @@ def test_an_async_hold_after_a_timed_out_acquire_releases_its_own_unseen_grant(
     server: FakeServer, clock: FakeClock
 ) -> None:
     granted: list[tuple[str, int]] = []
-    server.fail_next.extend([granted_then_lost(server, granted), own_lease_in_the_way(granted)])
+    lost_answer = fakes.granted_then_lost(server, granted)
+    server.fail_next.extend([lost_answer, fakes.own_lease_in_the_way(granted)])
 
     async def scenario() -> None:
         async with make_client(server, hand_driven(clock)) as client:

@@ -504,11 +504,17 @@ def test_unavailable_and_internal_error_are_transient_with_what_the_server_said(
     assert isinstance(internal.value, TransientError) and internal.value.request_id == "r-9"
 
 
+def _watched(server: FakeServer, renewer: Renewer) -> tuple[Holding, list[LeaseError]]:
+    """A holding of job-1 and the errors its on_lost callback was given."""
+    lost: list[LeaseError] = []
+    holding = make_client(server, renewer).hold("job-1", on_lost=lambda h, e: lost.append(e))
+    return holding, lost
+
+
 def test_a_database_outage_past_the_local_deadline_is_jeopardy_then_the_next_ack_resumes(
     server: FakeServer, renewer: Renewer, clock: FakeClock
 ) -> None:
-    lost: list[LeaseError] = []
-    holding = make_client(server, renewer).hold("job-1", on_lost=lambda h, e: lost.append(e))
+    holding, lost = _watched(server, renewer)
     deadline = holding.deadline
     # Every renewal meets 503 for 14.5 s, longer than the 13.85 s the lease had left (and
     # shorter than the 16.15 s after which the server's lease is certainly gone).
@@ -545,8 +551,7 @@ def test_an_outage_past_the_ttl_loses_the_holding_locally_and_stops_renewing_it(
     # The server refuses any renewal past the expiry, so once no answer could have kept
     # the lease alive (ttl x (1 + drift) + margin after the last acknowledgement arrived)
     # renewing it only loads a server that is already failing: the SDK lets it go.
-    lost: list[LeaseError] = []
-    holding = make_client(server, renewer).hold("job-1", on_lost=lambda h, e: lost.append(e))
+    holding, lost = _watched(server, renewer)
     granted_at = clock.now
     renews: list[float] = []
 
