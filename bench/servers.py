@@ -17,6 +17,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from bench.common import free_port, port_open, wait_until
 
@@ -27,6 +28,26 @@ PG_BIN = Path(
         "/usr/lib/postgresql/15/bin",
     )
 )
+
+
+def pg_statements_reset(cursor: Any) -> None:
+    """Start pg_stat_statements' counts afresh (a psycopg or a Django cursor)."""
+    cursor.execute("SELECT pg_stat_statements_reset()")
+
+
+def pg_top_statements(cursor: Any, n: int = 10, *, width: int = 160) -> list[dict[str, Any]]:
+    """Where the database's time went since the last reset: the `n` statements by total
+    execution time, each query's text on one line cut at `width` characters."""
+    cursor.execute(
+        "SELECT left(regexp_replace(query, '\\s+', ' ', 'g'), %s), calls, "
+        "round(total_exec_time::numeric, 1), round(mean_exec_time::numeric, 2), rows "
+        "FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT %s",
+        [width, n],
+    )
+    return [
+        {"query": q, "calls": c, "total_ms": float(t), "mean_ms": float(m), "rows": r}
+        for q, c, t, m, r in cursor.fetchall()
+    ]
 
 
 def _as_postgres(cmd: list[str]) -> list[str]:

@@ -40,7 +40,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import PY, ROOT, django_env, migrate, sayer, spawn, start_gunicorn, stop_group
 from bench.faults_fleet import Hook
-from bench.servers import OwnPostgres, OwnRedis
+from bench.servers import OwnPostgres, OwnRedis, pg_statements_reset, pg_top_statements
 
 say = sayer("storm")
 
@@ -202,7 +202,7 @@ class Storm:
         ttl = self.args.ttl_ms
         jeopardy_after = ttl * 2 // 3
         with self.db() as conn:
-            conn.execute("SELECT pg_stat_statements_reset()")
+            pg_statements_reset(conn.cursor())
             t = conn.execute(
                 "UPDATE core_lease l SET ttl_ms = %(ttl)s, renew_after_ms = %(renew)s, "
                 "jeopardy_after_ms = %(jeop)s, renewed_at_ms = s.at, "
@@ -304,16 +304,7 @@ class Storm:
     def top_statements(self, n: int = 10) -> list[dict[str, Any]]:
         """Where the database's time went from T to now: the statements by total time."""
         with self.db() as conn:
-            rows = conn.execute(
-                "SELECT left(regexp_replace(query, '\\s+', ' ', 'g'), 160), calls, "
-                "round(total_exec_time::numeric, 1), round(mean_exec_time::numeric, 2), rows "
-                "FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT %s",
-                [n],
-            ).fetchall()
-        return [
-            {"query": q, "calls": c, "total_ms": float(t), "mean_ms": float(m), "rows": r}
-            for q, c, t, m, r in rows
-        ]
+            return pg_top_statements(conn.cursor(), n)
 
     def close(self) -> None:
         for proc in self.procs.values():
