@@ -10,8 +10,12 @@ machine. Optionally beside other servers on the same database in the same rounds
   (e.g. `gthread:@2:gthread:4`, `sync4:@4:sync:0`).
 
 Prints each measurement and, per path and server, the median rate and p99 over the rounds
-and the median of the per-round ratios to the bare anchor. `make bench` stays the one
-complete table; this is for measuring one change at a time on a busy machine.
+and the median of the per-round ratios to the bare anchor, and where the CPU went: the
+server's processes and the PostgreSQL backends of the bench database, in CPU microseconds
+per request. Both share the machine's cores, so a saturated path's rate is about the cores'
+CPU seconds per second over its CPU per request: that says where a ratio is lost, even on
+a busy machine. `make bench` stays the one complete table; this is for measuring one
+change at a time on a busy machine.
 """
 
 from __future__ import annotations
@@ -115,11 +119,11 @@ def main(argv: list[str] | None = None) -> int:
             over = dict(kv.split("=", 1) for kv in pairs.split(",") if kv)
             env = {**api_env, **over}
             servers[name] = serve("leaseboard.wsgi:application", env, gunicorn=gunicorn)
-        results = rounds(args, paths, servers, ctx, leases, free)
+        results, cpu = rounds(args, paths, servers, ctx, leases, free)
     finally:
         for server in servers.values():
             server.stop()
-    summary(paths, servers, results)
+    summary(paths, servers, results, cpu)
     return 0
 
 
@@ -152,6 +156,7 @@ def bulk_leases(executor, n: int) -> list[str]:  # type: ignore[no-untyped-def]
 def rounds(args, paths, servers, ctx, leases, free):  # type: ignore[no-untyped-def]
     token, holder = ctx["token"], ctx["executor_id"]
     results: dict[tuple[str, str], list[tuple[Load, Load]]] = {}
+    cpu: dict[tuple[str, str], list[tuple[float, float]]] = {}
     for name, server in servers.items():  # warm every worker
         if name != "bare":
             wrk(server.url, leases[:100], run_all.RENEW, conns=4, threads=2, seconds=1,
@@ -176,8 +181,12 @@ def rounds(args, paths, servers, ctx, leases, free):  # type: ignore[no-untyped-
                 else:
                     items = leases
                 run_all.vacuum()
+                web0, pg0 = cpu_seconds(server), pg_cpu_seconds()
                 load = wrk(server.url, items, body, conns=args.conns, threads=2,
                            seconds=args.seconds, token=token)  # fmt: skip
+                n = max(1.0, load.rate * args.seconds)
+                per = ((cpu_seconds(server) - web0) / n * 1e6, (pg_cpu_seconds() - pg0) / n * 1e6)
+                cpu.setdefault((path, name), []).append(per)
                 if kind == "bare":
                     bare = load
                 assert bare is not None
@@ -185,15 +194,55 @@ def rounds(args, paths, servers, ctx, leases, free):  # type: ignore[no-untyped-
                 say(
                     f"  {path:8} {name:8} {load.rate:7.0f}/s  p99 {load.p99_ms:6.1f} ms"
                     f"  ÷ bare {load.rate / bare.rate:.2f}"
+                    + f"  CPU µs/req web {per[0]:,.0f} pg {per[1]:,.0f}"
                     + (f"  {load.failed} failed" if load.failed else "")
                 )
-    return results
+    return results, cpu
 
 
-def summary(paths, servers, results) -> None:  # type: ignore[no-untyped-def]
+def cpu_seconds(server: Server) -> float:
+    """User + system CPU seconds of a gunicorn server's processes so far."""
+    import psutil
+
+    try:
+        root = psutil.Process(server.proc.pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return 0.0
+    return sum(_cpu(p) for p in procs)
+
+
+def pg_cpu_seconds() -> float:
+    """CPU seconds of the PostgreSQL backends connected to the bench database (their
+    process titles name it): the servers keep their connections (CONN_MAX_AGE), and one
+    server is loaded at a time, so a measurement's difference is that server's."""
+    import psutil
+
+    total = 0.0
+    for p in psutil.process_iter(["cmdline"]):
+        title = " ".join(p.info["cmdline"] or [])
+        if title.startswith("postgres: ") and f" {DB_NAME} " in title:
+            total += _cpu(p)
+    return total
+
+
+def _cpu(p) -> float:  # type: ignore[no-untyped-def]
+    import psutil
+
+    try:
+        t = p.cpu_times()
+    except psutil.NoSuchProcess:
+        return 0.0
+    return t.user + t.system
+
+
+def summary(paths, servers, results, cpu) -> None:  # type: ignore[no-untyped-def]
     print(f"\nmedians over the rounds; load average now {os.getloadavg()[0]:.2f}\n")
-    print("| path | server | req/s | p99 ms | ÷ bare (median of rounds) | failed |")
-    print("|---|---|---|---|---|---|")
+    print(
+        "| path | server | req/s | p99 ms | ÷ bare (median of rounds) | failed "
+        "| web CPU µs/req | PostgreSQL CPU µs/req |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     for path in paths:
         for name in servers:
             got = results.get((path, name), [])
@@ -203,7 +252,12 @@ def summary(paths, servers, results) -> None:  # type: ignore[no-untyped-def]
             p99 = statistics.median(a.p99_ms for a, _ in got)
             ratio = statistics.median(a.rate / b.rate for a, b in got)
             failed = sum(a.failed for a, _ in got)
-            print(f"| {path} | {name} | {rate:,.0f} | {p99:.1f} | {ratio:.2f} | {failed} |")
+            web = statistics.median(c[0] for c in cpu.get((path, name), [(0.0, 0.0)]))
+            pg = statistics.median(c[1] for c in cpu.get((path, name), [(0.0, 0.0)]))
+            print(
+                f"| {path} | {name} | {rate:,.0f} | {p99:.1f} | {ratio:.2f} | {failed} "
+                f"| {web:,.0f} | {pg:,.0f} |"
+            )
     print(time.strftime("\n%Y-%m-%d %H:%M UTC", time.gmtime()))
 
 
