@@ -129,6 +129,15 @@ class Lease(models.Model):
                 condition=Q(state__in=LIVE_STATES),
                 name="lease_due_idx",
             ),
+            # The leases a sweep marked in jeopardy, by due time (= expiry), for the live
+            # page's two jeopardy counters. Partial: an active lease enters none of it, so a
+            # renew writes nothing more; without it, in an expiry storm each of those counts
+            # walked every due entry of lease_due_idx for its state (16 ms at 50,000 due).
+            models.Index(
+                fields=["due_at_ms"],
+                condition=Q(state=Certainty.JEOPARDY.value),
+                name="lease_jeopardy_due_idx",
+            ),
             models.Index(fields=["holder", "state"], name="lease_holder_state_idx"),
             # Partial: a live lease (ended_at_ms, ended_by, held_by all NULL) enters none
             # of these three, so a renew or a grant writes three index entries fewer.

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db import connection
 from django.db.models import (
     BigIntegerField,
     Case,
@@ -15,11 +16,9 @@ from django.db.models import (
     IntegerField,
     Q,
     QuerySet,
-    Subquery,
     Value,
     When,
 )
-from django.db.models.functions import Coalesce
 
 from leaseboard.core.models import Effect, Lease
 from leaseboard.dashboard.selectors.counters import Counters
@@ -68,18 +67,35 @@ def urgent(qs: QuerySet[Lease], now_ms: int) -> QuerySet[Lease]:
     )
 
 
-def due_cut(qs: QuerySet[Lease], size: int, descending: bool) -> QuerySet[Lease]:
+def due_cut(
+    qs: QuerySet[Lease], unranked: QuerySet[Lease], now_ms: int, size: int, descending: bool
+) -> QuerySet[Lease]:
     """The jeopardy rank's rows no later than its `size`-th due time (ties included): the
     same first `size` rows in (due, work key, epoch) order, found without the work key.
     In an expiry storm 50,000 leases are in jeopardy, and ordering them by the key joined
     every one to its work item and sorted them all for one page (300-640 ms a statement
-    in `make storm`); the cut reads due times alone (lease_due_idx), then the join and
-    the sort see one page of rows."""
+    in `make storm`); the cut reads due times alone, then the join and the sort see one
+    page of rows. The edge is read first, from the rank's two kinds of rows, each walked
+    in due order over its own index for `size` entries: a sweep's marks over
+    lease_jeopardy_due_idx, the overdue active leases over lease_due_idx (`unranked`: the
+    part before the rank's condition, whose OR would hide both walks). As one condition in
+    a subquery, PostgreSQL gathered and sorted every lease in jeopardy for it (12 ms of a
+    13 ms page read at 50,000)."""
     order = F("due_at_ms").desc() if descending else F("due_at_ms").asc()
-    edge = qs.order_by(order).values("due_at_ms")[size - 1 : size]
-    beyond = Value(-(2**63) if descending else 2**63 - 1, output_field=BigIntegerField())
-    bound = Coalesce(Subquery(edge), beyond)  # fewer rows than a page: no cut
-    return qs.filter(due_at_ms__gte=bound) if descending else qs.filter(due_at_ms__lte=bound)
+    marked = unranked.filter(state=Lease.State.JEOPARDY)
+    overdue = unranked.filter(state=Lease.State.ACTIVE, due_at_ms__lte=now_ms)
+    walks = [
+        rows.order_by(order).values_list("due_at_ms", flat=True)[:size]
+        for rows in (marked, overdue)
+    ]
+    if connection.features.supports_slicing_ordering_in_compound:
+        dues = list(walks[0].union(walks[1], all=True))
+    else:  # SQLite: no LIMIT inside a UNION
+        dues = [due for walk in walks for due in walk]
+    if len(dues) < size:
+        return qs  # fewer rows than a page: no cut
+    edge = sorted(dues, reverse=descending)[size - 1]
+    return qs.filter(due_at_ms__gte=edge) if descending else qs.filter(due_at_ms__lte=edge)
 
 
 def urgency_limited(
@@ -89,17 +105,35 @@ def urgency_limited(
     cursor: list[Any] | None,
     counters: Counters,
 ) -> list[QuerySet[Any]]:
+    """The parts of `urgency_ranked`, without their ranks."""
+    return [qs for _, qs in urgency_ranked(parts, filters, now_ms, cursor, counters)]
+
+
+def jeopardy_fills_page(filters: LiveFilters, counters: Counters) -> bool:
+    """Whether the live leases in jeopardy by time (counted on the counters' clock, before
+    any filter) may be more than a page: the jeopardy rank is then cut at its page-th due
+    time (`due_cut`) and, sorted most urgent first, read before the other ranks."""
+    return counters.jeopardy + counters.unswept >= filters.size + 1
+
+
+def urgency_ranked(
+    parts: list[QuerySet[Lease]],
+    filters: LiveFilters,
+    now_ms: int,
+    cursor: list[Any] | None,
+    counters: Counters,
+) -> list[tuple[int, QuerySet[Any]]]:
     """The urgency sort without ranking every live lease: each part splits by rank into
     four, each read in an indexed order with LIMIT size+1 (in jeopardy by due_at_ms over
     lease_due_idx: the expiry of a lease a sweep marked; on hold and waiting by expiry,
     few; the healthy rest by work key), so a page costs what the key sort costs. (Ranking
     and sorting 58k live leases in one statement took 530 ms at p50; docs/benchmarks.md.)
     The cursor's rank says which parts are behind it (skipped), which one it is in
-    (read after it) and which are ahead (read whole)."""
+    (read after it) and which are ahead (read whole). Returns (rank, part) pairs."""
     desc = filters.descending
     size = filters.size + 1
     rank = cursor[0] if cursor else None
-    out: list[QuerySet[Any]] = []
+    out: list[tuple[int, QuerySet[Any]]] = []
     for part in parts:
         if filters.certainty in ("expired", "ended"):  # nothing live: all "healthy"
             split = [(HEALTHY, part)]
@@ -121,11 +155,14 @@ def urgency_limited(
                 urgency=Value(r, output_field=IntegerField()),
                 urgent_due=(Value(0, output_field=BigIntegerField()) if r == HEALTHY else F(due)),
             )
+            unranked = part
             if rank == r:
                 after = (cursor or [])[2:] if r == HEALTHY else (cursor or [])[1:]
                 qs = qs.filter(keyset_after(own, after, desc))
-            if r == 0 and counters.jeopardy + counters.unswept >= size:
-                qs = due_cut(qs, size, desc)  # more may be in jeopardy than a page shows
+                unranked = part.filter(keyset_after(own, after, desc))
+            if r == 0 and jeopardy_fills_page(filters, counters):
+                # More may be in jeopardy than a page shows.
+                qs = due_cut(qs, unranked, now_ms, size, desc)
             order = [F(f).desc() if desc else F(f).asc() for f in own]
-            out.append(qs.order_by(*order)[:size])
+            out.append((r, qs.order_by(*order)[:size]))
     return out

@@ -5,10 +5,13 @@ and a cursor's rank skipping the parts behind it."""
 from __future__ import annotations
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from leaseboard.core.clock import db_now_ms
 from leaseboard.core.models import Lease
 from leaseboard.dashboard.selectors.counters import live_counters
+from leaseboard.dashboard.selectors.live import live_leases
 from leaseboard.dashboard.selectors.live_filters import LiveFilters
 from leaseboard.dashboard.selectors.live_urgency import HEALTHY, urgency_limited, urgent
 from tests.builders import age_lease, leased_item
@@ -71,5 +74,53 @@ def test_the_jeopardy_rank_is_cut_at_its_page_th_due_time_with_the_same_rows(age
     live = [Lease.objects.filter(state__in=["active", "jeopardy"])]
     filters = LiveFilters(sort=sort, size=2)
     jeopardy = urgency_limited(live, filters, now, None, counters)[0]
-    assert "OFFSET 2" in str(jeopardy.query)  # the cut: the third due time, a page + 1
+    # The cut: the third due time (a page + 1), read first, as the bound.
+    third = sorted(Lease.objects.values_list("due_at_ms", flat=True), reverse=sort[0] == "-")[2]
+    assert f"{'>=' if sort[0] == '-' else '<='} {third})" in str(jeopardy.query)
     assert list(jeopardy.values_list("work_item__key", flat=True)) == first
+
+
+def _page_keys(filters: LiveFilters) -> tuple[list[str], str, list[str]]:
+    """The page's work keys, its next cursor and the statements that read leases."""
+    with CaptureQueriesContext(connection) as queries:
+        page = live_leases(filters)
+    reads = [q["sql"] for q in queries.captured_queries if 'FROM "core_lease"' in q["sql"]]
+    return [r.lease.work_item.key for r in page.rows], page.next_cursor, reads
+
+
+def test_when_jeopardy_fills_the_page_the_other_ranks_are_not_read(agent):
+    """An expiry storm: more leases in jeopardy than a page shows. The page is the
+    jeopardy rank alone, in due order, and paging on reaches the healthy rest; the healthy
+    rank (a walk in work key order past every lease in jeopardy) is read only then."""
+    executor, _ = agent()
+    for key in ("h-1", "h-2"):
+        leased_item(executor, key=key)
+    for n, key in enumerate(("j-c", "j-a", "j-b")):
+        late = leased_item(executor, key=key)
+        age_lease(late.id, late.jeopardy_after_ms + 1000 - n * 100)  # j-c most overdue
+    keys, cursor, reads = _page_keys(LiveFilters(size=2))
+    assert keys == ["j-c", "j-a"] and cursor
+    # The jeopardy rank alone: no part of the later ranks (on hold the first of them).
+    assert reads and not any('"held_at_ms" IS NOT NULL' in sql for sql in reads)
+    keys, cursor, reads = _page_keys(LiveFilters(size=2, cursor=cursor))
+    assert keys == ["j-b", "h-1"] and cursor  # the rank's last row, then the healthy rest
+    keys, cursor, _ = _page_keys(LiveFilters(size=2, cursor=cursor))
+    assert keys == ["h-2"] and not cursor
+
+
+def test_when_jeopardy_falls_short_of_a_page_the_other_ranks_follow_it(agent):
+    executor, _ = agent()
+    for key in ("h-1", "h-2"):
+        leased_item(executor, key=key)
+    for key in ("j-a", "j-b", "j-c"):
+        late = leased_item(executor, key=key)
+        age_lease(late.id, late.jeopardy_after_ms + 1000)
+    # The counters count 3 in jeopardy (a page of 2 and one more), but the page filters
+    # by holder to one lease in jeopardy: the jeopardy rank is read, falls short, and the
+    # healthy rank fills the rest of the page.
+    other, _ = agent()
+    late = leased_item(other, key="j-o")
+    age_lease(late.id, late.jeopardy_after_ms + 2000)
+    leased_item(other, key="h-o")
+    keys, cursor, _ = _page_keys(LiveFilters(size=2, holder=other.name))
+    assert keys == ["j-o", "h-o"] and not cursor
