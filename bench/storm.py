@@ -3,7 +3,9 @@
 On a PostgreSQL and a Redis of its own (bench/servers.py: initdb into a temporary folder,
 own ports; never the machine's shared servers), with `--web` gunicorn nodes (gthread),
 `--workers` Celery workers (default 2) and one Celery beat as the product runs them
-(sweeps every second), and a loopback webhook on the queue that counts alert deliveries:
+(sweeps every second), the sampled pages on the agents' node or, with `--pages-web N`, on
+a pool of N workers of their own, and a loopback webhook on the queue that counts alert
+deliveries:
 
 1. seed `--leases` leases (default 100,000) through the product's grant
    (bench/storm_seed.py): half held by as many distinct agents, half by `--renewers`
@@ -145,6 +147,14 @@ class Storm:
             )  # fmt: skip
             self.procs[f"web{i}"] = server.proc
             self.urls = [*getattr(self, "urls", []), server.url]
+        if a.pages_web:  # the operators' pages on a pool of their own (docs/deployment.md)
+            pages = start_gunicorn(
+                "leaseboard.wsgi:application", env=self.env(), workers=a.pages_web,
+                worker_class="gthread", threads=2, extra=("--timeout", "60"),
+                log=self.tmp / "pages.log", what="storm pages",
+            )  # fmt: skip
+            self.procs["pages"] = pages.proc
+            self.pages_url = pages.url
         celery = [PY, "-m", "celery", "-A", "leaseboard"]
         for i in range(a.workers):  # concurrent sweeps split a storm (FOR UPDATE SKIP LOCKED)
             self.procs[f"worker{i}"] = spawn(
@@ -324,6 +334,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--renewers", type=int, default=4, help="survivor processes (credentials)")
     p.add_argument("--web", type=int, default=1)
     p.add_argument("--web-workers", type=int, default=2)
+    p.add_argument(
+        "--pages-web", type=int, default=0,
+        help="gunicorn workers of a web pool of its own for the sampled pages (0: the pages "
+        "share the agents' web node)",
+    )  # fmt: skip
     p.add_argument("--workers", type=int, default=2, help="Celery workers (solo pool each)")
     p.add_argument("--ttl-ms", type=int, default=6000, help="the dying leases' ttl")
     p.add_argument(
@@ -348,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
         run.start_renewers()
         run.wait_sweeping()
         say("survivors renewing; the pages are sampled; the other half dies now")
-        sampler = Sampler(run.urls[0], run.seed["session"])
+        sampler = Sampler(getattr(run, "pages_url", run.urls[0]), run.seed["session"])
         sampler.start()
         run.storm()
         run.watch()
@@ -357,8 +372,9 @@ def main(argv: list[str] | None = None) -> int:
         run.close()
     f = run.figures
     f.update(leases=args.leases, dying=run.seed["dying"], ttl_ms=args.ttl_ms, web=args.web,
-             web_workers=args.web_workers, renewers=args.renewers, workers=args.workers,
-             renew_every_s=args.renew_every_s, spread_ms=args.spread_ms)  # fmt: skip
+             web_workers=args.web_workers, pages_web=args.pages_web, renewers=args.renewers,
+             workers=args.workers, renew_every_s=args.renew_every_s,
+             spread_ms=args.spread_ms)  # fmt: skip
     print(json.dumps(f, indent=1, default=str))
     if args.json:
         Path(args.json).write_text(json.dumps(f, indent=1, default=str))

@@ -11,7 +11,8 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import EmptyResultSet
 from django.db import connection
-from django.db.models import F, Q, QuerySet
+from django.db.models import BigIntegerField, F, Q, QuerySet, Subquery, Value
+from django.db.models.functions import Coalesce
 
 from leaseboard.core.lookups import AnyOf
 from leaseboard.core.models import Lease, WorkItem
@@ -90,7 +91,15 @@ def recently_ended(filters: LiveFilters, now_ms: int) -> list[LiveLease]:
     if filters.certainty or filters.cursor or not window:
         return []
     qs, _ = filtered(filters)
-    ended = qs.filter(state__in=ENDED_STATES, ended_at_ms__gte=now_ms - window)
+    since = now_ms - window
+    ended = qs.filter(state__in=ENDED_STATES, ended_at_ms__gte=since)
+    # Cut at the section's last end time first (ties included), read from the index in
+    # end order: in an expiry storm 50,000 leases end within the window, and ordering
+    # them by (end, work key) joined every one to its work item, holder and queue before
+    # the sort kept 20 (160-980 ms a statement in `make storm`, growing with the storm).
+    edge = ended.order_by("-ended_at_ms").values("ended_at_ms")[ENDED_SHOWN - 1 : ENDED_SHOWN]
+    bound = Coalesce(Subquery(edge), Value(since, output_field=BigIntegerField()))
+    ended = ended.filter(ended_at_ms__gte=bound)
     rows = ended.order_by("-ended_at_ms", "work_item__key").values_list(*ROW_FIELDS)
     return [LiveLease.from_values(row) for row in rows[:ENDED_SHOWN]]
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from leaseboard.core.clock import db_now_ms
-from leaseboard.core.models import Queue
+from leaseboard.core.models import Lease, Queue
 from leaseboard.core.services.leases import lease_release
 from leaseboard.dashboard.selectors import live_query
 from leaseboard.dashboard.selectors.counters import COUNTER_CAP
@@ -77,3 +77,25 @@ def test_the_ended_section_is_the_default_first_pages_only(agent, settings):
     assert [x.work_item.key for x in recently_ended(LiveFilters(), now)] == ["r-1"]
     assert recently_ended(LiveFilters(cursor="x"), now) == []
     assert recently_ended(LiveFilters(certainty="active"), now) == []
+
+
+def test_the_ended_section_is_the_newest_endings_cut_at_its_last_with_ties_by_key(
+    agent, settings, monkeypatch
+):
+    """The section is cut at its last end time before the join and the sort (an expiry
+    storm ends 50,000 leases within the window): the same rows as ordering every ending
+    by (end, work key), ties at the edge included before the cut to the section's size."""
+    settings.LEASEBOARD_DASHBOARD_ENDED_VISIBLE_MS = 60_000
+    monkeypatch.setattr(live_query, "ENDED_SHOWN", 3)
+    executor, _ = agent()
+    now = db_now_ms()
+    ended_ago = {"e-1": 100, "e-5": 200, "e-3": 300, "e-2": 300, "e-4": 300, "e-6": 400}
+    for key, ago in ended_ago.items():
+        gone = leased_item(executor, key=key)
+        lease_release(lease_id=gone.id, executor=executor, epoch=gone.epoch)
+        Lease.objects.filter(id=gone.id).update(ended_at_ms=now - ago)
+    # Newest first; the third place is a tie of three at 300 ms, taken in key order.
+    assert [x.work_item.key for x in recently_ended(LiveFilters(), now)] == ["e-1", "e-5", "e-2"]
+    # Fewer endings than the section holds: no cut, all of them.
+    monkeypatch.setattr(live_query, "ENDED_SHOWN", 10)
+    assert len(recently_ended(LiveFilters(), now)) == 6
