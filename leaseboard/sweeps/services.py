@@ -27,7 +27,7 @@ from leaseboard.sweeps.approver_notices import approval_reminders_open_due
 from leaseboard.sweeps.batch import sweep_batch
 from leaseboard.sweeps.counters import metric_add, sweep_metrics_record
 from leaseboard.sweeps.models import SweepState
-from leaseboard.sweeps.outage import OutageWindow, sweep_clock_tick
+from leaseboard.sweeps.outage import OutageWindow, sweep_clock_stamp, sweep_clock_tick
 from leaseboard.sweeps.report import SweepReport, sweep_report_json
 from leaseboard.sweeps.retention import lease_events_prune
 from leaseboard.takeovers.sweep import takeover_sweep_step
@@ -58,6 +58,7 @@ def sweep_run(
             batch_size=batch_size, window=window, report=report, before_write=before_write
         )
         report.batches += 1
+        sweep_clock_stamp()
         if claimed < batch_size:
             break
     else:

@@ -172,6 +172,23 @@ def test_a_short_gap_between_sweeps_is_not_an_outage(agent):
 
 
 @pytest.mark.django_db
+def test_a_long_sweep_is_not_an_outage_for_the_sweep_that_starts_after_it(agent):
+    """An expiry storm: one sweep runs batch after batch for longer than an outage. Each
+    committed batch moves the sweep clock on, so the next sweep to start finds no gap,
+    and nothing due meanwhile gets a recovery grace."""
+    executor, _ = agent()
+    services.sweep_run()  # the clock's first stamp
+    bulk_leases(3, prefix="storm-", holder=executor, jeopardy_in_ms=-10, expires_in_ms=-5)
+    # Each batch of one lease "takes" 10 s: the clock's stamp ages by that inside it.
+    report = services.sweep_run(batch_size=1, before_write=lambda rows: age_sweep_clock(10_000))
+    assert report.expired == 3 and report.batches == 4
+    bulk_leases(2, prefix="late-", holder=executor, jeopardy_in_ms=-10, expires_in_ms=-5)
+    after = services.sweep_run()
+    assert after.recovered == 0 and after.expired == 2
+    assert not Alert.objects.filter(kind="recovery").exists()
+
+
+@pytest.mark.django_db
 def test_the_takeover_step_runs_after_the_lease_batches_with_the_sweeps_batch_size(
     monkeypatch, agent
 ):
