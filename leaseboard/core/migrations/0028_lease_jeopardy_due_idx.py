@@ -14,21 +14,16 @@ from django.db import migrations, models
 
 
 class AddIndexConcurrentlyOnPostgres(AddIndexConcurrently):
-    def database_forwards(self, app_label, schema_editor, from_state, to_state):  # type: ignore[no-untyped-def]
-        if schema_editor.connection.vendor == "postgresql":
-            super().database_forwards(app_label, schema_editor, from_state, to_state)
-        else:
-            migrations.AddIndex.database_forwards(
-                self, app_label, schema_editor, from_state, to_state
-            )
+    def database_forwards(self, *args):  # type: ignore[no-untyped-def]
+        self._on_vendor("database_forwards", *args)
 
-    def database_backwards(self, app_label, schema_editor, from_state, to_state):  # type: ignore[no-untyped-def]
-        if schema_editor.connection.vendor == "postgresql":
-            super().database_backwards(app_label, schema_editor, from_state, to_state)
-        else:
-            migrations.AddIndex.database_backwards(
-                self, app_label, schema_editor, from_state, to_state
-            )
+    def database_backwards(self, *args):  # type: ignore[no-untyped-def]
+        self._on_vendor("database_backwards", *args)
+
+    def _on_vendor(self, step, app_label, schema_editor, from_state, to_state):  # type: ignore[no-untyped-def]
+        concurrently = schema_editor.connection.vendor == "postgresql"
+        base = AddIndexConcurrently if concurrently else migrations.AddIndex
+        getattr(base, step)(self, app_label, schema_editor, from_state, to_state)
 
 
 class Migration(migrations.Migration):

@@ -27,7 +27,7 @@ DEFAULT_SORT = "urgency"
 # an approver, 3 healthy), then the expiry for the first three ranks (soonest first: they
 # need a person; in jeopardy, due_at_ms, which is the expiry once a sweep marked it), and
 # the work key for the healthy rest (so rows do not move at every renewal); read as one
-# part per rank (live_urgency.urgency_limited), each over an index.
+# part per rank (live_urgency.urgency_ranked), each over an index.
 SORTS: dict[str, tuple[str, ...]] = {
     "urgency": ("urgency", "urgent_due", "work_item__key", "epoch"),
     "key": ("work_item__key", "epoch"),

@@ -98,17 +98,6 @@ def due_cut(
     return qs.filter(due_at_ms__gte=edge) if descending else qs.filter(due_at_ms__lte=edge)
 
 
-def urgency_limited(
-    parts: list[QuerySet[Lease]],
-    filters: LiveFilters,
-    now_ms: int,
-    cursor: list[Any] | None,
-    counters: Counters,
-) -> list[QuerySet[Any]]:
-    """The parts of `urgency_ranked`, without their ranks."""
-    return [qs for _, qs in urgency_ranked(parts, filters, now_ms, cursor, counters)]
-
-
 def jeopardy_fills_page(filters: LiveFilters, counters: Counters) -> bool:
     """Whether the live leases in jeopardy by time (counted on the counters' clock, before
     any filter) may be more than a page: the jeopardy rank is then cut at its page-th due
