@@ -27,6 +27,8 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench import run_all
 from bench.common import (
@@ -202,8 +204,6 @@ def rounds(args, paths, servers, ctx, leases, free):  # type: ignore[no-untyped-
 
 def cpu_seconds(server: Server) -> float:
     """User + system CPU seconds of a gunicorn server's processes so far."""
-    import psutil
-
     try:
         root = psutil.Process(server.proc.pid)
         procs = [root, *root.children(recursive=True)]
@@ -216,8 +216,6 @@ def pg_cpu_seconds() -> float:
     """CPU seconds of the PostgreSQL backends connected to the bench database (their
     process titles name it): the servers keep their connections (CONN_MAX_AGE), and one
     server is loaded at a time, so a measurement's difference is that server's."""
-    import psutil
-
     total = 0.0
     for p in psutil.process_iter(["cmdline"]):
         title = " ".join(p.info["cmdline"] or [])
@@ -226,9 +224,7 @@ def pg_cpu_seconds() -> float:
     return total
 
 
-def _cpu(p) -> float:  # type: ignore[no-untyped-def]
-    import psutil
-
+def _cpu(p: psutil.Process) -> float:
     try:
         t = p.cpu_times()
     except psutil.NoSuchProcess:
@@ -252,8 +248,9 @@ def summary(paths, servers, results, cpu) -> None:  # type: ignore[no-untyped-de
             p99 = statistics.median(a.p99_ms for a, _ in got)
             ratio = statistics.median(a.rate / b.rate for a, b in got)
             failed = sum(a.failed for a, _ in got)
-            web = statistics.median(c[0] for c in cpu.get((path, name), [(0.0, 0.0)]))
-            pg = statistics.median(c[1] for c in cpu.get((path, name), [(0.0, 0.0)]))
+            spent = cpu[(path, name)]  # measured beside every rate
+            web = statistics.median(c[0] for c in spent)
+            pg = statistics.median(c[1] for c in spent)
             print(
                 f"| {path} | {name} | {rate:,.0f} | {p99:.1f} | {ratio:.2f} | {failed} "
                 f"| {web:,.0f} | {pg:,.0f} |"

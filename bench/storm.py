@@ -101,6 +101,7 @@ class Storm:
         self.hook = Hook()
         self.procs: dict[str, subprocess.Popen] = {}
         self.figures: dict[str, Any] = {}
+        self.pages_url = ""  # the pages' own pool (`--pages-web`), or "": the agents' node
 
     def env(self) -> dict[str, str]:
         return django_env(
@@ -363,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
         run.start_renewers()
         run.wait_sweeping()
         say("survivors renewing; the pages are sampled; the other half dies now")
-        sampler = Sampler(getattr(run, "pages_url", run.urls[0]), run.seed["session"])
+        sampler = Sampler(run.pages_url or run.urls[0], run.seed["session"])
         sampler.start()
         run.storm()
         run.watch()
