@@ -13,7 +13,8 @@ deliveries:
 2. the storm: every lease of the dying half gets its last renewal within the second
    before T (`--spread-ms`; the columns a renew writes, in one statement, with the storm's
    `--ttl-ms`), then nobody renews them: all fall into jeopardy and expire within a second;
-3. measure, while a sampler loads the live page and the alerts page over and over: the
+3. measure, while a sampler loads the live page, the alerts page and the badge at their
+   poll cadences for `--operators` people (open loop, bench/storm.py Sampler): the
    time from T + ttl until every dead lease is expired and has its expiry alert; the
    alert rows and the incidents the alerts page shows; the alert deliveries sent; the
    pages' p50/p95; the survivors' batch renew p50/p99 during the storm; errors.
@@ -55,11 +56,17 @@ def pct(values: list[float], q: float) -> float:
 
 
 class Sampler(threading.Thread):
-    """Loads each page in turn, as a person refreshing them would, and records latencies."""
+    """Loads each page at its own poll cadence (the htmx `every` of its template: the live
+    page every 2 s, the alerts page and the badge every 5 s) for `operators` people
+    watching, and records latencies. Open loop: a load is due on its schedule whatever the
+    last one took, so a faster page is not loaded more often (a closed loop did that, and
+    the extra loads were load of their own on the storm being measured). A load that falls
+    behind its schedule starts at once; loads are one at a time, as one browser's are."""
 
     PAGES = {"live": "/", "alerts": "/alerts/", "badge": "/alerts/badge"}
+    EVERY_S = {"live": 2.0, "alerts": 5.0, "badge": 5.0}
 
-    def __init__(self, url: str, cookie: dict[str, str]) -> None:
+    def __init__(self, url: str, cookie: dict[str, str], operators: int) -> None:
         super().__init__(daemon=True)
         import httpx
 
@@ -70,21 +77,36 @@ class Sampler(threading.Thread):
         self.times: dict[str, list[tuple[float, float]]] = {name: [] for name in self.PAGES}
         self.status: Counter[str] = Counter()
         self.last_alerts_html = ""
+        self.operators = max(1, operators)
 
     def run(self) -> None:
+        began = time.monotonic()
+        # Each operator's loads of a page are spread across its period, as people who
+        # opened the page at different moments.
+        due = sorted(
+            (began + self.EVERY_S[name] * k / self.operators, name)
+            for name in self.PAGES
+            for k in range(self.operators)
+        )
         while not self.stop.is_set():
-            for name, path in self.PAGES.items():
-                began = time.perf_counter()
-                try:
-                    response = self.client.get(path)
-                    self.status[f"{name}:{response.status_code}"] += 1
-                    if name == "alerts" and response.status_code == 200:
-                        self.last_alerts_html = response.text
-                except Exception as exc:
-                    self.status[f"{name}:{type(exc).__name__}"] += 1
-                    continue
-                self.times[name].append((time.time(), (time.perf_counter() - began) * 1000))
-            self.stop.wait(0.2)
+            at, name = due.pop(0)
+            if self.stop.wait(max(0.0, at - time.monotonic())):
+                break
+            self.load(name)
+            due.append((at + self.EVERY_S[name], name))
+            due.sort()
+
+    def load(self, name: str) -> None:
+        began = time.perf_counter()
+        try:
+            response = self.client.get(self.PAGES[name])
+        except Exception as exc:
+            self.status[f"{name}:{type(exc).__name__}"] += 1
+            return
+        self.status[f"{name}:{response.status_code}"] += 1
+        if name == "alerts" and response.status_code == 200:
+            self.last_alerts_html = response.text
+        self.times[name].append((time.time(), (time.perf_counter() - began) * 1000))
 
 
 class Storm:
@@ -350,6 +372,11 @@ def main(argv: list[str] | None = None) -> int:
         "--renew-every-s", type=float, default=5.0,
         help="the survivors' renewal period (100,000 agents every 5 s is the issue's 20,000/s)",
     )  # fmt: skip
+    p.add_argument(
+        "--operators", type=int, default=4,
+        help="people watching the pages at their poll cadences (live every 2 s, alerts and "
+        "badge every 5 s): 4 load the live page twice a second",
+    )  # fmt: skip
     p.add_argument("--timeout-s", type=float, default=120)
     p.add_argument("--json", default="")
     p.add_argument(
@@ -364,7 +391,7 @@ def main(argv: list[str] | None = None) -> int:
         run.start_renewers()
         run.wait_sweeping()
         say("survivors renewing; the pages are sampled; the other half dies now")
-        sampler = Sampler(run.pages_url or run.urls[0], run.seed["session"])
+        sampler = Sampler(run.pages_url or run.urls[0], run.seed["session"], args.operators)
         sampler.start()
         run.storm()
         run.watch()
