@@ -58,6 +58,12 @@ def lease_versions_unchanged(vendor: str, n_rows: int) -> str:
 
 
 # The columns of `lease_jeopardy_mark`'s row source, and their PostgreSQL types.
+# A row's `burst`: the open burst incident of its queue and kind its new alert is born
+# folded into, resolved at once as a member (leaseboard.core.services.alert_bursts,
+# `burst_joins_plan`), or NULL: the alert opens unresolved and is folded after the write.
+_JOINED_AT = "CASE WHEN burst IS NULL THEN NULL ELSE swept_at END"
+_JOINED_AT_V = "CASE WHEN v.burst IS NULL THEN NULL ELSE v.swept_at END"
+
 JEOPARDY_MARK_COLUMNS = (
     ("id", "uuid"),
     ("state", "text"),
@@ -70,6 +76,7 @@ JEOPARDY_MARK_COLUMNS = (
     ("holder", "text"),
     ("holder_kind", "text"),
     ("swept_at", "bigint"),
+    ("burst", "bigint"),
 )
 
 
@@ -85,9 +92,10 @@ def lease_jeopardy_mark(vendor: str, n_rows: int) -> list[str]:
     them.
 
     Parameters of each statement: `rows_params` of rows in JEOPARDY_MARK_COLUMNS order
-    (the dedupe key and the message are the alert's, built by the caller). Each row a
-    statement returns is ('lease', NULL) for a lease marked or ('alert', its due time) for
-    an alert opened, with the alert's id in the middle."""
+    (the dedupe key and the message are the alert's, built by the caller; `burst`, or
+    NULL, the burst incident the alert is born folded into). Each row a statement returns
+    is ('lease', NULL, NULL, NULL) for a lease marked or ('alert', its id, its due time,
+    the incident it was born folded into or NULL) for an alert opened."""
     from leaseboard.core.models.alerts import Alert
     from leaseboard.core.models.leases import LeaseEvent
 
@@ -103,23 +111,24 @@ def lease_jeopardy_mark(vendor: str, n_rows: int) -> list[str]:
     event_cols = "lease_id, work_item_id, epoch, kind, at_ms, detail, actor_id"
     alert_cols = (
         "kind, dedupe_key, lease_id, work_item_id, epoch, message, detail, due_at_ms, "
-        "opened_at_ms, acknowledge_note, occurrences"
+        "opened_at_ms, acknowledge_note, occurrences, folded_into_id, resolved_at_ms"
     )
     if vendor == POSTGRESQL:
         return [
             f"WITH j AS (UPDATE {table} l SET state = {jeopardy}, due_at_ms = l.expires_at_ms "
             f"FROM {source} WHERE {match} RETURNING l.id, l.work_item_id, l.epoch, "
             "l.jeopardy_at_ms, l.expires_at_ms, v.dedupe, v.message, v.holder, v.holder_kind, "
-            "v.swept_at), "
+            "v.swept_at, v.burst), "
             f"e AS (INSERT INTO {events} ({event_cols}) SELECT id, work_item_id, epoch, "
             f"{jeopardy}, LEAST(swept_at, jeopardy_at_ms), jsonb_build_object("
             "'materialized_at_ms', swept_at, 'expires_at_ms', expires_at_ms), NULL FROM j), "
             f"a AS (INSERT INTO {alerts} ({alert_cols}) SELECT {jeopardy}, dedupe, id, "
             "work_item_id, epoch, message, jsonb_build_object('holder', holder, 'holder_kind', "
-            "holder_kind, 'expires_at_ms', expires_at_ms), jeopardy_at_ms, swept_at, '', 1 "
-            "FROM j ON CONFLICT (dedupe_key) DO NOTHING RETURNING id, due_at_ms) "
-            "SELECT 'lease', NULL::bigint, NULL::bigint FROM j "
-            "UNION ALL SELECT 'alert', id, due_at_ms FROM a"
+            "holder_kind, 'expires_at_ms', expires_at_ms), jeopardy_at_ms, swept_at, '', 1, "
+            f"burst, {_JOINED_AT} FROM j ON CONFLICT (dedupe_key) DO NOTHING "
+            "RETURNING id, due_at_ms, folded_into_id) "
+            "SELECT 'lease', NULL::bigint, NULL::bigint, NULL::bigint FROM j "
+            "UNION ALL SELECT 'alert', id, due_at_ms, folded_into_id FROM a"
         ]
     if vendor == SQLITE:
         locked = f"{table} l JOIN {source} ON {match}"
@@ -131,10 +140,11 @@ def lease_jeopardy_mark(vendor: str, n_rows: int) -> list[str]:
             f"INSERT INTO {alerts} ({alert_cols}) SELECT {jeopardy}, v.dedupe, l.id, "
             "l.work_item_id, l.epoch, v.message, json_object('holder', v.holder, "
             "'holder_kind', v.holder_kind, 'expires_at_ms', l.expires_at_ms), "
-            f"l.jeopardy_at_ms, v.swept_at, '', 1 FROM {locked} WHERE true "
-            "ON CONFLICT (dedupe_key) DO NOTHING RETURNING 'alert', id, due_at_ms",
+            f"l.jeopardy_at_ms, v.swept_at, '', 1, v.burst, {_JOINED_AT_V} FROM {locked} "
+            "WHERE true ON CONFLICT (dedupe_key) DO NOTHING "
+            "RETURNING 'alert', id, due_at_ms, folded_into_id",
             f"UPDATE {table} SET state = {jeopardy}, due_at_ms = expires_at_ms "
-            f"WHERE id IN (SELECT l.id FROM {locked}) RETURNING 'lease', NULL, NULL",
+            f"WHERE id IN (SELECT l.id FROM {locked}) RETURNING 'lease', NULL, NULL, NULL",
         ]
     raise unsupported_vendor(vendor)
 
@@ -154,6 +164,7 @@ EXPIRE_MARK_COLUMNS = (
     ("message", "text"),
     ("detail", "text"),
     ("swept_at", "bigint"),
+    ("burst", "bigint"),
 )
 EXPIRE_REASON = "ttl elapsed"
 
@@ -173,9 +184,11 @@ def lease_expire_mark(vendor: str, n_rows: int) -> list[str]:
     four, in its IMMEDIATE transaction, the state change last (the others match on the
     state before it).
 
-    Parameters of each statement: `keyed_params` of rows in EXPIRE_MARK_COLUMNS order.
-    Returns rows ('lease', lease id, work item id, ended_at_ms, NULL) for each lease expired
-    and ('alert', alert id, NULL, due_at_ms, kind) for each alert opened."""
+    Parameters of each statement: `keyed_params` of rows in EXPIRE_MARK_COLUMNS order; a
+    row's `burst` (or NULL) is the burst incident its alert is born folded into.
+    Returns rows ('lease', lease id, work item id, ended_at_ms, NULL, NULL) for each lease
+    expired and ('alert', alert id, NULL, due_at_ms, kind, folded_into_id) for each alert
+    opened."""
     from leaseboard.core.models.alerts import Alert
     from leaseboard.core.models.leases import LeaseEvent
 
@@ -192,7 +205,7 @@ def lease_expire_mark(vendor: str, n_rows: int) -> list[str]:
     event_cols = "lease_id, work_item_id, epoch, kind, at_ms, detail, actor_id"
     alert_cols = (
         "kind, dedupe_key, lease_id, work_item_id, epoch, message, detail, due_at_ms, "
-        "opened_at_ms, acknowledge_note, occurrences"
+        "opened_at_ms, acknowledge_note, occurrences, folded_into_id, resolved_at_ms"
     )
     reason = f"'{EXPIRE_REASON}'"
     if vendor == POSTGRESQL:
@@ -202,17 +215,19 @@ def lease_expire_mark(vendor: str, n_rows: int) -> list[str]:
             f"ended_by_id = NULL FROM {source} WHERE {match} "
             "AND l.work_item_id = ANY(%s::bigint[]) "
             "RETURNING l.id, l.work_item_id, l.epoch, l.expires_at_ms, l.ended_at_ms, "
-            "v.alert_kind, v.dedupe, v.jeopardy, v.message, v.detail, v.swept_at), "
+            "v.alert_kind, v.dedupe, v.jeopardy, v.message, v.detail, v.swept_at, v.burst), "
             f"e AS (INSERT INTO {events} ({event_cols}) SELECT id, work_item_id, epoch, "
             f"{expired}, ended_at_ms, jsonb_build_object('reason', {reason}, "
             "'materialized_at_ms', swept_at), NULL FROM x), "
             f"r AS (UPDATE {alerts} a SET resolved_at_ms = x.swept_at FROM x "
             "WHERE a.dedupe_key = x.jeopardy AND a.resolved_at_ms IS NULL), "
             f"a AS (INSERT INTO {alerts} ({alert_cols}) SELECT alert_kind, dedupe, id, "
-            "work_item_id, epoch, message, detail::jsonb, expires_at_ms, swept_at, '', 1 "
-            "FROM x ON CONFLICT (dedupe_key) DO NOTHING RETURNING id, due_at_ms, kind) "
-            "SELECT 'lease', id::text, work_item_id, ended_at_ms, NULL::text FROM x "
-            "UNION ALL SELECT 'alert', id::text, NULL::bigint, due_at_ms, kind FROM a"
+            "work_item_id, epoch, message, detail::jsonb, expires_at_ms, swept_at, '', 1, "
+            f"burst, {_JOINED_AT} FROM x ON CONFLICT (dedupe_key) DO NOTHING "
+            "RETURNING id, due_at_ms, kind, folded_into_id) "
+            "SELECT 'lease', id::text, work_item_id, ended_at_ms, NULL::text, NULL::bigint "
+            "FROM x UNION ALL SELECT 'alert', id::text, NULL::bigint, due_at_ms, kind, "
+            "folded_into_id FROM a"
         ]
     if vendor == SQLITE:
         locked = f"{table} l JOIN {source} ON {match}"
@@ -221,15 +236,16 @@ def lease_expire_mark(vendor: str, n_rows: int) -> list[str]:
             f"{expired}, MIN(v.swept_at, l.expires_at_ms), json_object('reason', {reason}, "
             f"'materialized_at_ms', v.swept_at), NULL FROM {locked}",
             f"INSERT INTO {alerts} ({alert_cols}) SELECT v.alert_kind, v.dedupe, l.id, "
-            "l.work_item_id, l.epoch, v.message, v.detail, l.expires_at_ms, v.swept_at, '', 1 "
-            f"FROM {locked} WHERE true ON CONFLICT (dedupe_key) DO NOTHING "
-            "RETURNING 'alert', id, NULL, due_at_ms, kind",
+            "l.work_item_id, l.epoch, v.message, v.detail, l.expires_at_ms, v.swept_at, '', 1, "
+            f"v.burst, {_JOINED_AT_V} FROM {locked} WHERE true "
+            "ON CONFLICT (dedupe_key) DO NOTHING "
+            "RETURNING 'alert', id, NULL, due_at_ms, kind, folded_into_id",
             f"UPDATE {alerts} AS a SET resolved_at_ms = v.swept_at FROM {locked} "
             "WHERE a.dedupe_key = v.jeopardy AND a.resolved_at_ms IS NULL",
             f"UPDATE {table} AS l SET state = {expired}, "
             f"ended_at_ms = MIN(v.swept_at, l.expires_at_ms), end_reason = {reason}, "
             f"ended_by_id = NULL FROM {source} WHERE {match} "
-            "RETURNING 'lease', id, work_item_id, ended_at_ms, NULL",
+            "RETURNING 'lease', id, work_item_id, ended_at_ms, NULL, NULL",
         ]
     raise unsupported_vendor(vendor)
 

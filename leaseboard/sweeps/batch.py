@@ -20,12 +20,20 @@ from leaseboard.core.clock import db_now_ms
 from leaseboard.core.dbfaults import long_bounds
 from leaseboard.core.models import Alert, Lease, LeaseEvent
 from leaseboard.core.models.leases import LIVE_STATES
-from leaseboard.core.services.alerts import alerts_fold, lease_alert_key
+from leaseboard.core.services.alerts import (
+    BurstJoins,
+    alerts_fold_written,
+    burst_joins_plan,
+    expiry_alert_kind,
+    lease_alert_key,
+)
 from leaseboard.core.services.leases.base import lease_events_insert
 from leaseboard.core.services.leases.ending import lease_rows_expire_locked
 from leaseboard.core.signals import alerts_opened
 from leaseboard.sweeps.outage import Claimed, OutageWindow
 from leaseboard.sweeps.report import EXPIRE, JEOPARDY, RECOVER, REDUE, SweepReport
+
+JEOPARDY_KIND = Alert.Kind.JEOPARDY.value
 
 
 def _plan(lease: Claimed, now: int, window: OutageWindow | None) -> str:
@@ -51,6 +59,7 @@ _CLAIMED = (
     "max_expires_at_ms",
     "due_at_ms",
     "ttl_ms",
+    "holder_id",
     "holder_name",
     "holder_kind",
 )
@@ -77,14 +86,16 @@ def sweep_batch(
     for row in claimed:
         plans[_plan(row, now, window)].append(row)
 
-    marked, opened = _jeopardy_mark(plans[JEOPARDY], now)
+    # In a storm, the alerts that join a burst already open are born its members.
+    bursts = _bursts(plans[JEOPARDY], plans[EXPIRE], now)
+    marked, opened = _jeopardy_mark(plans[JEOPARDY], now, bursts)
     report.jeopardy += marked
     report.skipped += len(plans[JEOPARDY]) - marked
     report.opened(opened, now)
 
     # Expiry on the claimed rows (a storm's whole batch, no model instance), compare-and-set
     # inside its statement.
-    _expire(plans[EXPIRE], now, window, report)
+    _expire(plans[EXPIRE], now, window, report, bursts)
 
     # The rarer transitions, on model instances. Compare-and-set: only leases still exactly
     # as claimed are written. The row locks make this hold against other transactions; the
@@ -106,6 +117,17 @@ def sweep_batch(
     report.recovered += _recover(still(RECOVER), now)
     _redue(still(REDUE))
     return len(claimed)
+
+
+def _bursts(jeopardy: list[Any], expire: list[Any], now: int) -> BurstJoins | None:
+    """The batch's plan of alerts born into open bursts (alert_bursts.burst_joins_plan):
+    each lease's alert kind, jeopardy or its expiry's."""
+    rows = [(row.id, row.work_item_id, row.holder_id, JEOPARDY_KIND) for row in jeopardy]
+    rows += [
+        (row.id, row.work_item_id, row.holder_id, expiry_alert_kind(row.holder_kind))
+        for row in expire
+    ]
+    return burst_joins_plan(rows, now) if rows else None
 
 
 def _claim(now: int, batch_size: int) -> list[Any]:
@@ -148,12 +170,20 @@ def _recover(recovered: list[Lease], now: int) -> int:
     return len(recovered)
 
 
-def _expire(rows: list[Any], now: int, window: OutageWindow | None, report: SweepReport) -> None:
+def _expire(
+    rows: list[Any],
+    now: int,
+    window: OutageWindow | None,
+    report: SweepReport,
+    bursts: BurstJoins | None,
+) -> None:
     """Expire the claimed rows through core's one expiry path (only those still as claimed);
     count what it expired and the alerts it opened."""
     if not rows:
         return
-    expired, opened = lease_rows_expire_locked(rows, now, window.blamed_for if window else None)
+    expired, opened = lease_rows_expire_locked(
+        rows, now, window.blamed_for if window else None, bursts
+    )
     report.expired += len(expired)
     report.skipped += len(rows) - len(expired)
     report.opened(opened, now)
@@ -165,7 +195,9 @@ def _redue(leases: list[Lease]) -> None:
         Lease.objects.filter(id=lease.id).update(due_at_ms=nxt)
 
 
-def _jeopardy_mark(rows: list[Any], now: int) -> tuple[int, list[tuple[int, str, int | None]]]:
+def _jeopardy_mark(
+    rows: list[Any], now: int, bursts: BurstJoins | None
+) -> tuple[int, list[tuple[int, str, int | None]]]:
     """Move claimed leases that missed their renewals to JEOPARDY, each with its event and
     alert (core.sql_batch.lease_jeopardy_mark: one statement on PostgreSQL). Returns how many
     leases moved, and (id, kind, due time) of each alert opened."""
@@ -182,7 +214,7 @@ def _jeopardy_mark(rows: list[Any], now: int) -> tuple[int, list[tuple[int, str,
                 row.renewed_at_ms,
                 row.expires_at_ms,
                 row.due_at_ms,
-                lease_alert_key(Alert.Kind.JEOPARDY.value, row.id, row.epoch),
+                lease_alert_key(JEOPARDY_KIND, row.id, row.epoch),
                 # A fact that stays true when read later (no countdown frozen into the
                 # text); the page shows the expiry time from the detail.
                 (
@@ -193,23 +225,29 @@ def _jeopardy_mark(rows: list[Any], now: int) -> tuple[int, list[tuple[int, str,
                 row.holder_name,
                 row.holder_kind,
                 now,
+                bursts.incident_of.get(row.id) if bursts else None,
             ]
             for row in rows
         ],
     )
     marked, opened = 0, []
+    members: dict[int, list[int]] = {}
     with connection.cursor() as cursor:
         for statement in sql_batch.lease_jeopardy_mark(connection.vendor, len(rows)):
             cursor.execute(statement, params)
-            for what, alert_id, due in cursor.fetchall():
+            for what, alert_id, due, burst in cursor.fetchall():
                 if what == "lease":
                     marked += 1
-                else:
-                    opened.append((int(alert_id), Alert.Kind.JEOPARDY.value, due))
+                    continue
+                opened.append((int(alert_id), JEOPARDY_KIND, due))
+                if burst is not None:
+                    members.setdefault(int(burst), []).append(int(alert_id))
     # Recurrences of one agent's jeopardy fold into its open incident, and a burst across
-    # agents into one incident of the queue: counted in the metrics as opened (the events
-    # happened), notified once.
-    notify = alerts_fold([alert_id for alert_id, _, _ in opened])
+    # agents into one incident of the queue (the alerts born into an open one, counted on
+    # it): counted in the metrics as opened (the events happened), notified once.
+    notify = alerts_fold_written(
+        [alert_id for alert_id, _, _ in opened], members, bursts, (JEOPARDY_KIND,), now
+    )
     if notify:
         alerts_opened.send(sender=Alert, alert_ids=notify)
     return marked, opened

@@ -362,7 +362,7 @@ def test_lease_jeopardy_mark_moves_only_unchanged_leases_and_opens_each_alert_on
         return [
             lease_id(conn, claimed.id), claimed.state, claimed.epoch, renewed_at_ms,
             claimed.expires_at_ms, claimed.due_at_ms, f"jeopardy:{claimed.id}:1",
-            f"message {claimed.work_item_id}", holder.name, holder.kind, now,
+            f"message {claimed.work_item_id}", holder.name, holder.kind, now, None,
         ]  # fmt: skip
 
     # The claim read `renewed` before its renewal landed: its version no longer matches.
@@ -372,8 +372,9 @@ def test_lease_jeopardy_mark_moves_only_unchanged_leases_and_opens_each_alert_on
     answers = []
     for statement in sql_batch.lease_jeopardy_mark(conn.vendor, len(rows)):
         answers += fetch(conn, statement, params)
-    assert sorted(what for what, _, _ in answers) == ["alert", "lease", "lease"]
-    ((_, alert_id, alert_due),) = [a for a in answers if a[0] == "alert"]
+    assert sorted(what for what, _, _, _ in answers) == ["alert", "lease", "lease"]
+    ((_, alert_id, alert_due, burst),) = [a for a in answers if a[0] == "alert"]
+    assert burst is None  # no burst named: opened unresolved, folded after the write
     assert alert_due == fresh.jeopardy_at_ms
 
     for marked in (fresh, alerted):
@@ -425,7 +426,7 @@ def test_lease_expire_mark_expires_only_unchanged_leases_and_opens_each_alert_on
             renewed_at_ms, claimed.expires_at_ms, claimed.due_at_ms, "expired",
             f"expired:{claimed.id}:1", f"jeopardy:{claimed.id}:1",
             f"message {claimed.work_item_id}",
-            json.dumps({"holder": holder.name, "holder_kind": holder.kind}), now,
+            json.dumps({"holder": holder.name, "holder_kind": holder.kind}), now, None,
         ]  # fmt: skip
 
     # The caller read `renewed` before its renewal landed: its version no longer matches.
@@ -439,8 +440,8 @@ def test_lease_expire_mark_expires_only_unchanged_leases_and_opens_each_alert_on
     assert set(leases) == {fresh.id, alerted.id}
     for ended in (fresh, alerted):  # ended when validity ended, not when swept
         assert leases[ended.id][2:4] == (ended.work_item_id, now - 500)
-    ((_, alert_id, _, alert_due, alert_kind),) = [a for a in answers if a[0] == "alert"]
-    assert (alert_due, alert_kind) == (now - 500, "expired")
+    ((_, alert_id, _, alert_due, alert_kind, burst),) = [a for a in answers if a[0] == "alert"]
+    assert (alert_due, alert_kind, burst) == (now - 500, "expired", None)
 
     ended_rows = fetch(
         conn,

@@ -12,19 +12,47 @@ from django.db.models import F
 from django.db.models.functions import Coalesce
 
 from leaseboard.core.models import Alert
-from leaseboard.core.services.alert_bursts import BURST_KINDS, alerts_group_bursts
+from leaseboard.core.services.alert_bursts import (
+    BURST_KINDS,
+    BornMembers,
+    BurstJoins,
+    alerts_group_bursts,
+    bursts_joined_count,
+)
 
 # Kinds whose recurrences for one agent are one incident: the kinds a burst groups, as what
 # does not fold per agent is grouped per queue (one list, in alert_bursts).
 FOLDING_KINDS = BURST_KINDS
 
 
-def alerts_fold(ids: list[int]) -> list[int]:
+def alerts_fold(ids: list[int], born: BornMembers | None = None) -> list[int]:
     """Fold the alerts just opened (`ids`, in the caller's transaction) into the open
     incident of their agent (`alerts_fold_per_agent`), then group what remains into
-    bursts of their queue (leaseboard.core.services.alert_bursts). Returns the ids to
-    notify about: the alerts left incidents of their own, and any burst opened now."""
-    return alerts_group_bursts(alerts_fold_per_agent(ids))
+    bursts of their queue (leaseboard.core.services.alert_bursts). `born`: the alerts a
+    sweep batch opened already folded into an open burst, not in `ids`, counted on their
+    incidents between the two steps. Returns the ids to notify about: the alerts left
+    incidents of their own, and any burst opened now."""
+    rest = alerts_fold_per_agent(ids)
+    if born is not None and born.members:
+        rest = [*rest, *bursts_joined_count(born)]
+    return alerts_group_bursts(rest)
+
+
+def alerts_fold_written(
+    opened: list[int],
+    members: dict[int, list[int]],
+    plan: BurstJoins | None,
+    kinds: tuple[str, ...],
+    now_ms: int,
+) -> list[int]:
+    """`alerts_fold` after a sweep batch's write: `opened`, every alert it opened (of
+    `kinds`), of which `members` (incident -> alert ids) were born folded into an open
+    burst under `plan` (alert_bursts.burst_joins_plan)."""
+    born = {alert_id for ids in members.values() for alert_id in ids}
+    return alerts_fold(
+        [alert_id for alert_id in opened if alert_id not in born],
+        BornMembers(plan, members, kinds, now_ms) if plan is not None and members else None,
+    )
 
 
 def alerts_fold_per_agent(ids: list[int]) -> list[int]:

@@ -96,6 +96,17 @@ def lease_alert(lease: Lease, kind: str, message: str, *, due_at_ms: int, now_ms
     )
 
 
+# The kinds an expiry's alert is (`expiry_alert_words`): an agent's lease, a person's standing.
+EXPIRY_KINDS = (Alert.Kind.EXPIRED.value, Alert.Kind.STANDING_LAPSED.value)
+
+
+def expiry_alert_kind(holder_kind: str) -> str:
+    """The kind of an expiry's alert: a person's standing lapsed, an agent's lease expired."""
+    if holder_kind == Executor.Kind.HUMAN:
+        return Alert.Kind.STANDING_LAPSED.value
+    return Alert.Kind.EXPIRED.value
+
+
 def expiry_alert_words(
     holder_name: str, holder_kind: str, outage: dict[str, Any] | None = None
 ) -> tuple[str, str, dict[str, Any]]:
@@ -103,13 +114,11 @@ def expiry_alert_words(
     window, leaseboard.sweeps: the database was unavailable and the holder has not renewed
     since) it names that cause instead of blaming the holder: nothing could renew while
     the database was away."""
-    if holder_kind == Executor.Kind.HUMAN:
-        kind, message = Alert.Kind.STANDING_LAPSED.value, f"human standing of {holder_name} lapsed"
+    kind = expiry_alert_kind(holder_kind)
+    if kind == Alert.Kind.STANDING_LAPSED.value:
+        message = f"human standing of {holder_name} lapsed"
     else:
-        kind, message = (
-            Alert.Kind.EXPIRED.value,
-            f"{holder_name} stopped renewing; the lease expired",
-        )
+        message = f"{holder_name} stopped renewing; the lease expired"
     if outage is not None:
         gap_s = (outage["outage_to_ms"] - outage["outage_from_ms"]) / 1000
         message = (

@@ -21,18 +21,23 @@ from leaseboard.core.services.alert_acknowledge import (
 )
 from leaseboard.core.services.alert_bursts import (
     BURST_KINDS,
+    BurstJoins,
     alert_groups_settle,
     alerts_group_bursts,
+    burst_joins_plan,
     burst_message,
 )
 from leaseboard.core.services.alert_folding import (
     FOLDING_KINDS,
     alerts_fold,
     alerts_fold_per_agent,
+    alerts_fold_written,
 )
 from leaseboard.core.services.alert_raise import (
+    EXPIRY_KINDS,
     alerts_open,
     expiry_alert,
+    expiry_alert_kind,
     expiry_alert_words,
     lease_alert,
     lease_alert_key,
@@ -46,23 +51,28 @@ from leaseboard.core.services.alert_resolution import (
 
 __all__ = [
     "BURST_KINDS",
+    "EXPIRY_KINDS",
     "FOLDING_KINDS",
     "GROUPS_MAX",
     "NOTE_MAX",
     "RECONCILIATION_EFFECTS_NAMED",
     "SNOOZE_MAX_MINUTES",
     "Acknowledgement",
+    "BurstJoins",
     "alert_acknowledge",
     "alert_groups_settle",
     "alerts_acknowledge_groups",
     "alerts_fold",
     "alerts_fold_per_agent",
+    "alerts_fold_written",
     "alerts_group_bursts",
     "alerts_open",
     "alerts_resolve",
     "alerts_snooze_groups",
+    "burst_joins_plan",
     "burst_message",
     "expiry_alert",
+    "expiry_alert_kind",
     "expiry_alert_words",
     "lease_alert",
     "lease_alert_key",

@@ -6,8 +6,10 @@ row (nothing is lost). Against the real database, through the real sweep."""
 from __future__ import annotations
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
-from leaseboard.core.models import Alert, Queue
+from leaseboard.core.models import Alert, Executor, Queue
 from leaseboard.core.services import alert_bursts
 from leaseboard.core.services.alert_bursts import alert_groups_settle, alerts_group_bursts
 from leaseboard.dashboard.selectors.alerts import AlertFilters, alert_groups, alerts_list
@@ -162,3 +164,113 @@ def test_the_alerts_page_shows_a_burst_as_one_row_with_a_drill_down(client, agen
     drill = client.get(f"/alerts/?incident={incident.id}").content.decode()
     assert f"burst incident #{incident.id}" in drill
     assert all(str(lease.work_item.key) in drill for lease in leases)
+
+
+def _open_burst(agent, n: int = 5):  # type: ignore[no-untyped-def]
+    """A burst of expiries open in the default queue, as a storm's first batch leaves it."""
+    _expire(_fleet(agent, n, prefix="first"))
+    sweep_run()
+    return Alert.objects.get(queue__isnull=False, kind="expired")
+
+
+def test_while_a_burst_is_open_a_batch_s_alerts_are_born_its_members(agent, bursts):
+    incident = _open_burst(agent)
+    more = _fleet(agent, 6, prefix="more")
+    _expire(more)
+    with CaptureQueriesContext(connection) as sweep:
+        report = sweep_run()
+
+    assert report.expired == 6
+    incident.refresh_from_db()
+    assert incident.occurrences == 11 and incident.message.startswith("11 leases expired")
+    members = Alert.objects.filter(lease_id__in=[lease.id for lease in more])
+    assert {(a.kind, a.folded_into_id) for a in members} == {("expired", incident.id)}
+    assert all(a.resolved_at_ms == a.opened_at_ms for a in members)  # resolved as born
+    assert incident.last_seen_at_ms == members[0].opened_at_ms
+    assert alert_badge_count() == 1
+    # Born members: no alert row is written a second time to fold it (the storm's cost).
+    refolds = [q["sql"] for q in sweep.captured_queries if 'SET "folded_into_id"' in q["sql"]]
+    assert refolds == []
+    assert list(NotificationDelivery.objects.values_list("alert_id", flat=True)) == []
+
+
+def test_an_agent_s_own_open_incident_comes_before_the_open_burst(agent, bursts):
+    """The per-agent fold first, as after the write: an agent with an open incident of the
+    kind folds into it; an agent with two alerts in the batch folds the second into the
+    first, which joins the burst."""
+    incident = _open_burst(agent)
+    repeat = Executor.objects.get(name="first-default-0")  # its expiry is in the burst
+    Alert.objects.filter(folded_into=incident, lease__holder=repeat).update(
+        folded_into=None,
+        resolved_at_ms=None,  # an incident of its own, still open
+    )
+    own = Alert.objects.get(lease__holder=repeat)
+    twice, _ = agent("twice")
+    again = leased_item(repeat, ttl_ms=60_000)
+    pair = [leased_item(twice, ttl_ms=60_000) for _ in range(2)]
+    alone = _fleet(agent, 2, prefix="alone")
+    _expire([again, *pair, *alone])
+    sweep_run()
+
+    def folded(lease):  # type: ignore[no-untyped-def]
+        return Alert.objects.get(lease_id=lease.id, kind="expired").folded_into_id
+
+    assert folded(again) == own.id
+    first, second = sorted(
+        Alert.objects.filter(lease__holder=twice, kind="expired"), key=lambda a: a.id
+    )
+    assert (first.folded_into_id, second.folded_into_id) == (incident.id, first.id)
+    assert {folded(lease) for lease in alone} == {incident.id}
+    incident.refresh_from_db()
+    own.refresh_from_db()
+    # The burst still counts the row made its own above (5), then the pair (2) and the two.
+    assert (incident.occurrences, own.occurrences) == (5 + 2 + 2, 2)
+
+
+def test_a_burst_closed_after_the_plan_read_it_gets_no_members(agent, bursts, monkeypatch):
+    """A person resolves the burst between the batch's plan and its write: the alerts born
+    into it are unfolded and grouped anew (five: a new burst, notified)."""
+    from leaseboard.sweeps import batch
+
+    incident = _open_burst(agent)
+    queue = Queue.objects.get(name="default")
+    queue.notify = {"webhooks": [{"url": "https://hooks.example/alerts", "secret": "s" * 16}]}
+    queue.save()
+    planned = batch.burst_joins_plan
+
+    def plan_then_resolve(rows, now_ms):  # type: ignore[no-untyped-def]
+        plan = planned(rows, now_ms)
+        assert plan is not None and set(plan.incident_of.values()) == {incident.id}
+        Alert.objects.filter(id=incident.id).update(resolved_at_ms=now_ms)
+        return plan
+
+    monkeypatch.setattr(batch, "burst_joins_plan", plan_then_resolve)
+    more = _fleet(agent, 5, prefix="more")
+    _expire(more)
+    sweep_run()
+
+    incident.refresh_from_db()
+    assert incident.occurrences == 5  # counted nothing more once closed
+    new = Alert.objects.get(queue__isnull=False, resolved_at_ms__isnull=True)
+    assert new.id != incident.id and new.occurrences == 5
+    members = Alert.objects.filter(lease_id__in=[lease.id for lease in more])
+    assert {a.folded_into_id for a in members} == {new.id}
+    assert NotificationDelivery.objects.filter(alert_id=new.id).exists()
+
+
+def test_a_jeopardy_burst_takes_born_members_too(agent, bursts):
+    first = _fleet(agent, 5, prefix="first")
+    for lease in first:
+        age_lease(lease.id, lease.jeopardy_after_ms + 100)
+    sweep_run()
+    incident = Alert.objects.get(queue__isnull=False, kind="jeopardy")
+    more = _fleet(agent, 3, prefix="more")
+    for lease in more:
+        age_lease(lease.id, lease.jeopardy_after_ms + 100)
+    sweep_run()
+    incident.refresh_from_db()
+    assert incident.occurrences == 8
+    members = Alert.objects.filter(lease_id__in=[lease.id for lease in more], kind="jeopardy")
+    assert {(a.folded_into_id, a.resolved_at_ms is not None) for a in members} == {
+        (incident.id, True)
+    }

@@ -17,7 +17,9 @@ from leaseboard.core.models import Alert, Executor, Lease, WorkItem
 from leaseboard.core.models.leases import LIVE_STATES
 from leaseboard.core.services.alert_resolution import EndedLease
 from leaseboard.core.services.alerts import (
-    alerts_fold,
+    EXPIRY_KINDS,
+    BurstJoins,
+    alerts_fold_written,
     alerts_resolve,
     expiry_alert_words,
     lease_alert_key,
@@ -129,6 +131,7 @@ def lease_rows_expire_locked(
     rows: Sequence[Expiring],
     now_ms: int,
     outage_of: Callable[[Any], dict[str, Any] | None] | None = None,
+    bursts: BurstJoins | None = None,
 ) -> tuple[dict[Any, int], list[tuple[int, str, int | None]]]:
     """The one expiry path, for sweeps and for lazy expiry at acquire, renew or effect
     time: expire the live leases the caller has locked that are still at the version it
@@ -139,22 +142,26 @@ def lease_rows_expire_locked(
     model instance. (The lock delay needs no write: an acquire derives it from the latest
     lease, so expiry never locks the work item row, which would invert the work item ->
     lease lock order.) `outage_of` (the sweeps') names a database outage as an expiry's
-    cause. Returns each expired lease's ended_at_ms by id, and (id, kind, due time) of
-    each alert opened now."""
+    cause. `bursts` (the sweeps'): the open burst each lease's alert is born folded into
+    (alert_bursts.burst_joins_plan). Returns each expired lease's ended_at_ms by id, and
+    (id, kind, due time) of each alert opened now."""
     if not rows:
         return {}, []
     conn = connections[DEFAULT_DB_ALIAS]  # looked up once, not per value
     pk = Lease._meta.pk
     by_id = {row.id: row for row in rows}
-    values = _expire_params(conn, rows, now_ms, outage_of)
+    values = _expire_params(conn, rows, now_ms, outage_of, bursts)
     ended: list[EndedLease] = []
     opened: list[tuple[int, str, int | None]] = []
+    members: dict[int, list[int]] = {}  # born folded into an open burst
     with conn.cursor() as cursor:
         for statement in sql_batch.lease_expire_mark(conn.vendor, len(rows)):
             cursor.execute(statement, values)
-            for what, row_id, _, at_ms, kind in cursor.fetchall():
+            for what, row_id, _, at_ms, kind, burst in cursor.fetchall():
                 if what == "alert":
                     opened.append((int(row_id), kind, at_ms))
+                    if burst is not None:
+                        members.setdefault(int(burst), []).append(int(row_id))
                     continue
                 row = by_id[pk.to_python(row_id)]
                 ended.append(
@@ -170,7 +177,9 @@ def lease_rows_expire_locked(
                 )
     # Recurrences of one agent's expiry fold into its open incident, and a burst across
     # agents into one incident of the queue: counted as opened, notified once.
-    notify = alerts_fold([alert_id for alert_id, _, _ in opened])
+    notify = alerts_fold_written(
+        [alert_id for alert_id, _, _ in opened], members, bursts, EXPIRY_KINDS, now_ms
+    )
     if notify:
         alerts_opened.send(sender=Alert, alert_ids=notify)
     if reconciling := reconciliation_alerts_open(ended, now_ms):
@@ -185,8 +194,10 @@ def _expire_params(
     rows: Sequence[Expiring],
     now_ms: int,
     outage_of: Callable[[Any], dict[str, Any] | None] | None,
+    bursts: BurstJoins | None = None,
 ) -> list[Any]:
-    """`lease_expire_mark`'s parameters: each row's version and its alert's words."""
+    """`lease_expire_mark`'s parameters: each row's version, its alert's words, and the
+    burst its alert is born folded into (or None)."""
     pk = Lease._meta.pk
     params: list[list[Any]] = []
     for row in rows:
@@ -208,6 +219,7 @@ def _expire_params(
                 message,
                 json.dumps(detail),
                 now_ms,
+                bursts.incident_of.get(row.id) if bursts else None,
             ]
         )
     return sql_batch.keyed_params(conn.vendor, params, [row.work_item_id for row in rows])
