@@ -402,6 +402,51 @@ def test_lease_jeopardy_mark_moves_only_unchanged_leases_and_opens_each_alert_on
     assert detail == {"holder": "sql-holder", "holder_kind": "agent", "expires_at_ms": now + 4_500}
 
 
+def test_a_row_naming_a_burst_opens_its_alert_as_the_burst_s_resolved_member(conn):
+    """`burst` set: the alert is born folded into that incident and resolved when swept
+    (both statements, both dialects); the answer names the incident."""
+    now = db_now(conn)
+    holder, _, _ = scene(conn, now)
+    items = work_items(conn, now, 990_500, "born", 2)
+    insert(conn, Alert(id=990_201, kind="jeopardy", dedupe_key="burst:jeopardy:1:1",
+                       message="burst", detail={}, opened_at_ms=now - 100),
+           Alert(id=990_202, kind="expired", dedupe_key="burst:expired:1:1",
+                 message="burst", detail={}, opened_at_ms=now - 100))  # fmt: skip
+    marked = lease(items[0], holder, now, 1, jeopardy_at_ms=now - 500, due_at_ms=now - 500,
+                   expires_at_ms=now + 4_500)  # fmt: skip
+    ending = lease(items[1], holder, now, 1, state=Lease.State.JEOPARDY, jeopardy_at_ms=now - 4_500,
+                   expires_at_ms=now - 500, due_at_ms=now - 500)  # fmt: skip
+    insert(conn, marked, ending)
+    jeopardy_row = [
+        lease_id(conn, marked.id), marked.state, marked.epoch, marked.renewed_at_ms,
+        marked.expires_at_ms, marked.due_at_ms, f"jeopardy:{marked.id}:1", "m",
+        holder.name, holder.kind, now, 990_201,
+    ]  # fmt: skip
+    answers = []
+    for statement in sql_batch.lease_jeopardy_mark(conn.vendor, 1):
+        answers += fetch(conn, statement, sql.rows_params(conn.vendor, [jeopardy_row]))
+    assert [a[3] for a in answers if a[0] == "alert"] == [990_201]
+    expire_row = [
+        lease_id(conn, ending.id), ending.work_item_id, ending.state, ending.epoch,
+        ending.renewed_at_ms, ending.expires_at_ms, ending.due_at_ms, "expired",
+        f"expired:{ending.id}:1", f"jeopardy:{ending.id}:1", "m", json.dumps({}), now, 990_202,
+    ]  # fmt: skip
+    params = sql_batch.keyed_params(conn.vendor, [expire_row], [ending.work_item_id])
+    answers = []
+    for statement in sql_batch.lease_expire_mark(conn.vendor, 1):
+        answers += fetch(conn, statement, params)
+    assert [a[5] for a in answers if a[0] == "alert"] == [990_202]
+    born = fetch(
+        conn,
+        f"SELECT dedupe_key, folded_into_id, resolved_at_ms FROM {Alert._meta.db_table} "
+        "WHERE folded_into_id IS NOT NULL ORDER BY id",
+    )
+    assert born == [
+        (f"jeopardy:{marked.id}:1", 990_201, now),
+        (f"expired:{ending.id}:1", 990_202, now),
+    ]
+
+
 def test_lease_expire_mark_expires_only_unchanged_leases_and_opens_each_alert_once(conn):
     now = db_now(conn)
     holder, _, _ = scene(conn, now)
