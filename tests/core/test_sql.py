@@ -686,3 +686,35 @@ def test_the_hot_paths_statements_are_prepared_after_a_few_runs(agent):
     ]
     assert any("UPDATE core_lease AS l SET renewed_at_ms" in text for text in prepared)
     assert not any('"core_lease"."epoch" =' in text for text in prepared)
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db
+def test_the_last_hour_s_expiries_are_counted_in_end_order_whatever_the_statistics_say():
+    """Statistics taken before an expiry storm say no lease has expired; PostgreSQL then
+    planned the live page's expired counter over lease_holder_state_idx, reading every
+    expired lease and sorting them (make storm: up to 34,634 buffers a statement). Over
+    lease_expired_ended_idx it walks the newest endings and stops at its cap."""
+    from leaseboard.dashboard.selectors.counters import COUNTER_CAP, _counters_sql
+
+    now = db_now(pg_connection)
+    holder, other, _ = scene(pg_connection, now)
+    items = WorkItem.objects.bulk_create(
+        WorkItem(id=993_000 + i, key=f"sql-expired-{i}", queue_id=990_001, epoch=1,
+                 admission=WorkItem.Admission.ADMITTED, created_at_ms=now)
+        for i in range(6_000)
+    )  # fmt: skip
+    Lease.objects.bulk_create(lease(item, other, now, 1) for item in items)
+    with pg_connection.cursor() as cursor:
+        cursor.execute(f"ANALYZE {Lease._meta.db_table}")  # before any lease expired
+        cursor.execute(
+            f"UPDATE {Lease._meta.db_table} SET state = 'expired', ended_at_ms = %s - "
+            "(work_item_id %% 5000) WHERE work_item_id < %s",
+            [now, 993_000 + 4_000],
+        )
+        cursor.execute("EXPLAIN (ANALYZE, TIMING OFF) " + _counters_sql())
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "lease_expired_ended_idx" in plan, plan
+    assert "lease_holder_state_idx" not in plan, plan
+    # Read in end order, the count stops at its cap: no sort of all 4,000.
+    assert f"(actual rows={COUNTER_CAP + 1} loops=1)" in plan, plan

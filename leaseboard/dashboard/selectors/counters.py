@@ -86,8 +86,9 @@ def _counters_sql() -> str:
         ),
         # In jeopardy (marked by a sweep), not expired.
         _bounded(f"{live} AND state = 'jeopardy' AND due_at_ms > c.n", "due_at_ms"),
-        # Over lease_ended_idx (state included): the last hour's endings, newest first,
-        # from the index alone.
+        # Over lease_expired_ended_idx (partial: expired): the last hour's expiries,
+        # newest first, an ordered walk that stops at the cap, whatever the statistics say
+        # (taken before a storm, they had it read every expired lease over the holder index).
         _bounded(
             f"FROM {t} WHERE state = 'expired' AND ended_at_ms >= c.n - {HOUR_MS}",
             "ended_at_ms DESC",
