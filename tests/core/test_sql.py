@@ -280,6 +280,16 @@ def test_lease_renew_sets_an_absolute_expiry_only_for_this_holders_live_matching
     assert lease_row(conn, mine.id)["renew_count"] == 2
 
 
+def many_work_items(now: int, first_id: int, prefix: str, n: int = 6_000) -> list[WorkItem]:
+    """`n` admitted work items in the scene's queue, in one insert: enough rows that a
+    plan test's statistics mean something."""
+    return WorkItem.objects.bulk_create(
+        WorkItem(id=first_id + i, key=f"{prefix}-{i}", queue_id=990_001, epoch=1,
+                 admission=WorkItem.Admission.ADMITTED, created_at_ms=now)
+        for i in range(n)
+    )  # fmt: skip
+
+
 @pytest.mark.postgres
 @pytest.mark.django_db
 def test_lease_renew_finds_the_rows_by_id_never_through_the_holder_index():
@@ -289,11 +299,7 @@ def test_lease_renew_finds_the_rows_by_id_never_through_the_holder_index():
     (bench/storm.py: 500 of a holder's 12,500 leases in 1.1-1.5 s, instead of ~15 ms)."""
     now = db_now(pg_connection)
     holder, other, _ = scene(pg_connection, now)
-    items = WorkItem.objects.bulk_create(
-        WorkItem(id=991_000 + i, key=f"sql-plan-{i}", queue_id=990_001, epoch=1,
-                 admission=WorkItem.Admission.ADMITTED, created_at_ms=now)
-        for i in range(6_000)
-    )  # fmt: skip
+    items = many_work_items(now, 991_000, "sql-plan")
     Lease.objects.bulk_create(lease(item, other, now, 1) for item in items[:5_000])
     with pg_connection.cursor() as cursor:
         cursor.execute(f"ANALYZE {Lease._meta.db_table}")  # before `holder` held anything
@@ -699,11 +705,7 @@ def test_the_last_hour_s_expiries_are_counted_in_end_order_whatever_the_statisti
 
     now = db_now(pg_connection)
     holder, other, _ = scene(pg_connection, now)
-    items = WorkItem.objects.bulk_create(
-        WorkItem(id=993_000 + i, key=f"sql-expired-{i}", queue_id=990_001, epoch=1,
-                 admission=WorkItem.Admission.ADMITTED, created_at_ms=now)
-        for i in range(6_000)
-    )  # fmt: skip
+    items = many_work_items(now, 993_000, "sql-expired")
     Lease.objects.bulk_create(lease(item, other, now, 1) for item in items)
     with pg_connection.cursor() as cursor:
         cursor.execute(f"ANALYZE {Lease._meta.db_table}")  # before any lease expired

@@ -26,14 +26,13 @@ until a vacuum.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import F, Q
-from django.db.models.functions import Coalesce
+from django.db.models import F, Q, QuerySet
 
 from leaseboard.core.clock import db_now_ms
 from leaseboard.core.models import Alert, Lease, Queue, WorkItem
@@ -129,6 +128,26 @@ def _open_since(since_ms: int) -> Q:
     )
 
 
+def agents_open_incidents(
+    kinds: Iterable[str], holders: Iterable[int], since_ms: int
+) -> QuerySet[Alert, tuple[int, str, int]]:
+    """The open incidents of these agents' alerts of these kinds seen since `since_ms`,
+    newest first, as (id, kind, holder id): what the per-agent fold folds into
+    (alert_folding.alerts_fold_per_agent), and what keeps an alert from being born into a
+    burst (`burst_joins_plan`)."""
+    return (
+        Alert.objects.filter(
+            resolved_at_ms__isnull=True,
+            folded_into__isnull=True,
+            kind__in=set(kinds),
+            lease__holder_id__in=set(holders),
+        )
+        .filter(_open_since(since_ms))
+        .order_by("-id")
+        .values_list("id", "kind", "lease__holder_id")
+    )
+
+
 def burst_joins_plan(rows: Sequence[tuple[Any, int, int, str]], now_ms: int) -> BurstJoins | None:
     """Before a sweep batch writes its alerts, (lease id, work item id, holder id, alert
     kind) for each: which of them join a burst already open in their queue, as they would
@@ -164,16 +183,12 @@ def burst_joins_plan(rows: Sequence[tuple[Any, int, int, str]], now_ms: int) -> 
     if fold_window:
         # The kinds that fold per agent are these kinds (alert_folding.FOLDING_KINDS).
         alone.update((holder, kind) for _, _, holder, kind in rows if kind in kinds)
-        agents_open = set(
-            Alert.objects.filter(
-                resolved_at_ms__isnull=True,
-                folded_into__isnull=True,
-                kind__in=kinds,
-                lease__holder_id__in={holder for _, _, holder, _ in rows},
+        agents_open = {
+            (holder, kind)
+            for _, kind, holder in agents_open_incidents(
+                kinds, {holder for _, _, holder, _ in rows}, now_ms - fold_window
             )
-            .filter(_open_since(now_ms - fold_window))
-            .values_list("lease__holder_id", "kind")
-        )
+        }
     incident_of: dict[Any, int] = {}
     for lease_id, item, holder, kind in rows:
         burst = bursts.get((queue_of.get(item, -1), kind))
@@ -229,8 +244,7 @@ def _lock(keys: list[tuple[int, str]]) -> None:
 def _open_burst(queue_id: int, kind: str, since_ms: int) -> int | None:
     return (
         Alert.objects.filter(queue_id=queue_id, kind=kind, resolved_at_ms__isnull=True)
-        .annotate(seen=Coalesce("last_seen_at_ms", "opened_at_ms"))
-        .filter(seen__gte=since_ms)
+        .filter(_open_since(since_ms))
         .order_by("-id")
         .values_list("id", flat=True)
         .first()

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db.models import F
-from django.db.models.functions import Coalesce
 
 from leaseboard.core.models import Alert
 from leaseboard.core.services.alert_bursts import (
     BURST_KINDS,
     BornMembers,
     BurstJoins,
+    agents_open_incidents,
     alerts_group_bursts,
     bursts_joined_count,
 )
@@ -75,19 +75,9 @@ def alerts_fold_per_agent(ids: list[int]) -> list[int]:
         return ids
     now = max(at for *_, at in fresh)
     incidents: dict[tuple[int, str], int] = {}
-    for alert_id, kind, holder in (
-        Alert.objects.filter(
-            resolved_at_ms__isnull=True,
-            folded_into__isnull=True,
-            kind__in={kind for _, kind, _, _ in fresh},
-            lease__holder_id__in={holder for _, _, holder, _ in fresh},
-        )
-        .exclude(id__in=ids)
-        .annotate(seen=Coalesce("last_seen_at_ms", "opened_at_ms"))
-        .filter(seen__gte=now - window)
-        .order_by("-id")
-        .values_list("id", "kind", "lease__holder_id")
-    ):
+    for alert_id, kind, holder in agents_open_incidents(
+        {kind for _, kind, _, _ in fresh}, {holder for _, _, holder, _ in fresh}, now - window
+    ).exclude(id__in=ids):
         incidents.setdefault((holder, kind), alert_id)
     folded: dict[int, list[int]] = {}
     for alert_id, kind, holder, _ in fresh:
