@@ -20,6 +20,12 @@ from leaseboard.core.sql import prepared_cursor
 # Counters are exact up to this many, then shown as "1000+": each is a bounded scan.
 COUNTER_CAP = 1_000
 HOUR_MS = 3_600_000
+# The sweep's backlog (active leases past their jeopardy time) is split into "in jeopardy"
+# and "expired" by reading at most this many of its entries from each end: exact while the
+# backlog is smaller, lower bounds (shown "N+") while a storm keeps the sweep behind. An
+# exact split of a backlog of 47,000 read all of it in each of two walks: 45,000 buffers,
+# most of the live page's counters during an expiry storm (docs/benchmarks.md).
+BACKLOG_WALK = 1_001
 
 
 @dataclass(frozen=True)
@@ -33,7 +39,45 @@ class Counters:
     needs_reconciliation: int = 0
     # Live by their row, expired by time, not yet ended by a sweep (within expired_last_hour).
     unswept: int = 0
+    # Active by their row, past their jeopardy time: what the sweep has not yet marked or
+    # ended, read up to BACKLOG_WALK entries (exact below it).
+    behind: int = 0
+    # Live in the jeopardy rank of the urgency sort (leases a sweep marked, and `behind`),
+    # each part exact up to its cap: whether that rank is empty or fills a page.
+    urgent: int = 0
     cap: int = COUNTER_CAP
+    backlog_walk: int = BACKLOG_WALK
+
+    @property
+    def split_exact(self) -> bool:
+        """Whether `jeopardy` and `expired_last_hour` are exact (up to the cap): the
+        backlog was read whole. While a storm keeps the sweep behind, they are lower bounds."""
+        return self.behind < self.backlog_walk
+
+    @property
+    def jeopardy_shown(self) -> str:
+        return _shown(self.jeopardy, self.cap, self.split_exact)
+
+    @property
+    def expired_shown(self) -> str:
+        return _shown(self.expired_last_hour, self.cap, self.split_exact)
+
+    @property
+    def behind_shown(self) -> str:
+        return _shown(self.behind, self.cap, True)
+
+
+def _shown(n: int, cap: int, exact: bool) -> str:
+    """A count as the page shows it: "1000+" past its cap, "N+" when it is a lower bound."""
+    if n > cap:
+        return f"{cap}+"
+    return str(n) if exact else f"{n}+"
+
+
+def _walk(sql_from_where: str, order_by: str) -> str:
+    """The expiries of the first BACKLOG_WALK rows of `sql_from_where` in `order_by`
+    order: a walk of at most BACKLOG_WALK index entries, whatever lies beyond."""
+    return f"SELECT expires_at_ms {sql_from_where} ORDER BY {order_by} LIMIT {BACKLOG_WALK}"
 
 
 def _bounded(sql_from_where: str, order_by: str = "") -> str:
@@ -75,15 +119,22 @@ def _counters_sql() -> str:
     # that count reads every live entry above the clock, ~6 ms at 100k.
     live = f"FROM {t} WHERE state IN ('active', 'jeopardy')"
     takeovers = _pending_takeovers_table()
+    # The sweep's backlog: active by its row, past its jeopardy time by the clock. Its
+    # newest entries (`d`), read once for two counts (PostgreSQL materializes a CTE that
+    # is named twice); the clock as a scalar subquery, so the walk stays an ordered index
+    # scan that stops at its LIMIT (a join with `c` would sort the whole backlog).
+    backlog = f"{live} AND state = 'active' AND due_at_ms <= (SELECT n FROM c)"
     counts = [
-        # Active, jeopardy not reached.
-        _bounded(f"{live} AND state = 'active' AND due_at_ms > c.n", "due_at_ms"),
-        # Active past its jeopardy time, not expired: newest first, just below the clock;
-        # further down lie the leases already expired that no sweep has ended yet.
-        _bounded(
-            f"{live} AND state = 'active' AND due_at_ms <= c.n AND expires_at_ms > c.n",
-            "due_at_ms DESC",
-        ),
+        # Active, jeopardy not reached. Newest first: a renew moves a lease's entry up and
+        # leaves the old one dead above the clock until a vacuum, so the entries just
+        # above the clock are mostly dead versions (162,204 heap fetches for 1,001 rows
+        # in an expiry storm's count from the clock up; docs/benchmarks.md).
+        _bounded(f"{live} AND state = 'active' AND due_at_ms > c.n", "due_at_ms DESC"),
+        # The backlog's size, up to BACKLOG_WALK.
+        "(SELECT count(*) FROM d)",
+        # Of the backlog, in jeopardy by time but not expired: newest first (further down
+        # lie the leases already expired that no sweep has ended yet).
+        "(SELECT count(*) FROM d WHERE expires_at_ms > c.n)",
         # In jeopardy (marked by a sweep), not expired.
         _bounded(f"{live} AND state = 'jeopardy' AND due_at_ms > c.n", "due_at_ms"),
         # Over lease_expired_ended_idx (partial: expired): the last hour's expiries,
@@ -93,12 +144,10 @@ def _counters_sql() -> str:
             f"FROM {t} WHERE state = 'expired' AND ended_at_ms >= c.n - {HOUR_MS}",
             "ended_at_ms DESC",
         ),
-        # Expired by time, not yet materialized by a sweep: already expired for humans.
-        # Oldest first, one state at a time.
-        _bounded(
-            f"{live} AND state = 'active' AND due_at_ms <= c.n AND expires_at_ms <= c.n",
-            "due_at_ms",
-        ),
+        # Of the backlog, expired by time, not yet materialized by a sweep: already expired
+        # for humans. Oldest first.
+        f"(SELECT count(*) FROM ({_walk(backlog, 'due_at_ms')}) AS w WHERE expires_at_ms <= c.n)",
+        # Marked in jeopardy, expired by time, not yet ended.
         _bounded(
             f"{live} AND state = 'jeopardy' AND due_at_ms <= c.n AND expires_at_ms <= c.n",
             "due_at_ms",
@@ -107,7 +156,8 @@ def _counters_sql() -> str:
         _bounded(f"FROM {takeovers} WHERE status = 'pending'") if takeovers else "NULL",
         _blocked_count(t),
     ]
-    return f"WITH c AS (SELECT {now} AS n) SELECT c.n, {', '.join(counts)} FROM c"
+    newest = _walk(backlog, "due_at_ms DESC")
+    return f"WITH c AS (SELECT {now} AS n), d AS ({newest}) SELECT c.n, {', '.join(counts)} FROM c"
 
 
 def _blocked_count(leases: str) -> str:
@@ -123,14 +173,19 @@ def _blocked_count(leases: str) -> str:
 
 def _counters_of(row: tuple[Any, ...]) -> tuple[int, Counters]:
     """The statement's row as (the clock, the counters), each capped at COUNTER_CAP+1."""
-    n, active, overdue, jeopardy, expired, unswept_active, unswept_jeopardy, pending, blocked = row
-    return int(n), Counters(
-        active=int(active),
-        jeopardy=min(int(overdue) + int(jeopardy), COUNTER_CAP + 1),
-        expired_last_hour=min(
-            int(expired) + int(unswept_active) + int(unswept_jeopardy), COUNTER_CAP + 1
-        ),
+    *counts, pending, blocked = row
+    n, active, behind, overdue, jeopardy, expired, unswept_active, unswept_jeopardy = (
+        int(v) for v in counts
+    )
+    over = COUNTER_CAP + 1
+    return n, Counters(
+        active=active,
+        jeopardy=min(overdue + jeopardy, over),
+        expired_last_hour=min(expired + unswept_active + unswept_jeopardy, over),
         pending_takeovers=None if pending is None else int(pending),
         needs_reconciliation=int(blocked),
-        unswept=int(unswept_active) + int(unswept_jeopardy),
+        unswept=unswept_active + unswept_jeopardy,
+        behind=behind,
+        urgent=min(behind + jeopardy + unswept_jeopardy, over),
+        backlog_walk=BACKLOG_WALK,
     )

@@ -210,7 +210,12 @@ def live_version(page: LivePage) -> str:
     Equal versions mean an identical fragment, so the poll can answer 304."""
     body = {
         "f": page.filters.query(),
-        "c": [page.counters.active, page.counters.jeopardy, page.counters.expired_last_hour],
+        "c": [
+            page.counters.active,
+            page.counters.jeopardy,
+            page.counters.expired_last_hour,
+            page.counters.behind if not page.counters.split_exact else None,
+        ],
         "t": page.counters.pending_takeovers,
         "b": page.counters.needs_reconciliation,
         "n": page.next_cursor,

@@ -102,7 +102,7 @@ def jeopardy_fills_page(filters: LiveFilters, counters: Counters) -> bool:
     """Whether the live leases in jeopardy by time (counted on the counters' clock, before
     any filter) may be more than a page: the jeopardy rank is then cut at its page-th due
     time (`due_cut`) and, sorted most urgent first, read before the other ranks."""
-    return counters.jeopardy + counters.unswept >= filters.size + 1
+    return counters.urgent >= filters.size + 1
 
 
 def urgency_ranked(
@@ -136,7 +136,7 @@ def urgency_ranked(
         for r, qs in split:
             if rank is not None and (rank > r if not desc else rank < r):
                 continue  # behind the cursor
-            if r == 0 and not (counters.jeopardy or counters.unswept):
+            if r == 0 and not counters.urgent:
                 continue  # nothing in jeopardy (the counters' same clock): no index walk
             due = "due_at_ms" if r == 0 else "expires_at_ms"
             own = KEY_FIELDS if r == HEALTHY else (due, *KEY_FIELDS)

@@ -56,7 +56,7 @@ def test_with_nothing_in_jeopardy_the_first_rank_is_not_read(agent):
     executor, _ = agent()
     leased_item(executor, key="h-1")
     now, counters = live_counters()
-    assert counters.jeopardy == 0 and counters.unswept == 0
+    assert counters.jeopardy == 0 and counters.unswept == 0 and counters.urgent == 0
     live = [Lease.objects.filter(state__in=["active", "jeopardy"])]
     limited = urgency_limited(live, LiveFilters(), now, None, counters)
     assert len(limited) == 3  # on hold, waiting, healthy: no index walk for jeopardy

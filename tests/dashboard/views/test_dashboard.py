@@ -409,6 +409,36 @@ def test_each_counter_stops_one_past_its_cap(agent, monkeypatch):
     assert (counters.active, counters.jeopardy, counters.expired_last_hour) == (2, 2, 2)
 
 
+def test_a_backlog_longer_than_its_walk_gives_lower_bounds_shown_with_a_plus(
+    operator_client, agent, monkeypatch
+):
+    """The sweep's backlog (active leases past their jeopardy time) is read up to
+    BACKLOG_WALK entries from each end, so a storm's 47,000 cost what 2,000 do: while it
+    is longer, the in-jeopardy and expired counts are lower bounds, shown "N+", with the
+    backlog beside them; the jeopardy rank is still read (its size is exact to the cap)."""
+    from leaseboard.dashboard.selectors import counters as live
+
+    executor, _ = agent()
+    _counters_scene(executor)
+    html = operator_client.get("/", **HX).content.decode()
+    assert 'id="count-behind"' not in html  # the backlog of 2 read whole: exact
+    second = leased_item(executor)
+    age_lease(second.id, second.jeopardy_after_ms + 100)  # backlog: 2 overdue, 1 lapsed
+    _, counters = live.live_counters()
+    assert counters.split_exact and (counters.jeopardy, counters.expired_last_hour) == (3, 3)
+    monkeypatch.setattr(live, "BACKLOG_WALK", 1)
+    _, counters = live.live_counters()
+    # Newest first, one entry: one of the two overdue; oldest first: the lapsed one.
+    assert (counters.behind, counters.split_exact) == (1, False)
+    assert (counters.jeopardy, counters.expired_last_hour) == (2, 3)
+    assert counters.urgent == 3  # the backlog's 1 read, the 2 a sweep marked
+    html = operator_client.get("/", **HX).content.decode()
+    for name, shown in (("jeopardy", "2+"), ("expired", "3+"), ("behind", "1")):
+        assert re.search(rf'data-counter="{name}"[^>]*>{re.escape(shown)}<', html), name
+    assert "the sweeps are behind" in html
+    assert live.Counters(active=0, jeopardy=1001, expired_last_hour=0).jeopardy_shown == "1000+"
+
+
 def test_work_item_page_shows_the_refused_stale_effect_and_the_timeline(operator_client, agent):
     a, _ = agent("old-holder")
     b, _ = agent("new-holder")
