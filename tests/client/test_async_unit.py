@@ -142,6 +142,59 @@ def test_a_thousand_holdings_in_one_loop_renew_in_one_request_per_tick(
     assert all(h.active and h.consecutive_failures == 0 for h in holdings)
 
 
+def _in_flight_counted(server: FakeServer, seen: list[int]) -> httpx.AsyncBaseTransport:
+    """The fake server behind an async handler that yields before answering, recording how
+    many batch renews were in flight as each one arrived."""
+    in_flight = [0]
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        renew = request.url.path == "/api/v1/leases/renew"
+        in_flight[0] += renew
+        seen.append(in_flight[0])
+        await asyncio.sleep(0.01)
+        in_flight[0] -= renew
+        return server(request)
+
+    return httpx.MockTransport(handler)
+
+
+@pytest.mark.parametrize(("leases", "requests", "at_once"), [(2_500, 3, 3), (7_000, 7, 4)])
+def test_the_chunks_of_a_large_batch_renew_are_in_flight_together_up_to_the_cap(
+    server: FakeServer, clock: FakeClock, leases: int, requests: int, at_once: int
+) -> None:
+    """One after another, the last of a renewer's ten chunks waited nine answers before it
+    was sent (the 30,000-agent soak: 3 requests of ~64 ms a round, 225 ms at the SDK)."""
+    from leaseboard_client.aio import RENEW_CHUNKS_IN_FLIGHT
+
+    assert RENEW_CHUNKS_IN_FLIGHT == 4
+    seen: list[int] = []
+    ids = [(f"lease-{i}", 1) for i in range(leases)]
+
+    async def scenario() -> list[str]:
+        async with AsyncClient(
+            fakes.URL, "t", timing=TIMING, clock=clock, transport=_in_flight_counted(server, seen)
+        ) as client:
+            return [r.lease_id for r in await client.renew_many(ids)]
+
+    assert run(scenario()) == [lease_id for lease_id, _ in ids]  # in the leases' order
+    assert server.count("/api/v1/leases/renew") == requests
+    assert max(seen) == at_once
+
+
+def test_a_failed_chunk_of_a_batch_renew_raises_as_it_did_in_turn(
+    server: FakeServer, clock: FakeClock
+) -> None:
+    server.fail_next[:] = [httpx.Response(200, json={"results": []}), httpx.Response(503)]
+
+    async def scenario() -> None:
+        async with make_client(server, hand_driven(clock)) as client:
+            await client.renew_many([(f"lease-{i}", 1) for i in range(2_500)])
+
+    with pytest.raises(TransientError):
+        run(scenario())
+    assert server.count("/api/v1/leases/renew") == 3  # every chunk was sent
+
+
 def test_a_hung_server_puts_every_holding_in_local_jeopardy_before_the_server_lets_go(
     server: FakeServer, clock: FakeClock
 ) -> None:
