@@ -6,6 +6,7 @@ cancellation, and lock delays — through httpx.MockTransport and a fake monoton
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import weakref
 from collections.abc import Coroutine
@@ -142,17 +143,23 @@ def test_a_thousand_holdings_in_one_loop_renew_in_one_request_per_tick(
     assert all(h.active and h.consecutive_failures == 0 for h in holdings)
 
 
-def _in_flight_counted(server: FakeServer, seen: list[int]) -> httpx.AsyncBaseTransport:
-    """The fake server behind an async handler that yields before answering, recording how
-    many batch renews were in flight as each one arrived."""
+def _in_flight_counted(
+    server: FakeServer, seen: list[int], together: int
+) -> httpx.AsyncBaseTransport:
+    """The fake server behind an async handler that holds each batch renew until
+    `together` are in flight (or 5 s have passed: one at a time, the first would wait for
+    ever), recording how many were in flight as each one arrived."""
     in_flight = [0]
+    all_there = asyncio.Event()
 
     async def handler(request: httpx.Request) -> httpx.Response:
-        renew = request.url.path == "/api/v1/leases/renew"
-        in_flight[0] += renew
+        in_flight[0] += 1
         seen.append(in_flight[0])
-        await asyncio.sleep(0.01)
-        in_flight[0] -= renew
+        if in_flight[0] >= together:
+            all_there.set()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(all_there.wait(), 5.0)
+        in_flight[0] -= 1
         return server(request)
 
     return httpx.MockTransport(handler)
@@ -172,7 +179,11 @@ def test_the_chunks_of_a_large_batch_renew_are_in_flight_together_up_to_the_cap(
 
     async def scenario() -> list[str]:
         async with AsyncClient(
-            fakes.URL, "t", timing=TIMING, clock=clock, transport=_in_flight_counted(server, seen)
+            fakes.URL,
+            "t",
+            timing=TIMING,
+            clock=clock,
+            transport=_in_flight_counted(server, seen, at_once),
         ) as client:
             return [r.lease_id for r in await client.renew_many(ids)]
 
