@@ -45,14 +45,18 @@ class Counters:
     # Live in the jeopardy rank of the urgency sort (leases a sweep marked, and `behind`),
     # each part exact up to its cap: whether that rank is empty or fills a page.
     urgent: int = 0
+    # Whether `jeopardy` and `expired_last_hour` are exact (up to the cap): the backlog was
+    # read whole. While a storm keeps the sweep behind, they are lower bounds.
+    split_exact: bool = True
     cap: int = COUNTER_CAP
-    backlog_walk: int = BACKLOG_WALK
 
     @property
-    def split_exact(self) -> bool:
-        """Whether `jeopardy` and `expired_last_hour` are exact (up to the cap): the
-        backlog was read whole. While a storm keeps the sweep behind, they are lower bounds."""
-        return self.behind < self.backlog_walk
+    def active_shown(self) -> str:
+        return _shown(self.active, self.cap, True)
+
+    @property
+    def blocked_shown(self) -> str:
+        return _shown(self.needs_reconciliation, self.cap, True)
 
     @property
     def jeopardy_shown(self) -> str:
@@ -187,5 +191,5 @@ def _counters_of(row: tuple[Any, ...]) -> tuple[int, Counters]:
         unswept=unswept_active + unswept_jeopardy,
         behind=behind,
         urgent=min(behind + jeopardy + unswept_jeopardy, over),
-        backlog_walk=BACKLOG_WALK,
+        split_exact=behind < BACKLOG_WALK,
     )

@@ -214,7 +214,7 @@ def live_version(page: LivePage) -> str:
             page.counters.active,
             page.counters.jeopardy,
             page.counters.expired_last_hour,
-            page.counters.behind if not page.counters.split_exact else None,
+            page.counters.split_exact,
         ],
         "t": page.counters.pending_takeovers,
         "b": page.counters.needs_reconciliation,
